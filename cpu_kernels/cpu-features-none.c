@@ -1,0 +1,12 @@
+/* CPU features on builds without AVX2 kernels (other CPUs or compilers):
+ * every kernel runs its scalar reference. */
+#include "config.h"
+
+#include "cpu_kernels/cpu-features.h"
+
+static const struct hs_cpu_features none = { 0, 0, 0, 0, 0 };
+
+const struct hs_cpu_features *hs__cpu_features(void)
+{
+	return &none;
+}

@@ -1,0 +1,35 @@
+/* CPU feature detection on x86 builds whose compiler produced AVX2 kernels. */
+#include "config.h"
+
+#include <cpuid.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels/cpu-features.h"
+
+static struct hs_cpu_features features;
+static int detected;
+
+const struct hs_cpu_features *hs__cpu_features(void)
+{
+	/* Detection is idempotent, so a race between two first callers only
+	 * writes the same values twice. */
+	if (!__atomic_load_n(&detected, __ATOMIC_ACQUIRE)) {
+		struct hs_cpu_features f = { 0 };
+		const char *ref = getenv("HS_USE_REF");
+
+		__builtin_cpu_init();
+		f.avx2 = __builtin_cpu_supports("avx2") != 0;
+		f.fma = __builtin_cpu_supports("fma") != 0;
+		{
+			/* GCC 12's __builtin_cpu_supports has no "f16c": ask CPUID leaf 1. */
+			unsigned a, b, c, d;
+			f.f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+		}
+		f.avx2_built = 1;
+		f.use_avx2 = f.avx2 && f.fma && f.f16c && !(ref && strcmp(ref, "1") == 0);
+		features = f;
+		__atomic_store_n(&detected, 1, __ATOMIC_RELEASE);
+	}
+	return &features;
+}

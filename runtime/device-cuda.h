@@ -1,0 +1,21 @@
+/* The parts of the CUDA backend the rest of the library sees.  Declared
+ * without CUDA types, so callers need no CUDA headers; implemented by
+ * device-cuda.c in CUDA builds and by device-cuda-stub.c otherwise. */
+#ifndef HS_DEVICE_CUDA_H
+#define HS_DEVICE_CUDA_H
+
+#include <stddef.h>
+
+/* Number of usable devices (0 with no driver or no device); cached. */
+int hs__cuda_probe(void);
+/* One line saying what the probe found. */
+const char *hs__cuda_probe_status(void);
+/* "CUDA 13.0 (sm 75 80 86 89 90)" or "CUDA: not built". */
+const char *hs__cuda_build(void);
+/* PCI bus id of CUDA device dev, normalised to "dddd:bb:dd.f" lower case. */
+int hs__cuda_pci_bus_id(int dev, char *buf, size_t n);
+/* Device memory read bandwidth of device dev in GB/s, measured with a
+ * buffer of `bytes` (a reduction kernel reading each byte once). */
+int hs__cuda_mem_read_gbps(int dev, size_t bytes, double *gbps);
+
+#endif

@@ -1,0 +1,54 @@
+/* Thread-local last-error message and errno descriptions. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hotset.h"
+#include "runtime/error.h"
+
+static _Thread_local char last_error[512];
+
+int hs__error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+	return -err;
+}
+
+void hs__error_clear(void)
+{
+	last_error[0] = '\0';
+}
+
+const char *hs_last_error(void)
+{
+	return last_error;
+}
+
+const char *hs_strerror(int err)
+{
+	switch (-err) {
+	case 0: return "success";
+	case EINVAL: return "invalid argument";
+	case ENOMEM: return "out of memory";
+	case ENODEV: return "no such device";
+	case EIO: return "bad or unreadable file";
+	case ENOENT: return "no such file";
+	case ERANGE: return "value out of range";
+	case ENOSPC: return "no space left";
+	default: return err < 0 ? strerror(-err) : "not an error code";
+	}
+}
+
+void hs__assert_fail(const char *what, const char *file, int line)
+{
+	/* An internal invariant broke: this is a hotset bug, not bad input. */
+	fprintf(stderr, "hotset: internal error: %s (%s:%d)\n", what, file, line);
+	abort();
+}

@@ -1,0 +1,20 @@
+/* Internal error reporting shared by every folder of the library: a leaf with
+ * no dependencies, so topology/, planner/ and cpu_kernels/ may use it too. */
+#ifndef HS_ERROR_H
+#define HS_ERROR_H
+
+#include <errno.h>
+
+/* Records a one-line message for hs_last_error() and returns -err, so that a
+ * failing path reads `return hs__error(EIO, "%s: ...", path);`. */
+int hs__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clears the thread's message (a call that succeeds leaves it as it was). */
+void hs__error_clear(void);
+
+/* Internal invariants only, never for input checks: a broken invariant is a
+ * bug in hotset, so it aborts with the place where it broke. */
+#define HS_ASSERT(cond) ((cond) ? (void)0 : hs__assert_fail(#cond, __FILE__, __LINE__))
+_Noreturn void hs__assert_fail(const char *what, const char *file, int line);
+
+#endif

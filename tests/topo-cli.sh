@@ -1,0 +1,41 @@
+# Checks `hotset topo` on real machines' exports (table and JSON), on this
+# machine, and that bad topology files give one error line and a non-zero exit.
+. "${top_srcdir:-.}/tests/lib.sh"
+T=$HS_DATA/topologies
+
+expect_ok "24em64t table" "$HOTSET" topo --topology "$T/24em64t-2n6c2t-pci.xml" &&
+{
+	expect_grep "24em64t" '^2 NUMA nodes, 12 cores, 24 CPUs'
+	expect_grep "gpu 06" '^0000:06:00\.0 +10de:06d2 +0 +4\.00 GB/s'
+	expect_grep "gpu 11" '^0000:11:00\.0 +10de:06d2 +1 +4\.00 GB/s'
+	expect_grep "gpu 14" '^0000:14:00\.0 +10de:06d2 +1 +4\.00 GB/s'
+	n=$(grep -Ec '^[0-9a-f]{4}:[0-9a-f]{2}:' "$TMP/out")
+	[ "$n" -eq 3 ] || fail "24em64t: $n GPU rows, want 3"
+	grep -q '1002:515e' "$TMP/out" && fail "24em64t: the ATI VGA device is listed"
+}
+
+# The global flag and the environment variable select the file too.
+expect_ok "global --topology" "$HOTSET" --topology "$T/nvidiaDGX2.xml" topo &&
+{
+	n0=$(grep -Ec '^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f] +10de:1db8 +0 ' "$TMP/out")
+	n1=$(grep -Ec '^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f] +10de:1db8 +1 ' "$TMP/out")
+	[ "$n0" -eq 8 ] && [ "$n1" -eq 8 ] || fail "DGX-2: $n0 GPUs on node 0, $n1 on node 1, want 8 and 8"
+	expect_grep "DGX-2 link" '15\.75 GB/s +gen3 x16'
+}
+HOTSET_TOPOLOGY="$T/32em64t-2n8c2t-pci-wholeio.xml" expect_ok "env topology json" "$HOTSET" topo --json &&
+{
+	expect_grep "json bus id" '"pci_bus_id": "0000:84:00\.0"'
+	expect_grep "json cuda index" '"cuda_index": 0'
+	expect_grep "json unknown link" '"link_gbps": null'
+}
+
+expect_ok "this machine" "$HOTSET" topo && expect_grep "this machine" '^topology: this machine'
+expect_grep "cuda line" '^CUDA: '
+expect_ok "this machine json" "$HOTSET" topo --json && expect_grep "json nodes" '"nodes": \['
+
+printf '<?xml version="1.0"?>\n<topology><object type="Machine"' >"$TMP/cut.xml"
+expect_fail "cut XML" "$HOTSET" topo --topology "$TMP/cut.xml" && expect_grep "cut message" 'cut\.xml' "$TMP/err"
+expect_fail "missing XML" "$HOTSET" topo --topology "$TMP/nope.xml" && expect_grep "missing message" 'nope\.xml: No such file' "$TMP/err"
+expect_fail "usage: bad flag" "$HOTSET" topo --bogus
+expect_fail "usage: extra argument" "$HOTSET" topo extra
+finish

@@ -1,0 +1,104 @@
+/* The `hotset` command: global options, then one subcommand. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/tools.h"
+
+struct hs_cli hs_cli;
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "topo", hs_cmd_topo, "show NUMA nodes, cores and NVIDIA GPUs with their PCIe links" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: hotset [--topology FILE] [--verbose] SUBCOMMAND [OPTIONS]\n"
+		   "       hotset --version | --help\n\n"
+		   "Runs the Mixture-of-Experts layers of large models across CPU and GPU.\n\n"
+		   "subcommands:\n");
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nglobal options:\n"
+		   "  --topology FILE  use this hwloc XML topology instead of this machine's\n"
+		   "                   (also $HOTSET_TOPOLOGY)\n"
+		   "  -v, --verbose    say more on stderr\n"
+		   "  --version        print the version and how hotset was built\n"
+		   "  -h, --help       this text; `hotset SUBCOMMAND --help` for each subcommand\n");
+}
+
+int hs_cli_fail(const char *sub, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "hotset %s: ", sub);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int hs_cli_usage_error(const char *sub)
+{
+	fprintf(stderr, "Try 'hotset %s --help'.\n", sub);
+	return 2;
+}
+
+int hs_cli_open_topology(const char *sub, hs_topology **t)
+{
+	int rc = hs_topology_open(hs_cli.topology, t);
+
+	if (rc)
+		return hs_cli_fail(sub, "%s", hs_last_error());
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "topology", required_argument, NULL, 't' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	hs_cli.topology = getenv("HOTSET_TOPOLOGY");
+	if (hs_cli.topology && !*hs_cli.topology)
+		hs_cli.topology = NULL;
+	/* "+" stops at the subcommand, whose own flags follow it. */
+	while ((c = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': hs_cli.topology = optarg; break;
+		case 'v': hs_cli.verbose++; break;
+		case 'V':
+			printf("hotset %s\n%s\n%s\n", hs_version(), hs_build_info(), hs_cuda_status());
+			return 0;
+		case 'h': usage(stdout); return 0;
+		default: fprintf(stderr, "Try 'hotset --help'.\n"); return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[optind], commands[i].name) == 0) {
+			char **sub_argv = argv + optind;
+			int sub_argc = argc - optind;
+			optind = 0; /* 0 re-initialises getopt for the subcommand */
+			return commands[i].run(sub_argc, sub_argv);
+		}
+	fprintf(stderr, "hotset: unknown subcommand '%s'. Try 'hotset --help'.\n", argv[optind]);
+	return 2;
+}

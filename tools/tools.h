@@ -1,0 +1,27 @@
+/* Shared pieces of the `hotset` command's subcommands. */
+#ifndef HS_TOOLS_H
+#define HS_TOOLS_H
+
+#include "hotset.h"
+
+/* Options every subcommand takes, set by `hotset [GLOBAL] SUBCOMMAND`. */
+struct hs_cli {
+	const char *topology;  /* --topology FILE or $HOTSET_TOPOLOGY, else NULL */
+	int verbose;
+};
+
+extern struct hs_cli hs_cli;
+
+/* Prints "hotset SUB: message" on stderr and returns 1, the exit status of a
+ * failed subcommand. */
+int hs_cli_fail(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints a usage hint after a bad flag and returns 2. */
+int hs_cli_usage_error(const char *sub);
+
+/* Opens the topology chosen by --topology / $HOTSET_TOPOLOGY / this machine. */
+int hs_cli_open_topology(const char *sub, hs_topology **t);
+
+int hs_cmd_topo(int argc, char **argv);
+
+#endif
