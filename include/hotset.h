@@ -107,6 +107,75 @@ const struct hs_gpu *hs_topology_gpu(const hs_topology *t, int i);
  * NULL on -ENOMEM. */
 char *hs_topology_to_json(const hs_topology *t);
 
+/* ---- models ------------------------------------------------------------ */
+
+typedef struct hs_model hs_model;
+
+/* The MoE part of a model file, as read from its GGUF metadata and tensors. */
+struct hs_model_info {
+	const char *arch;            /* "gpt-oss" or "qwen3moe" */
+	const char *name;            /* general.name, or "" */
+	int n_layers;                /* {arch}.block_count */
+	int n_moe_layers;            /* layers with expert tensors */
+	int n_experts;               /* experts per layer */
+	int n_used;                  /* experts per token */
+	int n_embd;                  /* hidden size */
+	int n_ff;                    /* an expert's intermediate size */
+	int expert_type;             /* ggml type id of the expert matrices */
+	const char *expert_type_name; /* "mxfp4", "q8_0", "f16", "bf16", "f32" */
+	int has_bias;                /* experts carry f32 biases */
+	uint64_t expert_weight_bytes; /* gate + up + down matrices of one expert */
+	uint64_t expert_bias_bytes;  /* its three biases (0 without) */
+	uint64_t layer_token_bytes;  /* n_used experts: what one token reads per layer */
+	uint64_t layer_expert_bytes; /* all experts of one layer */
+	uint64_t expert_bytes;       /* all experts of all layers */
+	uint64_t router_bytes;       /* all routers (weights and biases) */
+	uint64_t non_expert_bytes;   /* every other tensor, routers included */
+	uint64_t file_bytes;
+};
+
+/* Where one expert's pieces lie in the file (byte offset, length).  Slices
+ * are not page aligned. */
+struct hs_span {
+	uint64_t offset, bytes;
+};
+struct hs_expert_layout {
+	struct hs_span gate, up, down;            /* matrices */
+	struct hs_span gate_bias, up_bias, down_bias; /* bytes 0 without biases */
+};
+
+/* Maps a GGUF model file and reads its MoE description.  Errors: -ENOENT,
+ * -EIO (broken file, message names the field), -EINVAL (a GGUF that is not
+ * a supported MoE model or whose expert tensors have the wrong shapes).
+ * Free with hs_model_free(). */
+int hs_model_open(const char *path, hs_model **out);
+void hs_model_free(hs_model *m);
+/* Owned by m. */
+const struct hs_model_info *hs_model_info(const hs_model *m);
+/* Whether layer is a MoE layer (0 <= layer < n_layers). */
+int hs_model_layer_is_moe(const hs_model *m, int layer);
+/* Layout of expert `expert` of MoE layer `layer`; -EINVAL out of range. */
+int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_expert_layout *out);
+
+/* Reference MoE forward of one layer (double accumulation; the oracle):
+ * x[n][n_embd] -> y[n][n_embd], router, gating, experts and weighted sum
+ * (no norm, no residual).  With ids and weights NULL the layer's router
+ * chooses; otherwise ids[n][n_used] (-1 = skip, duplicates legal) and
+ * weights[n][n_used] are used as given.  -EINVAL bad layer or id, -ENOMEM. */
+int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
+	       const float *weights, float *y);
+/* The router and gating alone: ids[n][n_used], weights[n][n_used]. */
+int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights);
+
+/* ---- arrays (.npy files, float32, C order) ------------------------------ */
+
+/* Reads a float32 .npy file of shape (rows, cols) or (cols,) (one row).
+ * *data is malloc'd, the caller frees it.  -EIO with a message naming the
+ * file and what is wrong (dtype, order, shape, truncated, trailing bytes). */
+int hs_npy_read_f32(const char *path, float **data, int64_t *rows, int64_t *cols);
+/* Writes float32 [rows][cols] to path (through "<path>.part" and a rename). */
+int hs_npy_write_f32(const char *path, const float *data, int64_t rows, int64_t cols);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,9 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{ "topo", hs_cmd_topo, "show NUMA nodes, cores and NVIDIA GPUs with their PCIe links" },
+	{ "model", hs_cmd_model, "show a GGUF model's MoE shape and what its experts weigh" },
+	{ "gen", hs_cmd_gen, "write a synthetic MoE model file with real shapes" },
+	{ "run-layer", hs_cmd_run_layer, "run one MoE layer on hidden states from a .npy file" },
 };
 
 static void usage(FILE *f)
@@ -26,7 +29,7 @@ static void usage(FILE *f)
 		   "Runs the Mixture-of-Experts layers of large models across CPU and GPU.\n\n"
 		   "subcommands:\n");
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-10s  %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nglobal options:\n"
 		   "  --topology FILE  use this hwloc XML topology instead of this machine's\n"
 		   "                   (also $HOTSET_TOPOLOGY)\n"

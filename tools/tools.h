@@ -22,6 +22,12 @@ int hs_cli_usage_error(const char *sub);
 /* Opens the topology chosen by --topology / $HOTSET_TOPOLOGY / this machine. */
 int hs_cli_open_topology(const char *sub, hs_topology **t);
 
+/* 13219200 -> "13,219,200" in buf. */
+const char *hs_cli_grouped(uint64_t v, char *buf, size_t n);
+
 int hs_cmd_topo(int argc, char **argv);
+int hs_cmd_gen(int argc, char **argv);
+int hs_cmd_model(int argc, char **argv);
+int hs_cmd_run_layer(int argc, char **argv);
 
 #endif

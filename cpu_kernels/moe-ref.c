@@ -1,0 +1,175 @@
+/* Reference MoE forward: dequantize one row at a time, dot products and
+ * accumulation in double.  Slow and plain: the oracle for the fast kernels. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/moe.h"
+#include "runtime/error.h"
+
+const struct hs_moe_arch hs_arch_gpt_oss = { "gpt-oss", 1, hs__gating_topk_softmax, hs__act_gpt_oss };
+/* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
+ * (norm_topk_prob): the full softmax's denominator cancels, so that is the
+ * same as gpt-oss's softmax over the k chosen logits. */
+const struct hs_moe_arch hs_arch_qwen3moe = { "qwen3moe", 0, hs__gating_topk_softmax, hs__act_silu_mul };
+
+static const struct hs_moe_arch *const archs[] = { &hs_arch_gpt_oss, &hs_arch_qwen3moe };
+
+const struct hs_moe_arch *hs__moe_arch_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+		if (strlen(archs[i]->name) == len && memcmp(archs[i]->name, name, len) == 0)
+			return archs[i];
+	return NULL;
+}
+
+/* The k largest entries of v, best first; ties go to the lower index. */
+static void topk(const double *v, int n, int k, int32_t *ids)
+{
+	for (int j = 0; j < k; j++) {
+		int best = -1;
+		for (int e = 0; e < n; e++) {
+			int taken = 0;
+			for (int i = 0; i < j && !taken; i++)
+				taken = ids[i] == e;
+			if (!taken && (best < 0 || v[e] > v[best]))
+				best = e;
+		}
+		ids[j] = best;
+	}
+}
+
+void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t *ids, float *weights)
+{
+	double max, sum = 0;
+
+	topk(logits, n_experts, k, ids);
+	max = logits[ids[0]];
+	for (int j = 0; j < k; j++)
+		sum += exp(logits[ids[j]] - max);
+	for (int j = 0; j < k; j++)
+		weights[j] = (float)(exp(logits[ids[j]] - max) / sum);
+}
+
+double hs__act_gpt_oss(double g, double u)
+{
+	g = g > 7 ? 7 : g;
+	u = u > 7 ? 7 : u < -7 ? -7 : u;
+	return g / (1 + exp(-1.702 * g)) * (u + 1);
+}
+
+double hs__act_silu_mul(double g, double u)
+{
+	return g / (1 + exp(-g)) * u;
+}
+
+static double dot(const float *a, const float *b, int n)
+{
+	double s = 0;
+	for (int i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+static double dot_d(const float *a, const double *b, int n)
+{
+	double s = 0;
+	for (int i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32_t *ids, float *weights)
+{
+	size_t rb = hs_type_row_bytes(l->router_type, (uint64_t)l->n_embd);
+	float *row = malloc(sizeof *row * l->n_embd);
+	double *logits = malloc(sizeof *logits * l->n_experts);
+
+	if (!row || !logits) {
+		free(row);
+		free(logits);
+		return hs__error(ENOMEM, "router: out of memory");
+	}
+	for (int t = 0; t < n; t++) {
+		for (int e = 0; e < l->n_experts; e++) {
+			hs_dequantize_row_ref(l->router_type, l->router + (size_t)e * rb, row, l->n_embd);
+			logits[e] = dot(row, x + (size_t)t * l->n_embd, l->n_embd) + (l->router_b ? l->router_b[e] : 0);
+		}
+		l->arch->gating(logits, l->n_experts, l->n_used, ids + (size_t)t * l->n_used,
+				weights + (size_t)t * l->n_used);
+	}
+	free(row);
+	free(logits);
+	return 0;
+}
+
+int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, const int32_t *ids_in,
+			const float *w_in, float *y)
+{
+	const int D = l->n_embd, F = l->n_ff, K = l->n_used;
+	size_t rb_in = hs_type_row_bytes(l->type, (uint64_t)D), rb_ff = hs_type_row_bytes(l->type, (uint64_t)F);
+	int32_t *ids = NULL;
+	float *wts = NULL, *row = malloc(sizeof *row * (D > F ? D : F));
+	double *h = malloc(sizeof *h * F), *acc = malloc(sizeof *acc * D);
+	int rc = 0;
+
+	if (!row || !h || !acc) {
+		rc = hs__error(ENOMEM, "reference MoE: out of memory");
+		goto out;
+	}
+	if (!ids_in) {
+		ids = malloc(sizeof *ids * (size_t)n * K);
+		wts = malloc(sizeof *wts * (size_t)n * K);
+		if (!ids || !wts) {
+			rc = hs__error(ENOMEM, "reference MoE: out of memory");
+			goto out;
+		}
+		if ((rc = hs__moe_route_ref(l, n, x, ids, wts)))
+			goto out;
+		ids_in = ids;
+		w_in = wts;
+	}
+	for (size_t i = 0; i < (size_t)n * K; i++)
+		if (ids_in[i] < -1 || ids_in[i] >= l->n_experts) {
+			rc = hs__error(EINVAL, "expert id %d at token %zu slot %zu (-1 or 0..%d allowed)", ids_in[i],
+				       i / K, i % K, l->n_experts - 1);
+			goto out;
+		}
+	for (int t = 0; t < n; t++) {
+		const float *xt = x + (size_t)t * D;
+		for (int d = 0; d < D; d++)
+			acc[d] = 0;
+		for (int k = 0; k < K; k++) {
+			int e = ids_in[(size_t)t * K + k];
+			double w = w_in[(size_t)t * K + k];
+			if (e < 0)
+				continue;
+			const uint8_t *G = l->gate + e * l->gate_stride, *U = l->up + e * l->up_stride;
+			const uint8_t *Dn = l->down + e * l->down_stride;
+			for (int r = 0; r < F; r++) {
+				double g, u;
+				hs_dequantize_row_ref(l->type, G + r * rb_in, row, D);
+				g = dot(row, xt, D) + (l->gate_b ? l->gate_b[(size_t)e * F + r] : 0);
+				hs_dequantize_row_ref(l->type, U + r * rb_in, row, D);
+				u = dot(row, xt, D) + (l->up_b ? l->up_b[(size_t)e * F + r] : 0);
+				h[r] = l->arch->activation(g, u);
+			}
+			for (int r = 0; r < D; r++) {
+				hs_dequantize_row_ref(l->type, Dn + r * rb_ff, row, F);
+				acc[r] += w * (dot_d(row, h, F) + (l->down_b ? l->down_b[(size_t)e * D + r] : 0));
+			}
+		}
+		for (int d = 0; d < D; d++)
+			y[(size_t)t * D + d] = (float)acc[d];
+	}
+out:
+	free(ids);
+	free(wts);
+	free(row);
+	free(h);
+	free(acc);
+	return rc;
+}

@@ -1,0 +1,13 @@
+/* Internal view of an opened model for the kernels and the runtime. */
+#ifndef HS_MODEL_H
+#define HS_MODEL_H
+
+#include "hotset.h"
+#include "cpu_kernels/moe.h"
+#include "runtime/gguf.h"
+
+/* The kernel view of MoE layer `layer`, or NULL if it is not one. */
+const struct hs_moe_layer *hs__model_layer(const hs_model *m, int layer);
+const struct hs_gguf *hs__model_gguf(const hs_model *m);
+
+#endif

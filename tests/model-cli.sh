@@ -1,0 +1,76 @@
+# Checks the model commands end to end: `run-layer` on the gpt-oss file
+# written by another implementation matches the float64 NumPy outputs of
+# layers 0 and 1 (relative L2 < 1e-5); `gen` + `model` report the shapes
+# asked for; bad .npy inputs and bad flags give one error line and leave no
+# output file behind.
+. "${top_srcdir:-.}/tests/lib.sh"
+M=$HS_DATA/models
+CMP=${top_builddir:-.}/tests/npy-cmp
+
+for L in 0 1; do
+	expect_ok "run-layer $L" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer $L \
+		--input "$M/x-h256-n4.npy" --output "$TMP/y$L.npy" --ref &&
+		expect_ok "compare layer $L" "$CMP" "$TMP/y$L.npy" "$M/y-h256-n4-layer$L.npy" 1e-5
+	cat "$TMP/out"
+done
+# Without --ref the fastest path runs and must agree too.
+expect_ok "run-layer fast" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 1 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/f1.npy" &&
+	expect_ok "compare fast" "$CMP" "$TMP/f1.npy" "$M/y-h256-n4-layer1.npy" 1e-5
+
+expect_ok "model" "$HOTSET" model "$M/gptoss-tiny-h256-e32.gguf" && {
+	expect_grep "model arch" '^architecture: gpt-oss$'
+	expect_grep "model experts" '^experts: 32 per layer, 4 used per token$'
+	expect_grep "model bytes" '^bytes per expert: 104,448 weights \+ 3,072 biases'
+}
+expect_ok "model json" "$HOTSET" model --json "$M/gptoss-tiny-h256-e32.gguf" &&
+	expect_grep "model json" '"expert_weight_bytes": 104448'
+
+# gen with explicit shapes, both architectures, then model reads them back.
+expect_ok "gen qwen" "$HOTSET" gen -q --arch qwen3moe --layers 3 --experts 8 --used 2 --embd 64 --ff 96 \
+	--type q8_0 --seed 5 -o "$TMP/q.gguf" &&
+	expect_ok "model qwen" "$HOTSET" model "$TMP/q.gguf" && {
+		expect_grep "qwen shape" '^n_embd: 64, expert n_ff: 96, expert type: q8_0$'
+		expect_grep "qwen layers" '^layers: 3 \(3 with experts\)$'
+		expect_grep "qwen bias" 'weights \+ 0 biases'
+	}
+[ -e "$TMP/q.gguf.part" ] && fail "gen left q.gguf.part"
+expect_ok "gen tiny" "$HOTSET" gen -q --preset tiny --seed 9 -o "$TMP/t.gguf"
+printf 'x' >"$TMP/x.txt"
+
+# Bad inputs: one line, non-zero exit, no output file.
+mknpy() { # FILE DESCR SHAPE DATA_BYTES
+	h="{'descr': '$2', 'fortran_order': False, 'shape': $3, }"
+	while [ $(( (10 + ${#h} + 1) % 64 )) -ne 0 ]; do h="$h "; done
+	len=$(( ${#h} + 1 ))
+	{ printf '\223NUMPY\001\000'; printf "\\$(printf %03o $((len % 256)))\\$(printf %03o $((len / 256)))";
+	  printf '%s\n' "$h"; head -c "$4" /dev/zero; } >"$1"
+}
+mknpy "$TMP/f8.npy" '<f8' '(2, 256)' 4096
+mknpy "$TMP/short.npy" '<f4' '(2, 256)' 2000
+mknpy "$TMP/long.npy" '<f4' '(2, 256)' 2050
+mknpy "$TMP/3d.npy" '<f4' '(2, 2, 64)' 1024
+mknpy "$TMP/cols.npy" '<f4' '(2, 128)' 1024
+mknpy "$TMP/ok.npy" '<f4' '(2, 256)' 2048
+for bad in f8:float32 short:truncated long:trailing 3d:dimensions cols:"n, 256" x.txt:"not a .npy"; do
+	f=${bad%%:*}; why=${bad#*:}
+	case $f in *.*) ;; *) f=$f.npy ;; esac
+	expect_fail "input $f" "$HOTSET" run-layer --model "$TMP/t.gguf" --layer 0 --input "$TMP/$f" --output "$TMP/out.npy" &&
+		expect_grep "input $f message" "$why" "$TMP/err"
+	[ -e "$TMP/out.npy" ] && fail "output written for bad input $f"
+done
+expect_ok "ok input" "$HOTSET" run-layer --model "$TMP/t.gguf" --layer 1 --input "$TMP/ok.npy" --output "$TMP/out.npy"
+[ -e "$TMP/out.npy.part" ] && fail "run-layer left a .part file"
+expect_fail "layer 2" "$HOTSET" run-layer --model "$TMP/t.gguf" --layer 2 --input "$TMP/ok.npy" --output "$TMP/o2.npy"
+expect_fail "missing model" "$HOTSET" run-layer --model "$TMP/none.gguf" --layer 0 --input "$TMP/ok.npy" --output "$TMP/o2.npy"
+expect_fail "not a model" "$HOTSET" model "$TMP/x.txt"
+expect_fail "model of a npy" "$HOTSET" model "$TMP/ok.npy"
+expect_fail "missing --output" "$HOTSET" run-layer --model "$TMP/t.gguf" --layer 0 --input "$TMP/ok.npy"
+expect_fail "gen bad embd" "$HOTSET" gen --arch gpt-oss --layers 1 --experts 4 --used 2 --embd 100 --ff 64 -o "$TMP/b.gguf" &&
+	expect_grep "gen embd message" 'embd 100: a multiple of 32' "$TMP/err"
+expect_fail "gen used > experts" "$HOTSET" gen --preset tiny --used 40 -o "$TMP/b.gguf"
+expect_fail "gen bad preset" "$HOTSET" gen --preset nope -o "$TMP/b.gguf"
+expect_fail "gen no output" "$HOTSET" gen --preset tiny
+expect_fail "gen unwritable" "$HOTSET" gen -q --preset tiny -o "$TMP/no/such/dir/b.gguf"
+[ -e "$TMP/b.gguf" ] && fail "gen wrote a file after an error"
+finish

@@ -1,0 +1,203 @@
+/* `hotset gen`: write a synthetic MoE model file with real shapes. */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_kernels/formats.h"
+#include "runtime/gen.h"
+#include "tools/tools.h"
+
+static void help(void)
+{
+	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe] [--layers L] [--experts E]\n"
+	       "                  [--used K] [--embd D] [--ff F] [--type mxfp4|q8_0|f16|bf16|f32]\n"
+	       "                  [--seed S] [--name TEXT] -o FILE\n\n"
+	       "Writes a GGUF v3 file with the expert and router tensors of a MoE model and the\n"
+	       "metadata a reader needs, filled with random weights of realistic scale (the same\n"
+	       "seed gives the same file). The file is streamed to FILE.part and renamed at the\n"
+	       "end, so an interrupted run leaves no half file.\n\n"
+	       "  --preset NAME   real shapes: %s;\n"
+	       "                  flags given with it override it (--layers 2 makes a small file)\n"
+	       "  --arch A        gpt-oss (experts with biases) or qwen3moe\n"
+	       "  --layers L      MoE layers          --experts E   experts per layer\n"
+	       "  --used K        experts per token   --embd D      hidden size\n"
+	       "  --ff F          expert intermediate size\n"
+	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, q8_0 for qwen3moe)\n"
+	       "  --seed S        random seed (default 1)\n"
+	       "  --name TEXT     general.name (default: the preset or \"hotset gen\")\n"
+	       "  -o, --output F  the file to write\n"
+	       "  -q, --quiet     no progress output\n"
+	       "  -h, --help      this text\n",
+	       hs__gen_preset_names());
+}
+
+static const char *part_path; /* unlinked if the run is interrupted */
+
+static void on_signal(int sig)
+{
+	if (part_path)
+		unlink(part_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+struct progress {
+	int tty, last;
+	double t0;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void show_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	struct progress *pr = ctx;
+	int pct = total ? (int)(100 * done / total) : 100;
+	double el = now() - pr->t0;
+
+	if (pr->tty) {
+		fprintf(stderr, "\rgen: %3d%%  %.2f of %.2f GB  %.0f MB/s ", pct, done / 1e9, total / 1e9,
+			el > 0 ? done / 1e6 / el : 0);
+		if (done == total)
+			fputc('\n', stderr);
+	} else if (pct / 10 > pr->last / 10 || done == total) {
+		fprintf(stderr, "gen: %3d%%  %.2f of %.2f GB\n", pct, done / 1e9, total / 1e9);
+	}
+	pr->last = pct;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || v < lo || v > hi)
+		return hs_cli_fail("gen", "%s %s: a whole number in %ld..%ld is needed", flag, s, lo, hi);
+	*out = (int)v;
+	return 0;
+}
+
+int hs_cmd_gen(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "preset", required_argument, NULL, 'P' }, { "arch", required_argument, NULL, 'a' },
+		{ "layers", required_argument, NULL, 'L' }, { "experts", required_argument, NULL, 'E' },
+		{ "used", required_argument, NULL, 'K' },   { "embd", required_argument, NULL, 'D' },
+		{ "ff", required_argument, NULL, 'F' },     { "type", required_argument, NULL, 'T' },
+		{ "seed", required_argument, NULL, 's' },   { "name", required_argument, NULL, 'n' },
+		{ "output", required_argument, NULL, 'o' }, { "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+	};
+	struct hs_gen_params p = { 0 };
+	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, quiet = 0, c, rc;
+	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
+	unsigned long long seed = 1;
+
+	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'P': preset = optarg; break;
+		case 'a': arch = optarg; break;
+		case 'L': if (parse_int("--layers", optarg, 1, 1024, &layers)) return 1; break;
+		case 'E': if (parse_int("--experts", optarg, 1, 4096, &experts)) return 1; break;
+		case 'K': if (parse_int("--used", optarg, 1, 64, &used)) return 1; break;
+		case 'D': if (parse_int("--embd", optarg, 1, 65536, &embd)) return 1; break;
+		case 'F': if (parse_int("--ff", optarg, 1, 65536, &ff)) return 1; break;
+		case 'T':
+			type = hs_type_from_name(optarg);
+			if (type < 0)
+				return hs_cli_fail("gen", "--type %s: one of mxfp4, q8_0, f16, bf16, f32", optarg);
+			break;
+		case 's': {
+			char *end;
+			seed = strtoull(optarg, &end, 0);
+			if (end == optarg || *end)
+				return hs_cli_fail("gen", "--seed %s: a whole number is needed", optarg);
+			break;
+		}
+		case 'n': name = optarg; break;
+		case 'o': out = optarg; break;
+		case 'q': quiet = 1; break;
+		case 'h': help(); return 0;
+		default: return hs_cli_usage_error("gen");
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hotset gen: unexpected argument '%s'\n", argv[optind]);
+		return hs_cli_usage_error("gen");
+	}
+	if (!out)
+		return hs_cli_fail("gen", "no output file: give -o FILE");
+	if (preset) {
+		const struct hs_gen_params *pp = hs__gen_preset(preset);
+		if (!pp)
+			return hs_cli_fail("gen", "--preset %s: not one of %s", preset, hs__gen_preset_names());
+		p = *pp;
+	} else if (!arch || !layers || !experts || !used || !embd || !ff) {
+		return hs_cli_fail("gen", "without --preset, give --arch, --layers, --experts, --used, --embd and --ff");
+	}
+	if (arch) p.arch = arch;
+	if (layers) p.n_layers = layers;
+	if (experts) p.n_experts = experts;
+	if (used) p.n_used = used;
+	if (embd) p.n_embd = embd;
+	if (ff) p.n_ff = ff;
+	if (type >= 0)
+		p.type = type;
+	else if (!preset || arch)
+		p.type = p.arch && strcmp(p.arch, "qwen3moe") == 0 ? HS_TYPE_Q8_0 : HS_TYPE_MXFP4;
+	p.seed = seed;
+	p.name = name ? name : preset ? preset : "hotset gen";
+	if (hs__gen_check(&p))
+		return hs_cli_fail("gen", "%s", hs_last_error());
+
+	/* Refuse early rather than fill the disk and fail at 90%. */
+	{
+		uint64_t need = hs__gen_data_bytes(&p) + (1u << 20);
+		char *dir = strdup(out), *slash = dir ? strrchr(dir, '/') : NULL;
+		struct statvfs vfs;
+		if (slash)
+			*slash = '\0';
+		if (dir && statvfs(slash ? (dir[0] ? dir : "/") : ".", &vfs) == 0 &&
+		    (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+			free(dir);
+			return hs_cli_fail("gen", "%s: needs %.2f GB, only %.2f GB free there", out, need / 1e9,
+					   (double)vfs.f_bavail * vfs.f_frsize / 1e9);
+		}
+		free(dir);
+	}
+
+	char *part = malloc(strlen(out) + 6);
+	if (!part)
+		return hs_cli_fail("gen", "out of memory");
+	sprintf(part, "%s.part", out);
+	part_path = part;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+
+	if (!quiet)
+		fprintf(stderr, "gen: %s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s\n",
+			p.arch, p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff, hs_type_name(p.type), seed, out);
+	struct progress pr = { isatty(2), -1, now() };
+	rc = hs__gen_write(&p, out, quiet ? NULL : show_progress, &pr);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	part_path = NULL;
+	free(part);
+	if (rc)
+		return hs_cli_fail("gen", "%s", hs_last_error());
+	if (!quiet)
+		fprintf(stderr, "gen: wrote %s in %.1f s\n", out, now() - pr.t0);
+	return 0;
+}

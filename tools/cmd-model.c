@@ -1,0 +1,114 @@
+/* `hotset model`: what a model file holds and what its experts weigh. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+#include "tools/tools.h"
+
+static void help(void)
+{
+	printf("usage: hotset model FILE [--json]\n\n"
+	       "Reads a GGUF model file (gpt-oss or qwen3moe) and shows its MoE shape: layers,\n"
+	       "experts, experts used per token, n_embd, n_ff, expert type, and the bytes of one\n"
+	       "expert, of the experts one token reads per layer, of a layer and of the whole\n"
+	       "model, and the bytes that are not experts.\n\n"
+	       "  --json      print JSON instead of text\n"
+	       "  -h, --help  this text\n");
+}
+
+/* 13219200 -> "13,219,200" */
+const char *hs_cli_grouped(uint64_t v, char *buf, size_t n)
+{
+	char tmp[32];
+	int len = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v), o = 0;
+
+	for (int i = 0; i < len && o + 2 < (int)n; i++) {
+		if (i && (len - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = tmp[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+static void print_text(const char *path, const struct hs_model_info *in)
+{
+	char a[32], b[32], c[32];
+
+	printf("model: %s%s%s%s\n", path, in->name[0] ? " (" : "", in->name, in->name[0] ? ")" : "");
+	printf("architecture: %s\n", in->arch);
+	printf("layers: %d (%d with experts)\n", in->n_layers, in->n_moe_layers);
+	printf("experts: %d per layer, %d used per token\n", in->n_experts, in->n_used);
+	printf("n_embd: %d, expert n_ff: %d, expert type: %s\n", in->n_embd, in->n_ff, in->expert_type_name);
+	printf("bytes per expert: %s weights + %s biases = %s (%.2f MiB)\n",
+	       hs_cli_grouped(in->expert_weight_bytes, a, sizeof a), hs_cli_grouped(in->expert_bias_bytes, b, sizeof b),
+	       hs_cli_grouped(in->expert_weight_bytes + in->expert_bias_bytes, c, sizeof c),
+	       (in->expert_weight_bytes + in->expert_bias_bytes) / 1048576.0);
+	printf("bytes per layer-token (%d experts): %s (%.2f MiB)\n", in->n_used,
+	       hs_cli_grouped(in->layer_token_bytes, a, sizeof a), in->layer_token_bytes / 1048576.0);
+	printf("bytes per layer (%d experts): %s (%.1f MiB)\n", in->n_experts,
+	       hs_cli_grouped(in->layer_expert_bytes, a, sizeof a), in->layer_expert_bytes / 1048576.0);
+	printf("expert bytes in total: %s (%.2f GiB)\n", hs_cli_grouped(in->expert_bytes, a, sizeof a),
+	       in->expert_bytes / 1073741824.0);
+	printf("non-expert bytes: %s (%.2f GiB; routers %s)\n", hs_cli_grouped(in->non_expert_bytes, a, sizeof a),
+	       in->non_expert_bytes / 1073741824.0, hs_cli_grouped(in->router_bytes, b, sizeof b));
+	printf("file bytes: %s (%.2f GiB)\n", hs_cli_grouped(in->file_bytes, a, sizeof a), in->file_bytes / 1073741824.0);
+}
+
+static int print_json(const char *path, const struct hs_model_info *in)
+{
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			      "file", path, "name", in->name, "arch", in->arch, "layers", in->n_layers,
+			      "moe_layers", in->n_moe_layers, "experts", in->n_experts, "used", in->n_used,
+			      "n_embd", in->n_embd, "n_ff", in->n_ff, "expert_type", in->expert_type_name,
+			      "has_bias", in->has_bias, "expert_weight_bytes", (json_int_t)in->expert_weight_bytes,
+			      "expert_bias_bytes", (json_int_t)in->expert_bias_bytes,
+			      "layer_token_bytes", (json_int_t)in->layer_token_bytes,
+			      "layer_expert_bytes", (json_int_t)in->layer_expert_bytes,
+			      "expert_bytes", (json_int_t)in->expert_bytes, "router_bytes", (json_int_t)in->router_bytes,
+			      "non_expert_bytes", (json_int_t)in->non_expert_bytes, "file_bytes", (json_int_t)in->file_bytes);
+	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+
+	json_decref(j);
+	if (!s)
+		return hs_cli_fail("model", "out of memory");
+	printf("%s\n", s);
+	free(s);
+	return 0;
+}
+
+int hs_cmd_model(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, json = 0, rc;
+	hs_model *m;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'h': help(); return 0;
+		default: return hs_cli_usage_error("model");
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "hotset model: %s\n", optind >= argc ? "no model file given" : "one model file only");
+		return hs_cli_usage_error("model");
+	}
+	if (hs_model_open(argv[optind], &m) != 0)
+		return hs_cli_fail("model", "%s", hs_last_error());
+	rc = 0;
+	if (json)
+		rc = print_json(argv[optind], hs_model_info(m));
+	else
+		print_text(argv[optind], hs_model_info(m));
+	hs_model_free(m);
+	return rc;
+}

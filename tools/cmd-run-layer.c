@@ -1,0 +1,111 @@
+/* `hotset run-layer`: one MoE layer on hidden states from a .npy file. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tools/tools.h"
+
+static void help(void)
+{
+	printf("usage: hotset run-layer --model FILE --layer L --input X.npy --output Y.npy [--ref]\n\n"
+	       "Runs the MoE block of one layer (router, top-k, gating, experts, weighted sum; no\n"
+	       "norm, no residual) on float32 hidden states [n, n_embd] read from X.npy and\n"
+	       "writes float32 [n, n_embd] to Y.npy. Use it to check hotset against your own\n"
+	       "NumPy or PyTorch implementation.\n\n"
+	       "  --model FILE    GGUF model file\n"
+	       "  --layer L       layer index (a layer with experts)\n"
+	       "  --input X.npy   float32, shape (n, n_embd) or (n_embd,), C order\n"
+	       "  --output Y.npy  written through Y.npy.part and a rename\n"
+	       "  --ref           the double-precision reference path (the only path so far:\n"
+	       "                  without --ref the fastest available path runs, which is\n"
+	       "                  still the reference until the CPU kernels land)\n"
+	       "  -h, --help      this text\n");
+}
+
+int hs_cmd_run_layer(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' }, { "layer", required_argument, NULL, 'l' },
+		{ "input", required_argument, NULL, 'i' }, { "output", required_argument, NULL, 'o' },
+		{ "ref", no_argument, NULL, 'r' },         { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL;
+	int c, layer, rc = 1, ref = 0;
+	int64_t rows, cols;
+	float *x = NULL, *y = NULL;
+	hs_model *m = NULL;
+	struct timespec t0, t1;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': model = optarg; break;
+		case 'l': layer_s = optarg; break;
+		case 'i': in = optarg; break;
+		case 'o': out = optarg; break;
+		case 'r': ref = 1; break;
+		case 'h': help(); return 0;
+		default: return hs_cli_usage_error("run-layer");
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hotset run-layer: unexpected argument '%s'\n", argv[optind]);
+		return hs_cli_usage_error("run-layer");
+	}
+	if (!model || !layer_s || !in || !out)
+		return hs_cli_fail("run-layer", "missing %s", !model ? "--model FILE" : !layer_s ? "--layer L"
+							      : !in ? "--input X.npy" : "--output Y.npy");
+	{
+		char *end;
+		long v = strtol(layer_s, &end, 10);
+		if (end == layer_s || *end || v < 0 || v > 100000)
+			return hs_cli_fail("run-layer", "--layer %s: a layer index is needed", layer_s);
+		layer = (int)v;
+	}
+	if (hs_model_open(model, &m) != 0)
+		return hs_cli_fail("run-layer", "%s", hs_last_error());
+	const struct hs_model_info *mi = hs_model_info(m);
+	if (!hs_model_layer_is_moe(m, layer)) {
+		hs_cli_fail("run-layer", "--layer %d: %s has %d layers and layer %d has no experts", layer, model,
+			    mi->n_layers, layer);
+		goto out;
+	}
+	if (hs_npy_read_f32(in, &x, &rows, &cols) != 0) {
+		hs_cli_fail("run-layer", "%s", hs_last_error());
+		goto out;
+	}
+	if (cols != mi->n_embd || rows < 1 || rows > (1 << 20)) {
+		hs_cli_fail("run-layer", "%s: shape (%lld, %lld), but the model needs (n, %d) with 1 <= n <= %d", in,
+			    (long long)rows, (long long)cols, mi->n_embd, 1 << 20);
+		goto out;
+	}
+	y = malloc(sizeof *y * (size_t)rows * (size_t)cols);
+	if (!y) {
+		hs_cli_fail("run-layer", "out of memory");
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Only the reference path exists so far; --ref will keep choosing it. */
+	(void)ref;
+	if (hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y) != 0) {
+		hs_cli_fail("run-layer", "%s", hs_last_error());
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (hs_npy_write_f32(out, y, rows, cols) != 0) {
+		hs_cli_fail("run-layer", "%s", hs_last_error());
+		goto out;
+	}
+	if (hs_cli.verbose)
+		fprintf(stderr, "run-layer: layer %d, %lld tokens, reference path, %.3f s\n", layer, (long long)rows,
+			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+	rc = 0;
+out:
+	free(x);
+	free(y);
+	hs_model_free(m);
+	return rc;
+}
