@@ -10,3 +10,10 @@ const struct hs_cpu_features *hs__cpu_features(void)
 {
 	return &none;
 }
+
+#include "cpu_kernels/kernels.h"
+
+const struct hs_kernel_ops *hs__kernels_avx2(void)
+{
+	return NULL;
+}

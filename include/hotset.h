@@ -164,6 +164,15 @@ int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_e
  * weights[n][n_used] are used as given.  -EINVAL bad layer or id, -ENOMEM. */
 int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
 	       const float *weights, float *y);
+/* The same layer on the fastest CPU kernels this machine has (AVX2 with
+ * Q8_0 activations; the scalar twins with HS_USE_REF=1), on `threads`
+ * OpenMP threads (<= 0: OpenMP's default).  Same arguments and errors as
+ * hs_moe_ref(); allocates its scratch per call. */
+int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
+		       const float *weights, float *y, int threads);
+/* Name of the kernel set hs_moe_forward_cpu() uses: "AVX2" or "scalar reference". */
+const char *hs_cpu_kernels_name(void);
+
 /* The router and gating alone: ids[n][n_used], weights[n][n_used]. */
 int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights);
 

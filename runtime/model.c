@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_kernels/formats.h"
+#include "cpu_kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
 
@@ -317,4 +318,57 @@ int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_
 	if (n < 0)
 		return hs__error(EINVAL, "hs_moe_route_ref: negative token count");
 	return hs__moe_route_ref(&m->layers[layer].l, n, x, ids, weights);
+}
+
+int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
+		       const float *weights, float *y, int threads)
+{
+	const struct hs_moe_layer *l;
+	struct hs_ffn_job job = { 0 };
+	int32_t *rids = NULL;
+	float *rw = NULL;
+	int rc = check_layer(m, layer);
+
+	if (rc)
+		return rc;
+	if (n < 0 || (ids && !weights))
+		return hs__error(EINVAL, "hs_moe_forward_cpu: %s", n < 0 ? "negative token count" : "ids without weights");
+	l = &m->layers[layer].l;
+	if (!ids) {
+		rids = malloc(sizeof *rids * (size_t)n * l->n_used);
+		rw = malloc(sizeof *rw * (size_t)n * l->n_used);
+		if (!rids || !rw) {
+			rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory");
+			goto out;
+		}
+		if ((rc = hs__moe_route_ref(l, n, x, rids, rw)))
+			goto out;
+		ids = rids;
+		weights = rw;
+	}
+	job.layer = l;
+	job.ops = hs__kernels_best();
+	job.n = n;
+	job.x = x;
+	job.ids = ids;
+	job.weights = weights;
+	job.y = y;
+	job.scratch = aligned_alloc(64, (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63);
+	if (!job.scratch) {
+		rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory for %zu bytes of scratch",
+			       hs_ffn_scratch_bytes(l, n));
+		goto out;
+	}
+	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
+	rc = hs_ffn_run_omp(&job, threads);
+out:
+	free(job.scratch);
+	free(rids);
+	free(rw);
+	return rc;
+}
+
+const char *hs_cpu_kernels_name(void)
+{
+	return hs__kernels_best()->name;
 }

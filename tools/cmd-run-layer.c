@@ -19,9 +19,9 @@ static void help(void)
 	       "  --layer L       layer index (a layer with experts)\n"
 	       "  --input X.npy   float32, shape (n, n_embd) or (n_embd,), C order\n"
 	       "  --output Y.npy  written through Y.npy.part and a rename\n"
-	       "  --ref           the double-precision reference path (the only path so far:\n"
-	       "                  without --ref the fastest available path runs, which is\n"
-	       "                  still the reference until the CPU kernels land)\n"
+	       "  --ref           the double-precision reference path; without it the fastest\n"
+	       "                  CPU kernels run (AVX2, Q8_0 activations; HS_USE_REF=1 forces\n"
+	       "                  their scalar twins)\n"
 	       "  -h, --help      this text\n");
 }
 
@@ -88,9 +88,8 @@ int hs_cmd_run_layer(int argc, char **argv)
 		goto out;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* Only the reference path exists so far; --ref will keep choosing it. */
-	(void)ref;
-	if (hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y) != 0) {
+	if ((ref ? hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y)
+		 : hs_moe_forward_cpu(m, layer, (int)rows, x, NULL, NULL, y, 0)) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
 		goto out;
 	}
@@ -100,7 +99,8 @@ int hs_cmd_run_layer(int argc, char **argv)
 		goto out;
 	}
 	if (hs_cli.verbose)
-		fprintf(stderr, "run-layer: layer %d, %lld tokens, reference path, %.3f s\n", layer, (long long)rows,
+		fprintf(stderr, "run-layer: layer %d, %lld tokens, %s, %.3f s\n", layer, (long long)rows,
+			ref ? "double-precision reference" : hs_cpu_kernels_name(),
 			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	rc = 0;
 out:

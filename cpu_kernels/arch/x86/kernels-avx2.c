@@ -1,0 +1,148 @@
+/* AVX2 + FMA + F16C kernels, compiled with those flags in a file of their
+ * own and used only when CPUID says the CPU has them (hs__kernels_best()).
+ *
+ * Weight blocks are turned into signed int8 (MXFP4 through a 16-entry
+ * table shuffle), multiplied with Q8_0 activations by vpmaddubsw on
+ * |w| and sign(x, w), summed to int32 and scaled per block in float.  Up to
+ * four tokens share one decoded weight block (prefill reuse). */
+#include "config.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+
+#include "cpu_kernels/kernels.h"
+
+static float e8m0_half[256]; /* 2^(e-128), filled once */
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void fill_table(void)
+{
+	for (int e = 0; e < 256; e++)
+		e8m0_half[e] = hs_e8m0_to_fp32_half((uint8_t)e);
+}
+
+static inline float hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static void quantize_q8_0_avx2(const float *x, struct hs_block_q8_0 *y, int n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+
+	for (int b = 0; b < n / HS_QK; b++) {
+		const float *p = x + b * HS_QK;
+		__m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
+		__m256 v2 = _mm256_loadu_ps(p + 16), v3 = _mm256_loadu_ps(p + 24);
+		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+					 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+		float d = _mm_cvtss_f32(m4) / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+		__m256 s = _mm256_set1_ps(id);
+
+		y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+		/* vcvtps2dq rounds half to even, as the reference's nearbyintf */
+		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, s));
+		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, s)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, s));
+		__m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+		_mm256_storeu_si256((__m256i *)y[b].qs, _mm256_permutevar8x32_epi32(q, perm));
+	}
+}
+
+/* Signed int8 weights of block b of a row. */
+static inline __m256i load_w(int type, const uint8_t *row, int b, const __m256i table, float *scale)
+{
+	if (type == HS_TYPE_MXFP4) {
+		const struct hs_block_mxfp4 *blk = (const struct hs_block_mxfp4 *)row + b;
+		__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+		/* low lane: low nibbles (elements 0..15), high lane: high ones */
+		__m256i qq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+		*scale = e8m0_half[blk->e];
+		return _mm256_shuffle_epi8(table, qq);
+	}
+	const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)row + b;
+	*scale = _cvtsh_ss(blk->d);
+	return _mm256_loadu_si256((const __m256i *)blk->qs);
+}
+
+#define MAX_BLOCKS 2048 /* 65536 columns, the largest row hotset accepts */
+
+/* NR rows (1 or 2) against NT tokens (1..4).  NR and NT are constants in
+ * each call, so the NR * NT accumulators stay in registers; the token's
+ * block scales come converted to float (dx[j][b]) and each token block is
+ * loaded once for both rows. */
+static inline __attribute__((always_inline)) void rows_tokens(int type, const uint8_t *row, size_t row_bytes,
+							       int NR, int nb, const struct hs_block_q8_0 *const *x,
+							       const float (*dx)[MAX_BLOCKS], int NT, float *const *out,
+							       int col)
+{
+	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs_mxfp4_values));
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256 acc[2][4];
+
+	_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++)
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		float sw[2];
+		__m256i w[2], aw[2];
+		_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++) {
+			w[i] = load_w(type, row + i * row_bytes, b, table, &sw[i]);
+			aw[i] = _mm256_sign_epi8(w[i], w[i]);
+		}
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)x[j][b].qs);
+			_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++) {
+				__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, w[i])), ones);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(sw[i] * dx[j][b]), acc[i][j]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++)
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
+			out[j][col + i] = hsum(acc[i][j]);
+}
+
+#define ROWS_TOKENS(NT)                                                                                          \
+	do {                                                                                                     \
+		int r = r0;                                                                                      \
+		for (; NT > 1 && r + 2 <= r1; r += 2)                                                            \
+			rows_tokens(type, w + (size_t)r * row_bytes, row_bytes, 2, nb, x + j0, dx, NT, out + j0, r - r0); \
+		for (; r < r1; r++)                                                                              \
+			rows_tokens(type, w + (size_t)r * row_bytes, row_bytes, 1, nb, x + j0, dx, NT, out + j0, r - r0); \
+	} while (0)
+
+static void tile_q_avx2(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK;
+	float dx[4][MAX_BLOCKS];
+
+	for (int j0 = 0; j0 < nt; j0 += 4) {
+		int jn = nt - j0 < 4 ? nt - j0 : 4;
+		for (int j = 0; j < jn; j++)
+			for (int b = 0; b < nb; b++)
+				dx[j][b] = _cvtsh_ss(x[j0 + j][b].d);
+		switch (jn) {
+		case 4: ROWS_TOKENS(4); break;
+		case 3: ROWS_TOKENS(3); break;
+		case 2: ROWS_TOKENS(2); break;
+		default: ROWS_TOKENS(1); break;
+		}
+	}
+}
+
+static const struct hs_kernel_ops avx2_ops = { "AVX2", quantize_q8_0_avx2, tile_q_avx2 };
+
+const struct hs_kernel_ops *hs__kernels_avx2(void)
+{
+	pthread_once(&table_once, fill_table);
+	return &avx2_ops;
+}

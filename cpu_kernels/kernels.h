@@ -1,0 +1,101 @@
+/* CPU expert kernels: activation quantization, weight-row x activation
+ * tiles, masked mul_mat_id and the fused expert FFN of one layer.
+ *
+ * Threading: every parallel step takes (ith, nth) and touches only its own
+ * share, so any pool can run it (the OpenMP drivers below, or the runtime's
+ * pinned pthreads later).  Nothing here allocates, creates threads or locks;
+ * scratch memory comes from the caller, sized by hs_ffn_scratch_bytes(). */
+#ifndef HS_KERNELS_H
+#define HS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/moe.h"
+
+/* One implementation of the inner loops (scalar reference or AVX2). */
+struct hs_kernel_ops {
+	const char *name;
+	/* x[n] -> Q8_0 blocks (n a multiple of 32), round half to even */
+	void (*quantize_q8_0)(const float *x, struct hs_block_q8_0 *y, int n);
+	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; rows of
+	 * ncols values of `type` (MXFP4 or Q8_0), row_bytes apart; x[j] is a
+	 * Q8_0 row of ncols values. */
+	void (*tile_q)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+};
+
+extern const struct hs_kernel_ops hs_kernels_ref;
+/* The AVX2 set, or NULL in a build without AVX2 kernels. */
+const struct hs_kernel_ops *hs__kernels_avx2(void);
+/* The fastest set this CPU runs (the reference when HS_USE_REF=1). */
+const struct hs_kernel_ops *hs__kernels_best(void);
+
+/* Weight types the quantized (Q8_0 activation) path takes; others (F16,
+ * BF16, F32) take a float path that dequantizes rows. */
+int hs__kernel_type_quantized(int type);
+
+/* ---- masked mul_mat_id and the fused FFN ----------------------------------
+ * A job describes one layer's CPU share: n tokens, ids[n][k] (-1 = skip:
+ * that expert is never read), weights[n][k].  hs_ffn_prepare() groups the
+ * (token, slot) pairs by expert in scratch, single-threaded and cheap; the
+ * steps then run on nth threads with a barrier between them. */
+struct hs_ffn_job {
+	const struct hs_moe_layer *layer;
+	const struct hs_kernel_ops *ops;
+	int n;                 /* tokens */
+	const float *x;        /* [n][n_embd] */
+	const int32_t *ids;    /* [n][n_used] */
+	const float *weights;  /* [n][n_used] */
+	float *y;              /* [n][n_embd]: the weighted sum is added here */
+	void *scratch;         /* hs_ffn_scratch_bytes(layer, n) bytes, 64-aligned */
+	/* filled by prepare */
+	int n_pairs, n_active; /* routed pairs that are not masked; experts with tokens */
+	int *expert_of;        /* [n_active] expert id */
+	int *first;            /* [n_active + 1] start of each expert's pairs */
+	int *pair_token;       /* [n_pairs] token of each pair, grouped by expert */
+	float *pair_weight;    /* [n_pairs] */
+	struct hs_block_q8_0 *xq; /* [n][n_embd / 32] */
+	float *g, *u;          /* [n_pairs][n_ff] gate, up; h overwrites g */
+	struct hs_block_q8_0 *hq; /* [n_pairs][n_ff / 32] */
+	float *out;            /* [n_pairs][n_embd] per-pair down output */
+	uint64_t *cost_prefix; /* [n_active + 1] work of the gate/up step, for splitting */
+};
+
+size_t hs_ffn_scratch_bytes(const struct hs_moe_layer *l, int n);
+/* -EINVAL for an id outside [-1, E).  ids with -1 are skipped. */
+int hs_ffn_prepare(struct hs_ffn_job *job);
+/* step 1: quantize the tokens' activations */
+void hs_ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth);
+/* step 2: gate and up products, activation, quantize h */
+void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth);
+/* step 3: down product, bias, weighted accumulation into y (threads own
+ * disjoint row ranges of y, so no two write the same element) */
+void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth);
+/* All steps on nthreads OpenMP threads (<= 0: OpenMP's default). */
+int hs_ffn_run_omp(struct hs_ffn_job *job, int nthreads);
+
+/* mul_mat_id alone: out[p][rows] = W[expert of pair p] . x[token of p] for
+ * every unmasked pair, grouped by expert so each weight block is read once
+ * per group.  `w` holds E matrices of `rows` rows x `cols` values, `stride`
+ * bytes apart; out is [n][k][rows] (a masked slot's row is left as it was). */
+struct hs_mmid_job {
+	const struct hs_kernel_ops *ops;
+	int type, rows, cols, n_experts, n, k;
+	const uint8_t *w;
+	size_t stride;
+	const float *x;        /* [n][cols] */
+	const int32_t *ids;    /* [n][k] */
+	float *out;            /* [n][k][rows] */
+	void *scratch;         /* hs_mmid_scratch_bytes() */
+	int n_active, *expert_of, *first, *pair_slot; /* by prepare; pair_slot = t * k + slot */
+	struct hs_block_q8_0 *xq;
+};
+size_t hs_mmid_scratch_bytes(int cols, int rows, int n, int k, int n_experts);
+int hs_mmid_prepare(struct hs_mmid_job *job);
+void hs_mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth);
+void hs_mmid_step_mul(struct hs_mmid_job *job, int ith, int nth);
+int hs_mmid_run_omp(struct hs_mmid_job *job, int nthreads);
+
+#endif
