@@ -169,9 +169,14 @@ static int step_no = 10; /* last_used 0 counts as long ago */
 
 static void random_ids(int32_t *ids, float *w, int n, int k, int E)
 {
-	int avoid = n * k * 4 <= E;
+	int recent = 0;
 
 	step_no++;
+	for (int e = 0; e < E; e++)
+		recent += last_used[e] >= step_no - 2;
+	/* avoid only while plenty of other experts remain (a large batch just
+	 * before may have used them all) */
+	int avoid = E - recent >= 2 * n * k;
 	for (int t = 0; t < n; t++)
 		for (int j = 0; j < k; j++) {
 			int e, again;
