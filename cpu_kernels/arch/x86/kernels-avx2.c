@@ -110,6 +110,67 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
 			out[j][col + i] = hsum(acc[i][j]);
 }
 
+/* Decode fast path for MXFP4 rows against one token.  The table gives the
+ * nibble's value + 12, an unsigned byte (at most 24, so vpmaddubsw with
+ * signed activations cannot saturate), which drops the two sign operations;
+ * the 12 * sum(x) this adds per block is taken off in the integer lanes.
+ * The token's block scale comes pre-broadcast, so one vmulps and one
+ * vbroadcastss of the exponent's value make the block's scale vector. */
+static _Thread_local __m256 tok_scale[MAX_BLOCKS]; /* dx of block b in all lanes */
+static _Thread_local __m256i tok_corr[MAX_BLOCKS]; /* 12 * sum(x of block b) in lane 0 */
+
+static void prepare_token(const struct hs_block_q8_0 *x, int nb)
+{
+	__m256 *tscale = tok_scale;
+	__m256i *tcorr = tok_corr;
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	for (int b = 0; b < nb; b++) {
+		__m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+		__m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+		tcorr[b] = _mm256_setr_epi32(12 * _mm_cvtsi128_si32(s4), 0, 0, 0, 0, 0, 0, 0);
+		tscale[b] = _mm256_set1_ps(_cvtsh_ss(x[b].d));
+	}
+}
+
+static void rows_mxfp4_one(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
+			   const struct hs_block_q8_0 *x, float *out)
+{
+	/* thread-local arrays of a shared library cost a call per access:
+	 * take their addresses once */
+	const __m256 *tscale = tok_scale;
+	const __m256i *tcorr = tok_corr;
+	static const int8_t plus12[16] = { 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0 };
+	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)plus12));
+	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+
+	for (int r = r0; r < r1; r++) {
+		const struct hs_block_mxfp4 *blk = (const struct hs_block_mxfp4 *)(w + (size_t)r * row_bytes);
+		__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+#define BLOCK(b, acc)                                                                                        \
+	do {                                                                                                 \
+		__m128i q = _mm_loadu_si128((const __m128i *)blk[b].qs);                                     \
+		__m256i wu = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4)); \
+		__m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);                                   \
+		__m256i p = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wu, xv), ones), tcorr[b]); \
+		__m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(&e8m0_half[blk[b].e]), tscale[b]);            \
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);                                       \
+	} while (0)
+		/* two accumulators, so the FMA latency is not on the critical path */
+		int b = 0;
+		for (; b + 2 <= nb; b += 2) {
+			BLOCK(b, acc0);
+			BLOCK(b + 1, acc1);
+		}
+		if (b < nb)
+			BLOCK(b, acc0);
+#undef BLOCK
+		out[r - r0] = hsum(_mm256_add_ps(acc0, acc1));
+	}
+}
+
 #define ROWS_TOKENS(NT)                                                                                          \
 	do {                                                                                                     \
 		int r = r0;                                                                                      \
@@ -125,6 +186,11 @@ static void tile_q_avx2(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	const int nb = ncols / HS_QK;
 	float dx[4][MAX_BLOCKS];
 
+	if (nt == 1 && type == HS_TYPE_MXFP4) {
+		prepare_token(x[0], nb);
+		rows_mxfp4_one(w, row_bytes, r0, r1, nb, x[0], out[0]);
+		return;
+	}
 	for (int j0 = 0; j0 < nt; j0 += 4) {
 		int jn = nt - j0 < 4 ? nt - j0 : 4;
 		for (int j = 0; j < jn; j++)
