@@ -7,7 +7,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:?usage: run-kernels.sh BUILD_DIR [flags]}" && pwd)
 shift
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo "+dirty" || true)
+dirty=$(git -C "$src" status --porcelain --untracked-files=no -- . ":!bench/results" 2>/dev/null | grep -q . && echo "+dirty" || true)
 stamp=$(date -u +%Y%m%d-%H%M)
 out="$src/bench/results/kernels-$stamp-$commit$dirty"
 mkdir -p "$src/bench/results"

@@ -184,9 +184,9 @@ void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 					const int p = p0 + c0 + j;
 					float *h = go[j];
 					for (int r = r0; r < r1; r++) {
-						double gv = h[r - r0] + (l->gate_b ? l->gate_b[(size_t)e * F + r] : 0);
-						double uv = uo[j][r - r0] + (l->up_b ? l->up_b[(size_t)e * F + r] : 0);
-						h[r - r0] = (float)l->arch->activation(gv, uv);
+						float gv = h[r - r0] + (l->gate_b ? l->gate_b[(size_t)e * F + r] : 0);
+						float uv = uo[j][r - r0] + (l->up_b ? l->up_b[(size_t)e * F + r] : 0);
+						h[r - r0] = l->arch->activation_f(gv, uv);
 					}
 					if (quant)
 						job->ops->quantize_q8_0(h, job->hq + (size_t)p * (F / HS_QK) + r0 / HS_QK, r1 - r0);

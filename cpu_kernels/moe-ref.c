@@ -10,11 +10,13 @@
 #include "cpu_kernels/moe.h"
 #include "runtime/error.h"
 
-const struct hs_moe_arch hs_arch_gpt_oss = { "gpt-oss", 1, hs__gating_topk_softmax, hs__act_gpt_oss };
+const struct hs_moe_arch hs_arch_gpt_oss = { "gpt-oss", 1, hs__gating_topk_softmax, hs__act_gpt_oss,
+					      hs__act_gpt_oss_f };
 /* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
  * (norm_topk_prob): the full softmax's denominator cancels, so that is the
  * same as gpt-oss's softmax over the k chosen logits. */
-const struct hs_moe_arch hs_arch_qwen3moe = { "qwen3moe", 0, hs__gating_topk_softmax, hs__act_silu_mul };
+const struct hs_moe_arch hs_arch_qwen3moe = { "qwen3moe", 0, hs__gating_topk_softmax, hs__act_silu_mul,
+					       hs__act_silu_mul_f };
 
 static const struct hs_moe_arch *const archs[] = { &hs_arch_gpt_oss, &hs_arch_qwen3moe };
 
@@ -64,6 +66,18 @@ double hs__act_gpt_oss(double g, double u)
 double hs__act_silu_mul(double g, double u)
 {
 	return g / (1 + exp(-g)) * u;
+}
+
+float hs__act_gpt_oss_f(float g, float u)
+{
+	g = g > 7 ? 7 : g;
+	u = u > 7 ? 7 : u < -7 ? -7 : u;
+	return g / (1 + expf(-1.702f * g)) * (u + 1);
+}
+
+float hs__act_silu_mul_f(float g, float u)
+{
+	return g / (1 + expf(-g)) * u;
 }
 
 static double dot(const float *a, const float *b, int n)

@@ -16,6 +16,7 @@ struct hs_moe_arch {
 	/* logits[E] -> ids[K] (distinct, best first) and weights[K] */
 	void (*gating)(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
 	double (*activation)(double g, double u);
+	float (*activation_f)(float g, float u); /* the same in float, for the fast kernels */
 };
 
 extern const struct hs_moe_arch hs_arch_gpt_oss, hs_arch_qwen3moe;
@@ -25,6 +26,8 @@ const struct hs_moe_arch *hs__moe_arch_find(const char *name, size_t len);
 void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
 double hs__act_gpt_oss(double g, double u);   /* min/clamp at 7, g*sigmoid(1.702 g)*(u+1) */
 double hs__act_silu_mul(double g, double u);  /* silu(g) * u */
+float hs__act_gpt_oss_f(float g, float u);
+float hs__act_silu_mul_f(float g, float u);
 
 /* Pointers into the model's memory.  Expert e's gate matrix starts at
  * gate + e * gate_stride (n_ff rows of n_embd values), up likewise, down at
