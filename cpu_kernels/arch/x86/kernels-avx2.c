@@ -116,13 +116,10 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
  * the 12 * sum(x) this adds per block is taken off in the integer lanes.
  * The token's block scale comes pre-broadcast, so one vmulps and one
  * vbroadcastss of the exponent's value make the block's scale vector. */
-static _Thread_local __m256 tok_scale[MAX_BLOCKS]; /* dx of block b in all lanes */
-static _Thread_local __m256i tok_corr[MAX_BLOCKS]; /* 12 * sum(x of block b) in lane 0 */
-
-static void prepare_token(const struct hs_block_q8_0 *x, int nb)
+/* tscale[b]: the token's block scale in all lanes; tcorr[b]: 12 * sum(x)
+ * of block b in lane 0 (both on the caller's stack, 64 bytes a block) */
+static void prepare_token(const struct hs_block_q8_0 *x, int nb, __m256 *tscale, __m256i *tcorr)
 {
-	__m256 *tscale = tok_scale;
-	__m256i *tcorr = tok_corr;
 	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
 	for (int b = 0; b < nb; b++) {
 		__m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
@@ -136,12 +133,8 @@ static void prepare_token(const struct hs_block_q8_0 *x, int nb)
 }
 
 static void rows_mxfp4_one(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
-			   const struct hs_block_q8_0 *x, float *out)
+			   const struct hs_block_q8_0 *x, const __m256 *tscale, const __m256i *tcorr, float *out)
 {
-	/* thread-local arrays of a shared library cost a call per access:
-	 * take their addresses once */
-	const __m256 *tscale = tok_scale;
-	const __m256i *tcorr = tok_corr;
 	static const int8_t plus12[16] = { 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0 };
 	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)plus12));
 	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -187,8 +180,11 @@ static void tile_q_avx2(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	float dx[4][MAX_BLOCKS];
 
 	if (nt == 1 && type == HS_TYPE_MXFP4) {
-		prepare_token(x[0], nb);
-		rows_mxfp4_one(w, row_bytes, r0, r1, nb, x[0], out[0]);
+		/* at most 128 KiB for the longest row hotset accepts; no heap */
+		__m256 tscale[nb];
+		__m256i tcorr[nb];
+		prepare_token(x[0], nb, tscale, tcorr);
+		rows_mxfp4_one(w, row_bytes, r0, r1, nb, x[0], tscale, tcorr, out[0]);
 		return;
 	}
 	for (int j0 = 0; j0 < nt; j0 += 4) {
