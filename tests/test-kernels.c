@@ -211,12 +211,14 @@ static void test_quantize(void)
 
 static void test_tiles(void)
 {
-	const int types[2] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0 }, cols[4] = { 32, 96, 224, 2880 };
+	/* 16416 columns (513 blocks) takes the AVX2 MXFP4 prefill tile's fallback
+	 * for rows longer than its stack arrays cover */
+	const int types[2] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0 }, cols[5] = { 32, 96, 224, 2880, 16416 };
 	const int nts[7] = { 1, 2, 3, 4, 5, 7, 9 };
 	const int R = 70;
 
 	for (int t = 0; t < 2; t++)
-		for (int c = 0; c < 4; c++) {
+		for (int c = 0; c < 5; c++) {
 			const int C = cols[c];
 			size_t rb = hs_type_row_bytes(types[t], C);
 			uint8_t *w = malloc(rb * R);
@@ -225,7 +227,7 @@ static void test_tiles(void)
 				const int nt = nts[k];
 				struct hs_block_q8_0 *xq = malloc(sizeof *xq * (C / 32) * nt);
 				const struct hs_block_q8_0 *xs[9];
-				float *oa[9], *ob[9], xrow[2880];
+				float *oa[9], *ob[9], *xrow = malloc(sizeof *xrow * C);
 				int r0 = k % 3, r1 = R - (k % 2), nan = 0;
 				for (int j = 0; j < nt; j++) {
 					for (int i = 0; i < C; i++)
@@ -246,6 +248,7 @@ static void test_tiles(void)
 					free(ob[j]);
 				}
 				free(xq);
+				free(xrow);
 			}
 			free(w);
 		}

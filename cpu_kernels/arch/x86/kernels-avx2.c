@@ -164,6 +164,80 @@ static void rows_mxfp4_one(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 	}
 }
 
+/* Prefill tile for MXFP4, the unsigned form of rows_mxfp4_one for NR rows
+ * and NT tokens: per block and row one shuffle and one exponent broadcast,
+ * per block, row and token a multiply-add chain of six operations. */
+static inline __attribute__((always_inline)) void rows_tokens_mxfp4(const uint8_t *row, size_t row_bytes, int NR,
+								     int nb, const struct hs_block_q8_0 *const *x,
+								     const __m256 *tscale, const __m256i *tcorr, int NT,
+								     float *const *out, int col)
+{
+	static const int8_t plus12[16] = { 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0 };
+	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)plus12));
+	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+	__m256 acc[2][4];
+
+	_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++)
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m256i wu[2];
+		__m256 sw[2];
+		_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++) {
+			const struct hs_block_mxfp4 *blk = (const struct hs_block_mxfp4 *)(row + i * row_bytes) + b;
+			__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+			wu[i] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+			sw[i] = _mm256_broadcast_ss(&e8m0_half[blk->e]);
+		}
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)x[j][b].qs);
+			_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++) {
+				__m256i p = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wu[i], xv), ones),
+							     tcorr[j * nb + b]);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw[i], tscale[j * nb + b]),
+							    acc[i][j]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 2") for (int i = 0; i < NR; i++)
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
+			out[j][col + i] = hsum(acc[i][j]);
+}
+
+#define ROWS_TOKENS_MXFP4(NT)                                                                                 \
+	do {                                                                                                  \
+		int r = r0;                                                                                   \
+		for (; r + 2 <= r1; r += 2)                                                                   \
+			rows_tokens_mxfp4(w + (size_t)r * row_bytes, row_bytes, 2, nb, x + j0, tscale, tcorr, NT, \
+					  out + j0, r - r0);                                                  \
+		for (; r < r1; r++)                                                                           \
+			rows_tokens_mxfp4(w + (size_t)r * row_bytes, row_bytes, 1, nb, x + j0, tscale, tcorr, NT, \
+					  out + j0, r - r0);                                                  \
+	} while (0)
+
+/* Rows up to this many blocks take the unsigned MXFP4 prefill tile (its
+ * per-token arrays, 4 x 64 bytes a block, live on the stack). */
+#define MXFP4_TILE_MAX_BLOCKS 512
+
+static void tile_mxfp4_prefill(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
+			       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	__m256 tscale[4 * nb];
+	__m256i tcorr[4 * nb];
+
+	for (int j0 = 0; j0 < nt; j0 += 4) {
+		int jn = nt - j0 < 4 ? nt - j0 : 4;
+		for (int j = 0; j < jn; j++)
+			prepare_token(x[j0 + j], nb, tscale + j * nb, tcorr + j * nb);
+		switch (jn) {
+		case 4: ROWS_TOKENS_MXFP4(4); break;
+		case 3: ROWS_TOKENS_MXFP4(3); break;
+		case 2: ROWS_TOKENS_MXFP4(2); break;
+		default: ROWS_TOKENS_MXFP4(1); break;
+		}
+	}
+}
+
 #define ROWS_TOKENS(NT)                                                                                          \
 	do {                                                                                                     \
 		int r = r0;                                                                                      \
@@ -185,6 +259,10 @@ static void tile_q_avx2(int type, const uint8_t *w, size_t row_bytes, int r0, in
 		__m256i tcorr[nb];
 		prepare_token(x[0], nb, tscale, tcorr);
 		rows_mxfp4_one(w, row_bytes, r0, r1, nb, x[0], tscale, tcorr, out[0]);
+		return;
+	}
+	if (type == HS_TYPE_MXFP4 && nb <= MXFP4_TILE_MAX_BLOCKS) {
+		tile_mxfp4_prefill(w, row_bytes, r0, r1, nb, x, nt, out);
 		return;
 	}
 	for (int j0 = 0; j0 < nt; j0 += 4) {
