@@ -176,6 +176,222 @@ const char *hs_cpu_kernels_name(void);
 /* The router and gating alone: ids[n][n_used], weights[n][n_used]. */
 int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights);
 
+/* ---- machine profiles --------------------------------------------------- */
+
+/* Fixed limits of the plain-data structs below (no allocation, easy to copy). */
+#define HS_MAX_NODES 16
+#define HS_MAX_GPUS 16
+#define HS_MAX_KSPEED 16
+#define HS_MAX_LAYERS 256
+#define HS_MAX_WARNINGS 24
+
+/* The CPU expert kernel's speed with `threads` threads on one node:
+ * MXFP4 2880 x 2880 experts, fused FFN (0 = not measured). */
+struct hs_kernel_speed {
+	int threads;
+	double decode_gbps;     /* expert bytes per second at 1 token */
+	double prefill_gflops;  /* at 512 tokens */
+};
+
+struct hs_profile_node {
+	int os_index;
+	int n_cores, n_cpus;
+	uint64_t memory_bytes;     /* local memory */
+	uint64_t available_bytes;  /* free for experts when measured (0 = unknown) */
+	/* read_gbps[j]: threads on this node reading memory on profile node j,
+	 * GB/s (1e9 B/s); 0 = unknown */
+	double read_gbps[HS_MAX_NODES];
+	int n_kernel;
+	struct hs_kernel_speed kernel[HS_MAX_KSPEED];  /* ascending threads */
+};
+
+struct hs_profile_gpu {
+	char name[64];
+	char pci_bus_id[16];
+	int cuda_index;               /* -1 = not a CUDA device on this machine */
+	int n_numa_nodes;
+	int numa_nodes[HS_MAX_NODES]; /* OS indices of the GPU-attached nodes */
+	uint64_t memory_total_bytes, memory_free_bytes;
+	double h2d_pinned_gbps[HS_MAX_NODES]; /* from pinned memory on profile node j */
+	double h2d_pageable_gbps;
+	double device_memory_gbps;    /* device memory read bandwidth */
+	double prefill_tflops;        /* expert GEMM throughput (0 = unknown) */
+	double link_gbps;             /* what hwloc reports for the PCIe link */
+	int pcie_gen, pcie_width;
+};
+
+/* Facts about one machine: measured by hs_profile_measure(), or written by
+ * hand for a machine one does not have.  All figures in GB/s are 1e9 B/s. */
+struct hs_profile {
+	char machine[128];
+	char source[16];   /* "measured", "published" or "topology" (no measurements) */
+	char note[1024];
+	char created[32];  /* ISO 8601 UTC */
+	char cpu_kernels[32];
+	int n_nodes;
+	struct hs_profile_node nodes[HS_MAX_NODES];
+	int n_gpus;
+	struct hs_profile_gpu gpus[HS_MAX_GPUS];
+};
+
+/* A profile with only what the topology says (nodes, cores, memory, GPUs
+ * and their links); every bandwidth 0 = unknown.  source = "topology". */
+int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out);
+
+/* Progress of long work: what is being done, fraction 0..1. */
+typedef void (*hs_progress_fn)(const char *what, double fraction, void *ctx);
+
+enum hs_tune_level { HS_TUNE_QUICK, HS_TUNE_DEFAULT, HS_TUNE_THOROUGH };
+
+/* Measures this machine (t must describe this system): per node the read
+ * bandwidth from every node, the CPU kernel's speed per thread count, and
+ * per CUDA device its memory, copy and memory bandwidths.  Binds the
+ * calling thread while it measures and restores it.  -EINVAL for a
+ * topology of another machine. */
+int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progress_fn progress, void *ctx,
+		       struct hs_profile *out);
+
+/* Reads a profile JSON file (docs/profile-json.md).  -EIO with a message
+ * naming the file, the field and the limit. */
+int hs_profile_load(const char *path, struct hs_profile *out);
+/* Writes it (through "<path>.part" and a rename). */
+int hs_profile_save(const struct hs_profile *p, const char *path);
+/* JSON text; malloc'd, the caller frees it; NULL on -ENOMEM. */
+char *hs_profile_to_json(const struct hs_profile *p);
+/* Where `hotset tune` saves by default: $XDG_CACHE_HOME/hotset/profile.json
+ * or ~/.cache/hotset/profile.json.  Writes into buf; -ENAMETOOLONG. */
+int hs_profile_default_path(char *buf, size_t n);
+
+/* ---- planning ------------------------------------------------------------ */
+
+/* What the planner needs to know about a model. */
+struct hs_model_desc {
+	char name[64];
+	char arch[16];
+	int n_layers;             /* transformer blocks */
+	int n_moe_layers;         /* MoE layers (the planner places these) */
+	int moe_layer[HS_MAX_LAYERS]; /* block index of each MoE layer */
+	int n_experts, n_used, n_embd, n_ff;
+	int expert_type;
+	uint64_t expert_bytes;    /* one expert: weights + biases */
+	uint64_t nonexpert_bytes; /* every other tensor (kept on the GPU) */
+	uint64_t file_bytes;
+	int n_head_kv, head_dim;  /* 0 = unknown: no KV cache is counted */
+	int swa_window;           /* sliding window of the SWA layers (0 = none) */
+	int swa_every;            /* every swa_every-th layer uses full attention
+				     (gpt-oss: 2, the others slide); 0 = none */
+};
+
+/* Model descriptions of the known models (the shapes the `gen` presets
+ * write, with the published file sizes for the non-expert bytes).
+ * -EINVAL for an unknown name (message lists the names). */
+int hs_model_desc_preset(const char *name, struct hs_model_desc *out);
+/* The description of an opened model file. */
+int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out);
+
+enum hs_kv_type { HS_KV_F16, HS_KV_Q8_0 };
+enum hs_placement { HS_PLACEMENT_GPU, HS_PLACEMENT_HOST, HS_PLACEMENT_HOST_CACHE };
+enum hs_mode { HS_MODE_NONE, HS_MODE_CPU_COMPUTE, HS_MODE_PCIE_STREAM, HS_MODE_HYBRID };
+
+struct hs_plan_opts {
+	int gpu;                  /* profile GPU index; -1 = plan without a GPU */
+	uint64_t vram_bytes;      /* 0 = the GPU's free memory minus a margin */
+	uint64_t ram_bytes;       /* 0 = the nodes' available memory minus a margin */
+	int ctx;                  /* context length for the KV cache (default 8192) */
+	enum hs_kv_type kv_type;
+	int ubatch;               /* prefill batch of the prediction (default 512) */
+	int host_layers;          /* -1 = search; n = exactly the first n MoE layers on the host */
+	int no_cache;             /* 1 = no GPU cache slots */
+	/* routing statistics: freq[l * n_experts + e] = share of layer l's
+	 * routing slots that go to expert e (rows need not be normalised);
+	 * NULL = the default skew (14 of 128 experts take 54% of the slots) */
+	const float *freq;
+	int freq_layers, freq_experts;
+};
+
+struct hs_plan_layer {
+	int layer;                /* block index */
+	enum hs_placement placement;
+	int slots;                /* GPU cache slots (host+cache) */
+	int n_numa_nodes;
+	int numa_nodes[2];        /* OS indices of the nodes holding its host experts */
+	double hit_rate;          /* expected share of routed experts found on the GPU */
+	double decode_ms, prefill_ms; /* predicted time of this layer's experts */
+};
+
+struct hs_plan_warning {
+	char code[32];
+	char message[256];
+};
+
+struct hs_plan {
+	char model[64];
+	char machine[128];
+	char profile_source[16];
+	int gpu;                  /* profile GPU index or -1 */
+	int n_layers;
+	struct hs_plan_layer layers[HS_MAX_LAYERS];
+	int n_host_layers, n_gpu_layers, total_slots;
+	int cpu_node;             /* OS index of the node whose cores compute host experts */
+	int cpu_threads;
+	enum hs_mode decode_mode, prefill_mode;
+	double decode_q, prefill_q; /* share of misses streamed (hybrid) */
+	int ctx, ubatch;
+	enum hs_kv_type kv_type;
+	struct hs_plan_predicted {
+		double decode_tok_s;            /* the whole MoE part, chosen mode */
+		double decode_host_bound_tok_s; /* host read bandwidth / host_bytes_per_token */
+		double decode_cpu_tok_s, decode_stream_tok_s, decode_hybrid_tok_s; /* per mode */
+		double prefill_tok_s;           /* at ubatch tokens */
+		uint64_t host_bytes_per_token;  /* routed bytes of host experts, cache cold */
+		uint64_t miss_bytes_per_token;  /* the same after expected cache hits */
+		uint64_t gpu_bytes_per_token;   /* expert bytes the GPU reads per token */
+		double host_read_gbps, cpu_kernel_gbps, pcie_gbps, gpu_mem_gbps; /* the figures used */
+		char bound[48];                 /* what limits decode */
+	} predicted;
+	struct hs_plan_memory {
+		uint64_t vram_bytes, vram_budget, ram_bytes, ram_budget;
+		uint64_t vram_nonexpert, vram_kv, vram_experts, vram_slots, vram_staging, vram_workspace;
+		int n_nodes;                           /* the profile's nodes, in its order */
+		int node_os_index[HS_MAX_NODES];
+		uint64_t ram_node_bytes[HS_MAX_NODES]; /* host experts per node */
+	} memory;
+	int n_warnings;
+	struct hs_plan_warning warnings[HS_MAX_WARNINGS];
+	char assumptions[512];    /* figures the profile lacked and the planner assumed */
+	char routing[96];         /* where the hit rates come from */
+};
+
+/* The planner: searches placements with the cost model (DESIGN.md §5) and
+ * fills *out.  Pure: no hardware is touched.  -EINVAL with a message for
+ * impossible input (no memory left for the non-expert part, a GPU index the
+ * profile lacks, a frequency table of the wrong shape). */
+int hs_plan_make(const struct hs_model_desc *model, const struct hs_profile *profile,
+		 const struct hs_plan_opts *opts, struct hs_plan *out);
+/* The plan as JSON (docs/plan-json.md); malloc'd, NULL on -ENOMEM. */
+char *hs_plan_to_json(const struct hs_plan *p);
+/* Reads that JSON back: -EIO with a message naming the field. */
+int hs_plan_from_json(const char *text, struct hs_plan *out);
+/* The same with a file (written through "<path>.part" and a rename). */
+int hs_plan_save(const struct hs_plan *p, const char *path);
+int hs_plan_load(const char *path, struct hs_plan *out);
+const char *hs_placement_name(enum hs_placement p);
+const char *hs_mode_name(enum hs_mode m);
+
+/* ---- sharing the GPU ------------------------------------------------------ */
+
+/* Reports a device's free and total memory (the real one asks CUDA; tests
+ * pass a fake). */
+typedef int (*hs_vram_reporter)(int device, uint64_t *free_bytes, uint64_t *total_bytes, void *ctx);
+
+/* Waits until `budget` bytes of device memory are free, polling every
+ * poll_ms (others' processes may hold it; they are never signalled), with
+ * progress messages through progress (may be NULL).  reporter NULL = CUDA.
+ * 0 when the memory is free; -ETIMEDOUT after timeout_s seconds with a
+ * message saying how much was free; -EINVAL when budget exceeds the total. */
+int hs_vram_wait(int device, uint64_t budget, double timeout_s, int poll_ms, hs_vram_reporter reporter,
+		 void *reporter_ctx, hs_progress_fn progress, void *progress_ctx);
+
 /* ---- arrays (.npy files, float32, C order) ------------------------------ */
 
 /* Reads a float32 .npy file of shape (rows, cols) or (cols,) (one row).

@@ -31,3 +31,21 @@ int hs__cuda_mem_read_gbps(int dev, size_t bytes, double *gbps)
 	(void)bytes; (void)gbps;
 	return hs__error(ENODEV, "CUDA device %d: hotset was built without CUDA", dev);
 }
+
+int hs__cuda_mem_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	(void)free_bytes; (void)total_bytes;
+	return hs__error(ENODEV, "CUDA device %d: hotset was built without CUDA", dev);
+}
+
+int hs__cuda_name(int dev, char *buf, size_t n)
+{
+	(void)buf; (void)n;
+	return hs__error(ENODEV, "CUDA device %d: hotset was built without CUDA", dev);
+}
+
+int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbps)
+{
+	(void)host; (void)bytes; (void)pinned; (void)gbps;
+	return hs__error(ENODEV, "CUDA device %d: hotset was built without CUDA", dev);
+}

@@ -137,3 +137,85 @@ out_cuda:
 	cudaGetLastError();
 	return hs__error(EIO, "CUDA device %d: %s", dev, cudaGetErrorString(e));
 }
+
+int hs__cuda_mem_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	size_t f = 0, t = 0;
+	cudaError_t e;
+	int rc = check_dev(dev);
+
+	if (rc)
+		return rc;
+	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaMemGetInfo(&f, &t)) != cudaSuccess) {
+		cudaGetLastError();
+		return hs__error(EIO, "CUDA device %d: cannot read its memory: %s", dev, cudaGetErrorString(e));
+	}
+	*free_bytes = f;
+	*total_bytes = t;
+	return 0;
+}
+
+int hs__cuda_name(int dev, char *buf, size_t n)
+{
+	struct cudaDeviceProp prop;
+	int rc = check_dev(dev);
+
+	if (rc)
+		return rc;
+	if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+		cudaGetLastError();
+		return hs__error(EIO, "CUDA device %d: no properties", dev);
+	}
+	snprintf(buf, n, "%s", prop.name);
+	return 0;
+}
+
+int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbps)
+{
+	void *dst = NULL;
+	cudaEvent_t t0 = NULL, t1 = NULL;
+	cudaStream_t s = NULL;
+	float ms = 0;
+	int registered = 0, rc = check_dev(dev);
+	cudaError_t e;
+
+	if (rc)
+		return rc;
+	if ((e = cudaSetDevice(dev)) != cudaSuccess)
+		goto out;
+	if ((e = cudaMalloc(&dst, bytes)) != cudaSuccess) {
+		cudaGetLastError();
+		return hs__error(ENOMEM, "CUDA device %d: cannot allocate %zu bytes for the copy test", dev, bytes);
+	}
+	/* pinned: the caller's pages (already on the node it chose) are
+	 * page-locked in place, which does not move them */
+	if (pinned) {
+		if ((e = cudaHostRegister(host, bytes, cudaHostRegisterDefault)) != cudaSuccess)
+			goto out;
+		registered = 1;
+	}
+	if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaEventCreate(&t0)) != cudaSuccess || (e = cudaEventCreate(&t1)) != cudaSuccess ||
+	    (e = cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+	    (e = cudaStreamSynchronize(s)) != cudaSuccess)
+		goto out;
+	cudaEventRecord(t0, s);
+	for (int i = 0; i < 4; i++)
+		if ((e = cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+			goto out;
+	cudaEventRecord(t1, s);
+	if ((e = cudaEventSynchronize(t1)) != cudaSuccess || (e = cudaEventElapsedTime(&ms, t0, t1)) != cudaSuccess)
+		goto out;
+	*gbps = ms > 0 ? 4.0 * (double)bytes / (ms * 1e6) : 0;
+out:
+	if (t0) cudaEventDestroy(t0);
+	if (t1) cudaEventDestroy(t1);
+	if (s) cudaStreamDestroy(s);
+	if (registered) cudaHostUnregister(host);
+	cudaFree(dst);
+	if (e == cudaSuccess)
+		return 0;
+	cudaGetLastError();
+	return hs__error(EIO, "CUDA device %d: %s copy test: %s", dev, pinned ? "pinned" : "pageable",
+			 cudaGetErrorString(e));
+}

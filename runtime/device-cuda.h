@@ -5,6 +5,7 @@
 #define HS_DEVICE_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Number of usable devices (0 with no driver or no device); cached. */
 int hs__cuda_probe(void);
@@ -17,5 +18,13 @@ int hs__cuda_pci_bus_id(int dev, char *buf, size_t n);
 /* Device memory read bandwidth of device dev in GB/s, measured with a
  * buffer of `bytes` (a reduction kernel reading each byte once). */
 int hs__cuda_mem_read_gbps(int dev, size_t bytes, double *gbps);
+
+/* Free and total memory of device dev. */
+int hs__cuda_mem_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
+/* Its marketing name ("NVIDIA H200"). */
+int hs__cuda_name(int dev, char *buf, size_t n);
+/* Host-to-device copy bandwidth in GB/s from the caller's buffer (pinned:
+ * page-locked in place for the test, then released). */
+int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbps);
 
 #endif

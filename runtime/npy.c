@@ -12,6 +12,7 @@
 
 #include "hotset.h"
 #include "runtime/error.h"
+#include "runtime/jsonio.h"
 
 #define MAX_HEADER 65536
 
@@ -165,10 +166,8 @@ out:
 
 int hs_npy_write_f32(const char *path, const float *data, int64_t rows, int64_t cols)
 {
-	char header[128], *tmp;
-	size_t plen = strlen(path);
-	int hlen, ok;
-	FILE *f;
+	char header[128];
+	int hlen;
 
 	if (rows < 0 || cols < 0)
 		return hs__error(EINVAL, "%s: negative shape", path);
@@ -179,27 +178,7 @@ int hs_npy_write_f32(const char *path, const float *data, int64_t rows, int64_t 
 	while ((10 + hlen + 1) % 64)
 		header[hlen++] = ' ';
 	header[hlen++] = '\n';
-	tmp = malloc(plen + 6);
-	if (!tmp)
-		return hs__error(ENOMEM, "%s: out of memory", path);
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".part", 6);
-	f = fopen(tmp, "wb");
-	if (!f) {
-		int e = errno;
-		free(tmp);
-		return hs__error(EIO, "%s: cannot create: %s", path, strerror(e));
-	}
 	unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hlen, (unsigned char)(hlen >> 8) };
-	ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == (size_t)hlen &&
-	     fwrite(data, 4, (size_t)(rows * cols), f) == (size_t)(rows * cols);
-	ok = (fclose(f) == 0) && ok;
-	if (!ok || rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		free(tmp);
-		return hs__error(EIO, "%s: write failed: %s", path, strerror(e));
-	}
-	free(tmp);
-	return 0;
+	struct hs_piece pieces[3] = { { pre, 10 }, { header, (size_t)hlen }, { data, 4 * (size_t)(rows * cols) } };
+	return hs__write_file_atomic(path, pieces, 3, 0);
 }

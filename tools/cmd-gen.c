@@ -77,16 +77,6 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total)
 	pr->last = pct;
 }
 
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || v < lo || v > hi)
-		return hs_cli_fail("gen", "%s %s: a whole number in %ld..%ld is needed", flag, s, lo, hi);
-	*out = (int)v;
-	return 0;
-}
-
 int hs_cmd_gen(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -107,11 +97,11 @@ int hs_cmd_gen(int argc, char **argv)
 		switch (c) {
 		case 'P': preset = optarg; break;
 		case 'a': arch = optarg; break;
-		case 'L': if (parse_int("--layers", optarg, 1, 1024, &layers)) return 1; break;
-		case 'E': if (parse_int("--experts", optarg, 1, 4096, &experts)) return 1; break;
-		case 'K': if (parse_int("--used", optarg, 1, 64, &used)) return 1; break;
-		case 'D': if (parse_int("--embd", optarg, 1, 65536, &embd)) return 1; break;
-		case 'F': if (parse_int("--ff", optarg, 1, 65536, &ff)) return 1; break;
+		case 'L': if (hs_cli_parse_int("gen", "--layers", optarg, 1, 1024, &layers)) return 1; break;
+		case 'E': if (hs_cli_parse_int("gen", "--experts", optarg, 1, 4096, &experts)) return 1; break;
+		case 'K': if (hs_cli_parse_int("gen", "--used", optarg, 1, 64, &used)) return 1; break;
+		case 'D': if (hs_cli_parse_int("gen", "--embd", optarg, 1, 65536, &embd)) return 1; break;
+		case 'F': if (hs_cli_parse_int("gen", "--ff", optarg, 1, 65536, &ff)) return 1; break;
 		case 'T':
 			type = hs_type_from_name(optarg);
 			if (type < 0)

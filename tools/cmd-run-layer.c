@@ -58,13 +58,8 @@ int hs_cmd_run_layer(int argc, char **argv)
 	if (!model || !layer_s || !in || !out)
 		return hs_cli_fail("run-layer", "missing %s", !model ? "--model FILE" : !layer_s ? "--layer L"
 							      : !in ? "--input X.npy" : "--output Y.npy");
-	{
-		char *end;
-		long v = strtol(layer_s, &end, 10);
-		if (end == layer_s || *end || v < 0 || v > 100000)
-			return hs_cli_fail("run-layer", "--layer %s: a layer index is needed", layer_s);
-		layer = (int)v;
-	}
+	if (hs_cli_parse_int("run-layer", "--layer", layer_s, 0, 100000, &layer))
+		return 1;
 	if (hs_model_open(model, &m) != 0)
 		return hs_cli_fail("run-layer", "%s", hs_last_error());
 	const struct hs_model_info *mi = hs_model_info(m);

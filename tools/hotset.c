@@ -20,6 +20,8 @@ static const struct {
 	{ "model", hs_cmd_model, "show a GGUF model's MoE shape and what its experts weigh" },
 	{ "gen", hs_cmd_gen, "write a synthetic MoE model file with real shapes" },
 	{ "run-layer", hs_cmd_run_layer, "run one MoE layer on hidden states from a .npy file" },
+	{ "tune", hs_cmd_tune, "measure this machine (bandwidths, kernel and copy speeds) into a profile" },
+	{ "plan", hs_cmd_plan, "place a model's experts on GPU / host and predict speed and memory" },
 };
 
 static void usage(FILE *f)
@@ -54,6 +56,28 @@ int hs_cli_usage_error(const char *sub)
 {
 	fprintf(stderr, "Try 'hotset %s --help'.\n", sub);
 	return 2;
+}
+
+int hs_cli_parse_int(const char *sub, const char *flag, const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (end == s || *end || v < lo || v > hi)
+		return hs_cli_fail(sub, "%s %s: a whole number in %ld..%ld is needed", flag, s, lo, hi);
+	*out = (int)v;
+	return 0;
+}
+
+int hs_cli_parse_num(const char *sub, const char *flag, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= lo && v <= hi))
+		return hs_cli_fail(sub, "%s %s: a number in %g..%g is needed", flag, s, lo, hi);
+	*out = v;
+	return 0;
 }
 
 int hs_cli_open_topology(const char *sub, hs_topology **t)

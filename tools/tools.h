@@ -22,6 +22,11 @@ int hs_cli_usage_error(const char *sub);
 /* Opens the topology chosen by --topology / $HOTSET_TOPOLOGY / this machine. */
 int hs_cli_open_topology(const char *sub, hs_topology **t);
 
+/* Strict number arguments: the whole string, inside lo..hi, else one line
+ * "hotset SUB: FLAG VALUE: ..." and 1. */
+int hs_cli_parse_int(const char *sub, const char *flag, const char *s, long lo, long hi, int *out);
+int hs_cli_parse_num(const char *sub, const char *flag, const char *s, double lo, double hi, double *out);
+
 /* 13219200 -> "13,219,200" in buf. */
 const char *hs_cli_grouped(uint64_t v, char *buf, size_t n);
 
@@ -29,5 +34,7 @@ int hs_cmd_topo(int argc, char **argv);
 int hs_cmd_gen(int argc, char **argv);
 int hs_cmd_model(int argc, char **argv);
 int hs_cmd_run_layer(int argc, char **argv);
+int hs_cmd_tune(int argc, char **argv);
+int hs_cmd_plan(int argc, char **argv);
 
 #endif

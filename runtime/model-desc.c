@@ -1,0 +1,126 @@
+/* What the planner needs to know about a model: from a preset (shapes as
+ * `gen` writes them, plus published file sizes) or from a GGUF file. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_kernels/formats.h"
+#include "hotset.h"
+#include "runtime/error.h"
+#include "runtime/gen.h"
+#include "runtime/gguf.h"
+#include "runtime/model.h"
+
+/* Published facts the shapes alone do not give: the size of the common
+ * GGUF file (its non-expert part follows from it) and the attention shape
+ * that sizes the KV cache.  gpt-oss-120b: 59.02 GiB (NOTES.md); the others
+ * are the sizes of the common MXFP4 / Q8_0 files, rounded (approximate). */
+static const struct {
+	const char *name;
+	double file_gib;
+	int n_head_kv, head_dim, swa_window, swa_every;
+} published[] = {
+	{ "gpt-oss-120b", 59.02, 8, 64, 128, 2 },
+	{ "gpt-oss-20b", 11.28, 8, 64, 128, 2 },
+	{ "qwen3-30b-a3b", 30.25, 4, 128, 0, 0 },
+	{ "qwen3-235b-a22b", 232.8, 4, 128, 0, 0 },
+	{ "tiny", 0, 2, 32, 0, 0 },
+};
+
+static uint64_t expert_bytes(int type, int arch_bias, int n_embd, int n_ff)
+{
+	uint64_t w = hs_type_row_bytes(type, (uint64_t)n_embd) * 2 * (uint64_t)n_ff +
+		     hs_type_row_bytes(type, (uint64_t)n_ff) * (uint64_t)n_embd;
+	return w + (arch_bias ? 4ull * (2ull * n_ff + n_embd) : 0);
+}
+
+int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
+{
+	const struct hs_gen_params *g = name ? hs__gen_preset(name) : NULL;
+
+	if (!g)
+		return hs__error(EINVAL, "unknown model preset '%s' (known: %s)", name ? name : "(null)",
+				 hs__gen_preset_names());
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "%s", g->name);
+	snprintf(out->arch, sizeof out->arch, "%s", g->arch);
+	out->n_layers = out->n_moe_layers = g->n_layers;
+	for (int i = 0; i < g->n_layers; i++)
+		out->moe_layer[i] = i;
+	out->n_experts = g->n_experts;
+	out->n_used = g->n_used;
+	out->n_embd = g->n_embd;
+	out->n_ff = g->n_ff;
+	out->expert_type = g->type;
+	out->expert_bytes = expert_bytes(g->type, strcmp(g->arch, "gpt-oss") == 0, g->n_embd, g->n_ff);
+	uint64_t experts = out->expert_bytes * (uint64_t)g->n_experts * (uint64_t)g->n_layers;
+	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
+		if (strcmp(published[i].name, name))
+			continue;
+		out->file_bytes = (uint64_t)(published[i].file_gib * 1073741824.0);
+		if (out->file_bytes < experts) /* tiny: gen writes experts and routers only */
+			out->file_bytes = experts + (uint64_t)g->n_layers * g->n_experts * g->n_embd * 4;
+		out->nonexpert_bytes = out->file_bytes - experts;
+		out->n_head_kv = published[i].n_head_kv;
+		out->head_dim = published[i].head_dim;
+		out->swa_window = published[i].swa_window;
+		out->swa_every = published[i].swa_every;
+	}
+	return 0;
+}
+
+static int key_u32(const struct hs_gguf *g, const char *arch, const char *suffix, int *v)
+{
+	char key[128];
+	uint64_t x;
+
+	snprintf(key, sizeof key, "%s.%s", arch, suffix);
+	if (hs__gguf_get_u64(g, key, &x) || x > 1u << 30)
+		return -1;
+	*v = (int)x;
+	return 0;
+}
+
+int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
+{
+	const struct hs_model_info *in = hs_model_info(m);
+	const struct hs_gguf *g = hs__model_gguf(m);
+
+	if (in->n_layers > HS_MAX_LAYERS)
+		return hs__error(EINVAL, "model '%s' has %d layers, the planner takes at most %d", in->name,
+				 in->n_layers, HS_MAX_LAYERS);
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "%s", in->name[0] ? in->name : "model");
+	snprintf(out->arch, sizeof out->arch, "%s", in->arch);
+	out->n_layers = in->n_layers;
+	for (int i = 0; i < in->n_layers; i++)
+		if (hs_model_layer_is_moe(m, i))
+			out->moe_layer[out->n_moe_layers++] = i;
+	out->n_experts = in->n_experts;
+	out->n_used = in->n_used;
+	out->n_embd = in->n_embd;
+	out->n_ff = in->n_ff;
+	out->expert_type = in->expert_type;
+	out->expert_bytes = in->expert_weight_bytes + in->expert_bias_bytes;
+	out->file_bytes = in->file_bytes;
+	out->nonexpert_bytes = in->non_expert_bytes;
+
+	/* the KV cache: head_count_kv and key_length; absent keys leave it 0
+	 * (files written by `gen` carry no attention) */
+	int n_head = 0, kv = 0, klen = 0, swa = 0;
+	key_u32(g, in->arch, "attention.head_count", &n_head);
+	if (key_u32(g, in->arch, "attention.head_count_kv", &kv))
+		kv = n_head;
+	if (key_u32(g, in->arch, "attention.key_length", &klen) && n_head > 0)
+		klen = in->n_embd / n_head;
+	out->n_head_kv = kv;
+	out->head_dim = klen;
+	if (!key_u32(g, in->arch, "attention.sliding_window", &swa) && swa > 0) {
+		out->swa_window = swa;
+		out->swa_every = strcmp(in->arch, "gpt-oss") == 0 ? 2 : 0; /* gpt-oss alternates */
+	}
+	hs__error_clear();
+	return 0;
+}

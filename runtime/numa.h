@@ -1,0 +1,23 @@
+/* Placing memory and threads on NUMA nodes (libnuma; the only file that
+ * includes numa.h is numa.c). */
+#ifndef HS_NUMA_H
+#define HS_NUMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bytes of memory bound to node os_node (pages are placed on first touch;
+ * the caller touches them from any thread).  NULL with a message. */
+void *hs__numa_alloc_on(int os_node, size_t bytes);
+void hs__numa_free(void *p, size_t bytes);
+
+/* Memory of node os_node free for new data now: MemAvailable on a
+ * one-node machine, else the node's free memory. */
+int hs__numa_available(int os_node, uint64_t *bytes);
+
+/* Binds the calling thread to the given CPUs (OS indices). */
+int hs__bind_thread(const int *cpus, int n);
+/* Binds it to every CPU again. */
+int hs__unbind_thread(void);
+
+#endif

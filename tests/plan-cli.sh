@@ -1,0 +1,77 @@
+# Checks `hotset plan` and `hotset tune` from the command line: the shipped
+# profiles plan, JSON and -o agree, a measured profile of this machine
+# plans, and bad flags, files and profiles get one clear line each.
+. "${top_srcdir:-.}/tests/lib.sh"
+HOTSET_PROFILES="$top_srcdir/profiles"; export HOTSET_PROFILES
+unset XDG_CACHE_HOME
+HOME="$TMP/home"; export HOME
+
+expect_ok "profile list" "$HOTSET" plan --profile list
+cp "$TMP/out" "$TMP/list"
+for p in a6000-48g-pcie3 gpu8g-ram96g dual-ddr5-1gpu; do
+	expect_grep "profile list $p" "^  $p +published: " "$TMP/list"
+	expect_ok "plan $p" "$HOTSET" plan --preset gpt-oss-120b --profile "$p"
+	expect_grep "plan $p" '^placement: [0-9]+ layers resident on the GPU, [0-9]+ host layers'
+	expect_grep "plan $p labels" 'describes published figures, not measured here'
+	expect_grep "plan $p units" 'GB/s = 1e9 B/s, MiB = 2\^20 B'
+done
+
+# the reference case, as text and as JSON; -o writes the same JSON
+expect_ok "a6000" "$HOTSET" plan --preset gpt-oss-120b --profile a6000-48g-pcie3 -o "$TMP/plan.json"
+expect_grep "a6000 host layers" '28 layers resident on the GPU, 8 host layers'
+expect_grep "a6000 bytes" 'host expert bytes per token +404\.4[0-9] MiB \(8 host layers x 50\.56 MiB\)'
+expect_grep "a6000 bound" 'host-read bound +(38\.9|39\.[0-9]|40\.[0-9]|41\.[0-9]) tok/s'
+expect_ok "a6000 json" "$HOTSET" plan --preset gpt-oss-120b --profile a6000-48g-pcie3 --json
+cmp -s "$TMP/out" "$TMP/plan.json" || fail "-o FILE differs from --json output"
+for k in '"layers"' '"placement": "host"' '"placement": "gpu"' '"slots"' '"numa_nodes"' '"decode_tok_s"' \
+	'"decode_host_bound_tok_s"' '"prefill_tok_s"' '"host_bytes_per_token": 424120320' '"vram_bytes"' \
+	'"ram_bytes"' '"warnings"' '"code"' '"message"'; do
+	expect_grep "json $k" "$k" "$TMP/plan.json"
+done
+[ ! -e "$TMP/plan.json.part" ] || fail "-o left a .part file"
+
+# forced like llama.cpp's --n-cpu-moe 12: over the RAM budget, said with numbers
+expect_ok "12 host layers" "$HOTSET" plan --profile a6000-48g-pcie3 --host-layers 12
+expect_grep "12 host layers" '\[ram_over\] host experts need 18\.96 GiB, the RAM budget is 13\.00 GiB'
+
+# a dual-socket machine from hwloc XML, GPU 1 on node 1, CPU-only planning
+expect_ok "dual socket" "$HOTSET" --topology "$HS_DATA/topologies/32em64t-2n8c2t-pci-wholeio.xml" \
+	plan --preset gpt-oss-20b --gpu 1 --vram 6
+expect_grep "dual socket node" 'host(\+cache)? +node 1 '
+expect_grep "dual socket cpu" 'one per core of node 1'
+expect_fail "topology without GPU memory" "$HOTSET" --topology "$HS_DATA/topologies/32em64t-2n8c2t-pci-wholeio.xml" \
+	plan --gpu 1
+expect_grep "GPU memory message" 'does not say how much memory GPU 1 has; give --vram' "$TMP/err"
+expect_ok "cpu only" "$HOTSET" plan --profile dual-ddr5-1gpu --gpu none --preset qwen3-30b-a3b
+expect_grep "cpu only" '\[no_gpu\]'
+
+# tune here (about 4 s; 25 s under ASan), then plan on what it measured
+# (the README's main command)
+expect_ok "tune" "$HOTSET" tune --quick -q
+expect_grep "tune saved" "^saved: $HOME/.cache/hotset/profile.json"
+expect_grep "tune read" 'read GB/s: from node 0 [0-9]+\.[0-9]'
+expect_grep "tune kernel" 'CPU kernel \([^)]*\), [0-9]+ threads?: [0-9.]+ GB/s at 1 token'
+[ ! -e "$HOME/.cache/hotset/profile.json.part" ] || fail "tune left a .part file"
+expect_ok "plan on measured" "$HOTSET" plan --preset gpt-oss-120b
+expect_grep "plan on measured" "^profile: $HOME/.cache/hotset/profile.json \(measured\)"
+expect_fail "wait without a GPU" "$HOTSET" plan --preset gpt-oss-20b --wait=1
+expect_grep "wait message" '--wait needs a GPU of this machine' "$TMP/err"
+
+# bad input: one line each, nothing written
+expect_fail "kv" "$HOTSET" plan --kv q4
+expect_fail "vram" "$HOTSET" plan --vram lots
+expect_fail "ctx" "$HOTSET" plan --ctx 0
+expect_fail "preset" "$HOTSET" plan --preset gpt-oss-999b
+expect_grep "preset message" 'known: gpt-oss-120b' "$TMP/err"
+expect_fail "both" "$HOTSET" plan --preset gpt-oss-20b --model x.gguf
+expect_fail "missing profile" "$HOTSET" plan --profile "$TMP/none.json"
+echo '{"hotset_profile": 1, "machine": "m", "source": "measured", "nodes": [{"os_index": 0, "cores": 0, "memory_bytes": 1}]}' >"$TMP/bad.json"
+expect_fail "bad profile" "$HOTSET" plan --profile "$TMP/bad.json"
+expect_grep "bad profile message" 'nodes\[\]\.cores.* outside 1\.\.' "$TMP/err"
+expect_fail "routing file" "$HOTSET" plan --profile a6000-48g-pcie3 --routing "$TMP/bad.json"
+expect_fail "routing shape" "$HOTSET" plan --profile a6000-48g-pcie3 --routing "$HS_DATA/models/x-h256-n4.npy"
+expect_grep "routing shape message" 'routing table is 4 x 256' "$TMP/err"
+expect_fail "output folder" "$HOTSET" plan --profile a6000-48g-pcie3 -o "$TMP/no/such/dir/plan.json"
+expect_fail "tune topology" "$HOTSET" --topology "$HS_DATA/topologies/nvidiaDGX2.xml" tune
+expect_fail "usage: plan extra" "$HOTSET" plan extra
+finish
