@@ -141,18 +141,7 @@ static int make_layer(struct bench_layer *b, const struct shape *s)
 	if (!b->mem)
 		return -1;
 	fill(b->mem, b->expert_bytes * s->E);
-	memset(&b->l, 0, sizeof b->l);
-	b->l.arch = s->arch;
-	b->l.n_embd = s->D;
-	b->l.n_ff = s->F;
-	b->l.n_experts = s->E;
-	b->l.n_used = s->K;
-	b->l.type = s->type;
-	b->l.gate = b->mem;
-	b->l.up = b->mem + gs * s->E;
-	b->l.down = b->mem + 2 * gs * s->E;
-	b->l.gate_stride = b->l.up_stride = gs;
-	b->l.down_stride = ds;
+	hs__moe_layer_flat(&b->l, s->arch, s->type, s->D, s->F, s->E, s->K, b->mem, NULL);
 	for (int e = 0; e < s->E; e++) {
 		fix_scales(b->mem + e * gs, s->type, s->F, s->D);
 		fix_scales(b->mem + gs * s->E + e * gs, s->type, s->F, s->D);

@@ -158,7 +158,8 @@ void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 
 	for (int a = 0; a < job->n_active; a++) {
 		const int e = job->expert_of[a], p0 = job->first[a], np = job->first[a + 1] - p0;
-		const uint8_t *G = l->gate + e * l->gate_stride, *U = l->up + e * l->up_stride;
+		const struct hs_expert_view ev = hs__expert(l, e);
+		const uint8_t *G = ev.gate, *U = ev.up;
 		for (int b = 0; b < nrb; b++) {
 			uint64_t c = job->cost_prefix[a] * (uint64_t)nrb + (uint64_t)b * (uint64_t)np;
 			if (!mine(c, (uint64_t)np, total, ith, nth))
@@ -184,8 +185,8 @@ void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 					const int p = p0 + c0 + j;
 					float *h = go[j];
 					for (int r = r0; r < r1; r++) {
-						float gv = h[r - r0] + (l->gate_b ? l->gate_b[(size_t)e * F + r] : 0);
-						float uv = uo[j][r - r0] + (l->up_b ? l->up_b[(size_t)e * F + r] : 0);
+						float gv = h[r - r0] + (ev.gate_b ? ev.gate_b[r] : 0);
+						float uv = uo[j][r - r0] + (ev.up_b ? ev.up_b[r] : 0);
 						h[r - r0] = l->arch->activation_f(gv, uv);
 					}
 					if (quant)
@@ -212,7 +213,8 @@ void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 		return;
 	for (int a = 0; a < job->n_active; a++) {
 		const int e = job->expert_of[a], p0 = job->first[a], np = job->first[a + 1] - p0;
-		const uint8_t *W = l->down + e * l->down_stride;
+		const struct hs_expert_view ev = hs__expert(l, e);
+		const uint8_t *W = ev.down;
 		for (int c0 = 0; c0 < np; c0 += CHUNK) {
 			int m = np - c0 < CHUNK ? np - c0 : CHUNK;
 			for (int j = 0; j < m; j++) {
@@ -228,7 +230,7 @@ void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 			for (int j = 0; j < m; j++) {
 				const int p = p0 + c0 + j;
 				float *y = job->y + (size_t)job->pair_token[p] * D, w = job->pair_weight[p];
-				const float *bd = l->down_b ? l->down_b + (size_t)e * D : NULL;
+				const float *bd = ev.down_b;
 				for (int r = lo; r < hi; r++)
 					y[r] += w * (oo[j][r - lo] + (bd ? bd[r] : 0));
 			}

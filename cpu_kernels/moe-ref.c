@@ -161,19 +161,19 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			double w = w_in[(size_t)t * K + k];
 			if (e < 0)
 				continue;
-			const uint8_t *G = l->gate + e * l->gate_stride, *U = l->up + e * l->up_stride;
-			const uint8_t *Dn = l->down + e * l->down_stride;
+			const struct hs_expert_view ev = hs__expert(l, e);
+			const uint8_t *G = ev.gate, *U = ev.up, *Dn = ev.down;
 			for (int r = 0; r < F; r++) {
 				double g, u;
 				hs_dequantize_row_ref(l->type, G + r * rb_in, row, D);
-				g = dot(row, xt, D) + (l->gate_b ? l->gate_b[(size_t)e * F + r] : 0);
+				g = dot(row, xt, D) + (ev.gate_b ? ev.gate_b[r] : 0);
 				hs_dequantize_row_ref(l->type, U + r * rb_in, row, D);
-				u = dot(row, xt, D) + (l->up_b ? l->up_b[(size_t)e * F + r] : 0);
+				u = dot(row, xt, D) + (ev.up_b ? ev.up_b[r] : 0);
 				h[r] = l->arch->activation(g, u);
 			}
 			for (int r = 0; r < D; r++) {
 				hs_dequantize_row_ref(l->type, Dn + r * rb_ff, row, F);
-				acc[r] += w * (dot_d(row, h, F) + (l->down_b ? l->down_b[(size_t)e * D + r] : 0));
+				acc[r] += w * (dot_d(row, h, F) + (ev.down_b ? ev.down_b[r] : 0));
 			}
 		}
 		for (int d = 0; d < D; d++)
@@ -186,4 +186,69 @@ out:
 	free(h);
 	free(acc);
 	return rc;
+}
+
+struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias)
+{
+	struct hs_expert_pack p;
+	size_t at = 0, in = (size_t)n_ff * hs_type_row_bytes(type, (uint64_t)n_embd);
+	size_t out = (size_t)n_embd * hs_type_row_bytes(type, (uint64_t)n_ff);
+#define HS_PACK_NEXT(field, bytes) (p.field = at, at = (at + (bytes) + 255) & ~(size_t)255)
+	memset(&p, 0, sizeof p);
+	HS_PACK_NEXT(gate, in);
+	HS_PACK_NEXT(up, in);
+	HS_PACK_NEXT(down, out);
+	if (has_bias) {
+		HS_PACK_NEXT(gate_b, 4 * (size_t)n_ff);
+		HS_PACK_NEXT(up_b, 4 * (size_t)n_ff);
+		HS_PACK_NEXT(down_b, 4 * (size_t)n_embd);
+	}
+#undef HS_PACK_NEXT
+	p.bytes = at;
+	return p;
+}
+
+void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *p, uint8_t *dst)
+{
+	const struct hs_expert_view v = hs__expert(l, e);
+	size_t in = (size_t)l->n_ff * hs_type_row_bytes(l->type, (uint64_t)l->n_embd);
+	size_t out = (size_t)l->n_embd * hs_type_row_bytes(l->type, (uint64_t)l->n_ff);
+
+	memset(dst, 0, p->bytes);
+	memcpy(dst + p->gate, v.gate, in);
+	memcpy(dst + p->up, v.up, in);
+	memcpy(dst + p->down, v.down, out);
+	if (p->gate_b && v.gate_b) {
+		memcpy(dst + p->gate_b, v.gate_b, 4 * (size_t)l->n_ff);
+		memcpy(dst + p->up_b, v.up_b, 4 * (size_t)l->n_ff);
+		memcpy(dst + p->down_b, v.down_b, 4 * (size_t)l->n_embd);
+	}
+}
+
+size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch, int type, int n_embd, int n_ff,
+			  int n_experts, int n_used, const uint8_t *w, const float *b)
+{
+	size_t gs = (size_t)n_ff * hs_type_row_bytes(type, (uint64_t)n_embd);
+	size_t ds = (size_t)n_embd * hs_type_row_bytes(type, (uint64_t)n_ff);
+
+	memset(l, 0, sizeof *l);
+	l->arch = arch;
+	l->n_embd = n_embd;
+	l->n_ff = n_ff;
+	l->n_experts = n_experts;
+	l->n_used = n_used;
+	l->type = type;
+	l->gate_stride = l->up_stride = gs;
+	l->down_stride = ds;
+	if (w) {
+		l->gate = w;
+		l->up = w + gs * n_experts;
+		l->down = w + 2 * gs * n_experts;
+	}
+	if (b && arch->has_bias) {
+		l->gate_b = b;
+		l->up_b = b + (size_t)n_experts * n_ff;
+		l->down_b = b + (size_t)2 * n_experts * n_ff;
+	}
+	return (2 * gs + ds) * (size_t)n_experts;
 }

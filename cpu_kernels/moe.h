@@ -42,7 +42,59 @@ struct hs_moe_layer {
 	int router_type;                   /* f32, f16 or bf16 */
 	const uint8_t *router;             /* E rows of n_embd values */
 	const float *router_b;             /* [E] or NULL */
+	/* Or, when pool is set, every expert is one packed block (a device
+	 * slot): expert e at pool + slot_of[e] * pool_stride, laid out as pack
+	 * says; gate/up/down and their strides are then unused. */
+	const uint8_t *pool;
+	size_t pool_stride;
+	const int32_t *slot_of;            /* [E]; only routed experts are looked up */
+	struct hs_expert_pack {
+		size_t gate, up, down, gate_b, up_b, down_b; /* byte offsets (bias offsets 0 = none) */
+		size_t bytes;                  /* the whole block, 256-byte multiple */
+	} pack;
 };
+
+/* One expert's pieces, wherever they live. */
+struct hs_expert_view {
+	const uint8_t *gate, *up, *down;
+	const float *gate_b, *up_b, *down_b; /* NULL without biases */
+};
+
+static inline struct hs_expert_view hs__expert(const struct hs_moe_layer *l, int e)
+{
+	struct hs_expert_view v;
+	if (l->pool) {
+		const uint8_t *b = l->pool + (size_t)l->slot_of[e] * l->pool_stride;
+		v.gate = b + l->pack.gate;
+		v.up = b + l->pack.up;
+		v.down = b + l->pack.down;
+		v.gate_b = l->pack.gate_b ? (const float *)(const void *)(b + l->pack.gate_b) : NULL;
+		v.up_b = l->pack.up_b ? (const float *)(const void *)(b + l->pack.up_b) : NULL;
+		v.down_b = l->pack.down_b ? (const float *)(const void *)(b + l->pack.down_b) : NULL;
+		return v;
+	}
+	v.gate = l->gate + (size_t)e * l->gate_stride;
+	v.up = l->up + (size_t)e * l->up_stride;
+	v.down = l->down + (size_t)e * l->down_stride;
+	v.gate_b = l->gate_b ? l->gate_b + (size_t)e * l->n_ff : NULL;
+	v.up_b = l->up_b ? l->up_b + (size_t)e * l->n_ff : NULL;
+	v.down_b = l->down_b ? l->down_b + (size_t)e * l->n_embd : NULL;
+	return v;
+}
+
+/* A layer whose experts lie in one buffer w: all gate matrices, then all
+ * up, then all down (each expert's contiguous), biases (when the
+ * architecture has them and b is not NULL) as [E][n_ff] gate, [E][n_ff] up,
+ * [E][n_embd] down in b.  For synthetic layers (tune, bench, tests).
+ * Returns the bytes w must hold. */
+size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch, int type, int n_embd, int n_ff,
+			  int n_experts, int n_used, const uint8_t *w, const float *b);
+
+/* The packed block of one expert of this shape: sections 256-byte aligned
+ * (gate, up, down, then the biases when the architecture has them). */
+struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias);
+/* Writes expert e of layer l as one packed block at dst (pack.bytes). */
+void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *pack, uint8_t *dst);
 
 /* Router and gating for n tokens: ids/weights [n][n_used].  -ENOMEM. */
 int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32_t *ids, float *weights);

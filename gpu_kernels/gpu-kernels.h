@@ -16,6 +16,32 @@ extern "C" {
 cudaError_t hs__gpu_read_sum(const void *src, size_t n_words, unsigned *out, cudaStream_t stream);
 int hs__gpu_read_blocks(void);
 
+/* x[n_rows][n_cols] f32 -> ggml Q8_0 blocks (34 bytes: fp16 scale, 32
+ * int8), scale = max|x| / 127, values rounded to nearest. */
+cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *xq, cudaStream_t stream);
+
+/* One fused expert FFN launch (see runtime/device.h, struct hs_dev_ffn):
+ * expert e of a routed pair p = t * n_used + j is the packed block at
+ * pool + slot_of[e] * stride; masked pairs (ids -1) return at once and
+ * read nothing of any expert.  h and hq are scratch: [pairs][n_ff] floats
+ * and [pairs][n_ff / 32] Q8_0 blocks. */
+struct hs_gpu_ffn {
+	int act;                   /* 0: gpt-oss clamp/sigmoid(1.702 g)(u + 1); 1: silu(g) u */
+	int type;                  /* 39 MXFP4, 8 Q8_0 (ggml ids) */
+	int n_embd, n_ff, n_experts, n_used, n;
+	size_t off_gate, off_up, off_down, off_gate_b, off_up_b, off_down_b; /* bias offsets 0 = none */
+	const unsigned char *pool;
+	size_t stride;
+	const int *slot_of;
+	const void *xq;
+	const int *ids;
+	const float *weights;
+	float *y;
+	float *h;
+	void *hq;
+};
+cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

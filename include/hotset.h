@@ -170,6 +170,15 @@ int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_
  * hs_moe_ref(); allocates its scratch per call. */
 int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
 		       const float *weights, float *y, int threads);
+/* The same layer on a device through the device layer: backend "sim" (the
+ * CPU imitating a device), "cuda", or NULL ($HOTSET_DEVICE, else cuda when
+ * a device answers, else sim).  Routes on the host, uploads the routed
+ * experts (MXFP4 or Q8_0) into device slots, runs quantize + fused FFN
+ * there.  desc (may be NULL) receives the device's description, e.g.
+ * "sim (8.0 GiB, ...)": output made on the sim device must say so.
+ * -ENODEV (no such device), -EINVAL (other expert types), -ENOMEM. */
+int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
+			  const float *weights, float *y, const char *backend, char *desc, size_t desc_len);
 /* Name of the kernel set hs_moe_forward_cpu() uses: "AVX2" or "scalar reference". */
 const char *hs_cpu_kernels_name(void);
 

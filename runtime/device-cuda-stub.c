@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "runtime/device-cuda.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 
 int hs__cuda_probe(void)
@@ -48,4 +49,9 @@ int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbp
 {
 	(void)host; (void)bytes; (void)pinned; (void)gbps;
 	return hs__error(ENODEV, "CUDA device %d: hotset was built without CUDA", dev);
+}
+
+const struct hs_dev_ops *hs__dev_cuda_ops(void)
+{
+	return NULL;
 }

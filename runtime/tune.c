@@ -139,17 +139,7 @@ static int synth_make(struct synth *s, int os_node, int n_experts)
 		return -ENOMEM;
 	synth_fill(s->mem, (size_t)KF * 2 * n_experts, rin, &seed);
 	synth_fill(s->mem + 2 * gs * n_experts, (size_t)KD * n_experts, rout, &seed);
-	s->l.arch = &hs_arch_gpt_oss;
-	s->l.n_embd = KD;
-	s->l.n_ff = KF;
-	s->l.n_experts = n_experts;
-	s->l.n_used = KK;
-	s->l.type = HS_TYPE_MXFP4;
-	s->l.gate = s->mem;
-	s->l.up = s->mem + gs * n_experts;
-	s->l.down = s->mem + 2 * gs * n_experts;
-	s->l.gate_stride = s->l.up_stride = gs;
-	s->l.down_stride = ds;
+	hs__moe_layer_flat(&s->l, &hs_arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, s->mem, NULL);
 	return 0;
 }
 
@@ -283,7 +273,7 @@ static void machine_name(char *buf, size_t n)
 			}
 		fclose(f);
 	}
-	snprintf(buf, n, "%s (%s)", host, model[0] ? model : "unknown CPU");
+	snprintf(buf, n, "%.40s (%.80s)", host, model[0] ? model : "unknown CPU");
 }
 
 int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progress_fn progress, void *ctx,

@@ -23,7 +23,18 @@ for L in 0 1; do
 	HS_USE_REF=1 expect_ok "run-layer twins $L" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" \
 		--layer $L --input "$M/x-h256-n4.npy" --output "$TMP/s$L.npy" &&
 		expect_ok "compare twins $L" "$CMP" "$TMP/s$L.npy" "$TMP/f$L.npy" 1e-3
+	# the device path on the sim device: the same kernels behind the device
+	# contract (slots, queues, events), so the same bound; it says "sim"
+	expect_ok "run-layer sim $L" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer $L \
+		--input "$M/x-h256-n4.npy" --output "$TMP/d$L.npy" --device sim &&
+		expect_grep "sim says sim $L" '^run-layer: layer [01], 4 tokens on device sim \(' &&
+		expect_ok "compare sim $L" "$CMP" "$TMP/d$L.npy" "$M/y-h256-n4-layer$L.npy" 5e-2
 done
+expect_fail "device unknown" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/dx.npy" --device tpu
+expect_fail "device and ref" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/dx.npy" --device sim --ref
+[ ! -e "$TMP/dx.npy" ] || fail "a failed run-layer wrote its output"
 
 expect_ok "model" "$HOTSET" model "$M/gptoss-tiny-h256-e32.gguf" && {
 	expect_grep "model arch" '^architecture: gpt-oss$'

@@ -10,7 +10,7 @@
 
 static void help(void)
 {
-	printf("usage: hotset run-layer --model FILE --layer L --input X.npy --output Y.npy [--ref]\n\n"
+	printf("usage: hotset run-layer --model FILE --layer L --input X.npy --output Y.npy [--ref | --device D]\n\n"
 	       "Runs the MoE block of one layer (router, top-k, gating, experts, weighted sum; no\n"
 	       "norm, no residual) on float32 hidden states [n, n_embd] read from X.npy and\n"
 	       "writes float32 [n, n_embd] to Y.npy. Use it to check hotset against your own\n"
@@ -22,6 +22,8 @@ static void help(void)
 	       "  --ref           the double-precision reference path; without it the fastest\n"
 	       "                  CPU kernels run (AVX2, Q8_0 activations; HS_USE_REF=1 forces\n"
 	       "                  their scalar twins)\n"
+	       "  --device D      run the experts on a device instead: sim (the CPU imitating\n"
+	       "                  a device: same contract, for tests) or cuda (device 0)\n"
 	       "  -h, --help      this text\n");
 }
 
@@ -30,10 +32,12 @@ int hs_cmd_run_layer(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' }, { "layer", required_argument, NULL, 'l' },
 		{ "input", required_argument, NULL, 'i' }, { "output", required_argument, NULL, 'o' },
-		{ "ref", no_argument, NULL, 'r' },         { "help", no_argument, NULL, 'h' },
+		{ "ref", no_argument, NULL, 'r' },         { "device", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL;
+	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL, *device = NULL;
+	char desc[160] = "";
 	int c, layer, rc = 1, ref = 0;
 	int64_t rows, cols;
 	float *x = NULL, *y = NULL;
@@ -47,6 +51,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 		case 'i': in = optarg; break;
 		case 'o': out = optarg; break;
 		case 'r': ref = 1; break;
+		case 'd': device = optarg; break;
 		case 'h': help(); return 0;
 		default: return hs_cli_usage_error("run-layer");
 		}
@@ -83,8 +88,13 @@ int hs_cmd_run_layer(int argc, char **argv)
 		goto out;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((ref ? hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y)
-		 : hs_moe_forward_cpu(m, layer, (int)rows, x, NULL, NULL, y, 0)) != 0) {
+	if (ref && device) {
+		hs_cli_fail("run-layer", "give --ref or --device, not both");
+		goto out;
+	}
+	if ((ref      ? hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y)
+	     : device ? hs_moe_forward_device(m, layer, (int)rows, x, NULL, NULL, y, device, desc, sizeof desc)
+		      : hs_moe_forward_cpu(m, layer, (int)rows, x, NULL, NULL, y, 0)) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
 		goto out;
 	}
@@ -93,9 +103,11 @@ int hs_cmd_run_layer(int argc, char **argv)
 		hs_cli_fail("run-layer", "%s", hs_last_error());
 		goto out;
 	}
+	if (device) /* what ran it is part of the result: sim output says "sim" */
+		printf("run-layer: layer %d, %lld tokens on device %s\n", layer, (long long)rows, desc);
 	if (hs_cli.verbose)
 		fprintf(stderr, "run-layer: layer %d, %lld tokens, %s, %.3f s\n", layer, (long long)rows,
-			ref ? "double-precision reference" : hs_cpu_kernels_name(),
+			ref ? "double-precision reference" : device ? desc : hs_cpu_kernels_name(),
 			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	rc = 0;
 out:

@@ -1,0 +1,249 @@
+/* The device layer's common part: choosing a backend, the pinned-memory
+ * rule for streaming copies, and expert slots. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device-cuda.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+
+/* Registration chunk: very large single registrations fail on recent
+ * drivers, and smaller pieces let a partial failure be undone. */
+#define PIN_CHUNK ((size_t)1 << 30)
+
+int hs_device_open(const char *backend, int index, struct hs_device **out)
+{
+	const struct hs_dev_ops *ops = NULL;
+	struct hs_device *d;
+	int rc;
+
+	*out = NULL;
+	if (!backend || !*backend)
+		backend = getenv("HOTSET_DEVICE");
+	if (!backend || !*backend)
+		backend = hs__cuda_probe() > 0 && hs__dev_cuda_ops() ? "cuda" : "sim";
+	if (strcmp(backend, "sim") == 0)
+		ops = &hs_dev_sim_ops;
+	else if (strcmp(backend, "cuda") == 0) {
+		ops = hs__dev_cuda_ops();
+		if (!ops)
+			return hs__error(ENODEV, "device cuda: hotset was built without CUDA");
+	} else
+		return hs__error(ENODEV, "device '%s': unknown (sim or cuda)", backend);
+	d = calloc(1, sizeof *d);
+	if (!d)
+		return hs__error(ENOMEM, "device: out of memory");
+	d->ops = ops;
+	if ((rc = ops->open(index, &d->dev))) {
+		free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+void hs_device_close(struct hs_device *d)
+{
+	if (!d)
+		return;
+	d->ops->close(d->dev);
+	free(d->pinned);
+	free(d);
+}
+
+int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
+{
+	uint8_t *p = ptr;
+	size_t done = 0;
+	int rc = 0;
+
+	if (!bytes)
+		return 0;
+	if (hs_device_is_pinned(d, ptr, 1) || hs_device_is_pinned(d, p + bytes - 1, 1))
+		return hs__error(EINVAL, "pin: [%p, +%zu) overlaps memory that is already pinned", ptr, bytes);
+	if (d->n_pinned == d->cap_pinned) {
+		int cap = d->cap_pinned ? 2 * d->cap_pinned : 16;
+		struct hs_pinned *n = realloc(d->pinned, sizeof *n * cap);
+		if (!n)
+			return hs__error(ENOMEM, "pin: out of memory");
+		d->pinned = n;
+		d->cap_pinned = cap;
+	}
+	for (; done < bytes; done += PIN_CHUNK) {
+		size_t n = bytes - done < PIN_CHUNK ? bytes - done : PIN_CHUNK;
+		if ((rc = d->ops->host_register(d->dev, p + done, n, read_only)))
+			break;
+	}
+	if (rc) { /* undo the chunks that were pinned */
+		for (size_t u = 0; u < done; u += PIN_CHUNK)
+			d->ops->host_unregister(d->dev, p + u, bytes - u < PIN_CHUNK ? bytes - u : PIN_CHUNK);
+		return rc;
+	}
+	d->pinned[d->n_pinned++] = (struct hs_pinned){ p, p + bytes };
+	return 0;
+}
+
+int hs_device_unpin(struct hs_device *d, void *ptr, size_t bytes)
+{
+	uint8_t *p = ptr;
+	for (int i = 0; i < d->n_pinned; i++) {
+		if (d->pinned[i].lo != p || d->pinned[i].hi != p + bytes)
+			continue;
+		int rc = 0;
+		for (size_t u = 0; u < bytes; u += PIN_CHUNK) {
+			int r = d->ops->host_unregister(d->dev, p + u, bytes - u < PIN_CHUNK ? bytes - u : PIN_CHUNK);
+			rc = rc ? rc : r;
+		}
+		d->pinned[i] = d->pinned[--d->n_pinned];
+		return rc;
+	}
+	return hs__error(EINVAL, "unpin: [%p, +%zu) was not pinned as one range", ptr, bytes);
+}
+
+int hs_device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes)
+{
+	const uint8_t *p = ptr;
+	for (int i = 0; i < d->n_pinned; i++)
+		if (p >= d->pinned[i].lo && p + bytes <= d->pinned[i].hi && p + bytes >= p)
+			return 1;
+	return 0;
+}
+
+int hs_dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes)
+{
+	if (!hs_device_is_pinned(d, src, bytes))
+		return hs__error(EINVAL, "copy to the device: source [%p, +%zu) is not pinned host memory", src, bytes);
+	return d->ops->copy_h2d(q, dst, src, bytes);
+}
+
+/* ---- expert slots ----------------------------------------------------------- */
+
+void hs_slots_free(struct hs_slots *s)
+{
+	if (!s)
+		return;
+	const struct hs_dev_ops *o = s->d->ops;
+	for (int i = 0; s->ready && i < s->n_slots; i++) {
+		if (s->ready[i])
+			o->event_destroy(s->ready[i]);
+		if (s->released[i])
+			o->event_destroy(s->released[i]);
+	}
+	if (s->consts) {
+		hs_device_unpin(s->d, s->consts, sizeof *s->consts * (size_t)(s->n_slots + 1));
+		free(s->consts);
+	}
+	o->free(s->d->dev, s->pool);
+	o->free(s->d->dev, s->slot_of);
+	free(s->slot_of_host);
+	free(s->expert_in);
+	free(s->ready);
+	free(s->released);
+	free(s->released_valid);
+	free(s);
+}
+
+int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
+		    struct hs_slots **out)
+{
+	const struct hs_dev_ops *o = d->ops;
+	struct hs_slots *s = calloc(1, sizeof *s);
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return hs__error(ENOMEM, "slots: out of memory");
+	if (n_slots <= 0 || n_experts <= 0 || slot_bytes == 0 || (size_t)n_slots > SIZE_MAX / slot_bytes) {
+		free(s);
+		return hs__error(EINVAL, "slots: %d slots of %zu bytes for %d experts", n_slots, slot_bytes, n_experts);
+	}
+	s->d = d;
+	s->n_slots = n_slots;
+	s->n_experts = n_experts;
+	s->slot_bytes = slot_bytes;
+	s->slot_of_host = malloc(sizeof *s->slot_of_host * n_experts);
+	s->expert_in = malloc(sizeof *s->expert_in * n_slots);
+	s->ready = calloc(n_slots, sizeof *s->ready);
+	s->released = calloc(n_slots, sizeof *s->released);
+	s->released_valid = calloc(n_slots, sizeof *s->released_valid);
+	/* constant sources for table updates: a value stays valid while its
+	 * asynchronous 4-byte copy is in flight */
+	if (posix_memalign((void **)&s->consts, 64, sizeof *s->consts * (size_t)(n_slots + 1)))
+		s->consts = NULL;
+	if (!s->slot_of_host || !s->expert_in || !s->ready || !s->released || !s->released_valid || !s->consts) {
+		free(s->consts);
+		s->consts = NULL;
+		hs_slots_free(s);
+		return hs__error(ENOMEM, "slots: out of memory");
+	}
+	for (int i = 0; i < n_slots; i++) {
+		s->consts[i] = i;
+		s->expert_in[i] = -1;
+	}
+	s->consts[n_slots] = -1;
+	for (int e = 0; e < n_experts; e++)
+		s->slot_of_host[e] = -1;
+	if ((rc = hs_device_pin(d, s->consts, sizeof *s->consts * (size_t)(n_slots + 1), 0))) {
+		free(s->consts);
+		s->consts = NULL;
+		goto out_free;
+	}
+	if ((rc = o->alloc(d->dev, (size_t)n_slots * slot_bytes, (void **)&s->pool)) ||
+	    (rc = o->alloc(d->dev, sizeof(int32_t) * n_experts, (void **)&s->slot_of)))
+		goto out_free;
+	for (int i = 0; i < n_slots; i++)
+		if ((rc = o->event_create(d->dev, &s->ready[i])) || (rc = o->event_create(d->dev, &s->released[i])))
+			goto out_free;
+	/* the table starts empty: every entry -1 */
+	for (int e = 0; e < n_experts; e++)
+		if ((rc = hs_dev_copy_h2d(d, q, s->slot_of + e, &s->consts[n_slots], sizeof(int32_t))))
+			goto out_free;
+	if ((rc = o->queue_sync(q)))
+		goto out_free;
+	*out = s;
+	return 0;
+out_free:
+	hs_slots_free(s);
+	return rc;
+}
+
+int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
+		    hs_queue *compute_q)
+{
+	const struct hs_dev_ops *o = s->d->ops;
+	int rc, old;
+
+	if (slot < 0 || slot >= s->n_slots || expert < 0 || expert >= s->n_experts)
+		return hs__error(EINVAL, "slots: slot %d / expert %d outside %d slots, %d experts", slot, expert,
+				 s->n_slots, s->n_experts);
+	if (s->slot_of_host[expert] >= 0 && s->slot_of_host[expert] != slot)
+		return hs__error(EINVAL, "slots: expert %d is already in slot %d", expert, s->slot_of_host[expert]);
+	if (s->released_valid[slot] && (rc = o->queue_wait(copy_q, s->released[slot])))
+		return rc;
+	old = s->expert_in[slot];
+	if (old >= 0 && old != expert &&
+	    (rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
+		return rc;
+	if ((rc = hs_dev_copy_h2d(s->d, copy_q, s->pool + (size_t)slot * s->slot_bytes, src, s->slot_bytes)) ||
+	    (rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + expert, &s->consts[slot], sizeof(int32_t))) ||
+	    (rc = o->event_record(s->ready[slot], copy_q)) || (rc = o->queue_wait(compute_q, s->ready[slot])))
+		return rc;
+	if (old >= 0)
+		s->slot_of_host[old] = -1;
+	s->slot_of_host[expert] = slot;
+	s->expert_in[slot] = expert;
+	return 0;
+}
+
+int hs_slots_release(struct hs_slots *s, int slot, hs_queue *q)
+{
+	if (slot < 0 || slot >= s->n_slots)
+		return hs__error(EINVAL, "slots: slot %d outside %d", slot, s->n_slots);
+	int rc = s->d->ops->event_record(s->released[slot], q);
+	if (!rc)
+		s->released_valid[slot] = 1;
+	return rc;
+}

@@ -1,0 +1,150 @@
+/* The device layer: one small contract the task graph drives, with two
+ * implementations, CUDA (device-cuda.c + gpu_kernels/) and sim
+ * (device-sim.c: the same semantics on the CPU, for tests and machines
+ * without a GPU).  Like a backend vtable: a const ops table and an opaque
+ * context per device.
+ *
+ * Semantics every backend keeps (and tests/test-device.c checks):
+ *  - queues run their work in FIFO order, asynchronously to the caller;
+ *  - an event records the point of a queue it was recorded on; a queue that
+ *    waits on it runs nothing later until that point has run; event_sync
+ *    blocks the caller the same way; event_query says 1 when reached;
+ *  - errors of queued work are sticky on the queue and returned by
+ *    queue_sync / event_sync; calls return 0 or -errno with a message;
+ *  - a failed device allocation is -ENOMEM (the caller falls back);
+ *  - host-to-device copies on the streaming path come from registered
+ *    (pinned) host memory only: hs_dev_copy_h2d() refuses other memory. */
+#ifndef HS_DEVICE_H
+#define HS_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_kernels/moe.h"
+
+typedef struct hs_dev hs_dev;     /* a backend's device context */
+typedef struct hs_queue hs_queue; /* an in-order work queue (CUDA stream) */
+typedef struct hs_event hs_event; /* a point in a queue */
+
+/* One fused expert FFN launch: for every (token t, slot j) with
+ * ids[t][j] >= 0, y[t] += weights[t][j] * expert(ids[t][j])(x[t]); masked
+ * ids (-1) are skipped and their expert is never read; duplicate ids and
+ * experts with no token are legal.  Expert e's packed block (gate, up, down,
+ * biases as `pack` says) is at pool + slot_of[e] * pool_stride.  All
+ * pointers are device pointers. */
+struct hs_dev_ffn {
+	const struct hs_moe_arch *arch;
+	int type;                  /* HS_TYPE_MXFP4 or HS_TYPE_Q8_0 */
+	int n_embd, n_ff, n_experts, n_used;
+	struct hs_expert_pack pack;
+	const uint8_t *pool;
+	size_t pool_stride;
+	const int32_t *slot_of;    /* [n_experts]; entries of masked experts are not read */
+	int n;                     /* tokens */
+	const void *xq;            /* [n][n_embd / 32] Q8_0 blocks, from the quantize op */
+	const int32_t *ids;        /* [n][n_used] */
+	const float *weights;      /* [n][n_used] */
+	float *y;                  /* [n][n_embd], accumulated */
+	void *scratch;             /* ffn_scratch_bytes() bytes of device memory */
+};
+
+struct hs_dev_ops {
+	const char *name;
+	int (*open)(int index, hs_dev **out);
+	void (*close)(hs_dev *d);
+	const char *(*describe)(hs_dev *d); /* "sim (4.0 GiB, copies at 12.0 GB/s)", "NVIDIA H200" */
+	int (*mem_info)(hs_dev *d, uint64_t *free_bytes, uint64_t *total_bytes);
+	int (*alloc)(hs_dev *d, size_t bytes, void **ptr);
+	void (*free)(hs_dev *d, void *ptr);
+	int (*host_register)(hs_dev *d, void *ptr, size_t bytes, int read_only);
+	int (*host_unregister)(hs_dev *d, void *ptr, size_t bytes);
+	int (*queue_create)(hs_dev *d, hs_queue **out);
+	void (*queue_destroy)(hs_queue *q);
+	int (*queue_sync)(hs_queue *q);
+	int (*copy_h2d)(hs_queue *q, void *dst, const void *src, size_t bytes);
+	int (*copy_d2h)(hs_queue *q, void *dst, const void *src, size_t bytes);
+	int (*copy_d2d)(hs_queue *q, void *dst, const void *src, size_t bytes);
+	int (*zero)(hs_queue *q, void *dst, size_t bytes);
+	int (*event_create)(hs_dev *d, hs_event **out);
+	void (*event_destroy)(hs_event *e);
+	int (*event_record)(hs_event *e, hs_queue *q);
+	int (*queue_wait)(hs_queue *q, hs_event *e);
+	int (*event_sync)(hs_event *e);
+	int (*event_query)(hs_event *e);
+	int (*event_elapsed_ms)(hs_event *start, hs_event *end, float *ms);
+	/* x[n_rows][n_cols] f32 -> Q8_0 blocks (n_cols a multiple of 32) */
+	int (*quantize)(hs_queue *q, const float *x, int n_rows, int n_cols, void *xq);
+	size_t (*ffn_scratch_bytes)(const struct hs_dev_ffn *f);
+	int (*ffn)(hs_queue *q, const struct hs_dev_ffn *f);
+};
+
+/* The backends: sim always; CUDA in CUDA builds, else NULL. */
+extern const struct hs_dev_ops hs_dev_sim_ops;
+const struct hs_dev_ops *hs__dev_cuda_ops(void);
+
+/* sim only, for tests: throttle copies, slow a queue down (every item
+ * waits delay_us before it runs). */
+void hs__sim_set_link(hs_dev *d, double gbps, double latency_us);
+void hs__sim_set_queue_delay(hs_queue *q, double delay_us);
+
+/* ---- a device with the common rules on top ------------------------------- */
+
+struct hs_pinned {
+	const uint8_t *lo, *hi;
+};
+
+struct hs_device {
+	const struct hs_dev_ops *ops;
+	hs_dev *dev;
+	int n_pinned, cap_pinned;
+	struct hs_pinned *pinned;
+};
+
+/* Opens backend "sim" or "cuda" (NULL: $HOTSET_DEVICE, else cuda when a
+ * device answers, else sim) device index.  -ENODEV with the reason. */
+int hs_device_open(const char *backend, int index, struct hs_device **out);
+void hs_device_close(struct hs_device *d);
+/* Pins [ptr, ptr + bytes) for DMA (in chunks); read_only for read-only
+ * mappings.  Unpin with the same range. */
+int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only);
+int hs_device_unpin(struct hs_device *d, void *ptr, size_t bytes);
+/* Whether [ptr, ptr + bytes) lies inside one pinned range. */
+int hs_device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes);
+/* A host-to-device copy from pinned memory only (-EINVAL otherwise: a
+ * pageable copy would stage and serialise). */
+int hs_dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes);
+
+/* ---- expert slots --------------------------------------------------------- */
+
+/* A pool of equal device buffers, each holding one packed expert, with the
+ * device-side table slot_of[E] (-1 = not here) kernels read experts through.
+ * Uploads run on a copy queue; a slot is not overwritten before the kernels
+ * that read it have finished (hs_slots_release records that point). */
+struct hs_slots {
+	struct hs_device *d;
+	int n_slots, n_experts;
+	size_t slot_bytes;
+	uint8_t *pool;           /* device: n_slots * slot_bytes */
+	int32_t *slot_of;        /* device: [n_experts] */
+	int32_t *slot_of_host;   /* host mirror */
+	int32_t *expert_in;      /* host: [n_slots], -1 = empty */
+	int32_t *consts;         /* pinned host: 0, 1, ..., n_slots - 1, then -1 */
+	hs_event **ready, **released;
+	int *released_valid;
+};
+
+/* -ENOMEM when the pool does not fit (the caller falls back). */
+int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
+		    struct hs_slots **out);
+void hs_slots_free(struct hs_slots *s);
+/* Uploads expert `expert` (packed, at pinned host memory src) into slot:
+ * copy_q first waits until the slot's last readers are done, evicts the
+ * expert that was there (its table entry becomes -1), copies, points the
+ * table at the slot and records `ready`; compute_q waits for it. */
+int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
+		    hs_queue *compute_q);
+/* After launching kernels on q that read slot: they must finish before the
+ * slot is reused. */
+int hs_slots_release(struct hs_slots *s, int slot, hs_queue *q);
+
+#endif
