@@ -22,9 +22,9 @@ cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *
 
 /* One fused expert FFN launch (see runtime/device.h, struct hs_dev_ffn):
  * expert e of a routed pair p = t * n_used + j is the packed block at
- * pool + slot_of[e] * stride; masked pairs (ids -1) return at once and
- * read nothing of any expert.  h and hq are scratch: [pairs][n_ff] floats
- * and [pairs][n_ff / 32] Q8_0 blocks. */
+ * pool + slot_of[e] * stride; masked pairs (ids -1) read nothing of any
+ * expert.  Fewer than 64 pairs take the decode kernels, more the grouped,
+ * tiled prefill kernels. */
 struct hs_gpu_ffn {
 	int act;                   /* 0: gpt-oss clamp/sigmoid(1.702 g)(u + 1); 1: silu(g) u */
 	int type;                  /* 39 MXFP4, 8 Q8_0 (ggml ids) */
@@ -37,10 +37,16 @@ struct hs_gpu_ffn {
 	const int *ids;
 	const float *weights;
 	float *y;
-	float *h;
+	float *h;                  /* set from the scratch by the launcher */
 	void *hq;
 };
-cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, cudaStream_t stream);
+/* Device scratch one launch of n tokens needs. */
+size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts);
+cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, void *scratch, cudaStream_t stream);
+/* The same arithmetic on the CPU over host memory (tiled 0: the decode
+ * kernels' code, 1: the prefill path's grouping and tiles); -EINVAL for an
+ * id out of range.  For tests on machines without a GPU. */
+int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
 
 #ifdef __cplusplus
 }

@@ -1,60 +1,255 @@
 // Expert kernels: Q8_0 activation quantization and the fused expert FFN
-// over (token, expert) pairs with masked ids.  One warp computes one output
-// row of one pair (a matrix-vector product, the decode shape); a masked
-// pair's blocks return before touching any weight.  Duplicate ids are two
-// independent pairs whose results are added with atomics, so they cannot
-// clash.  Correctness first: byte loads of the 17/34-byte ggml blocks; the
-// tiled prefill kernel and 16-byte loads are the next step.
+// over (token, expert) pairs with masked ids (-1: that expert is never read).
+//
+// Two paths.  Decode (few pairs): one warp computes one output row of one
+// pair, lanes striding over the row's blocks, reduced with shuffles.
+// Prefill (many pairs): the pairs are grouped by expert on the device
+// (count, scan, scatter), then each thread block computes a 64-row x 32-pair
+// tile of one expert, every thread a 4 x 2 register tile, so each decoded
+// weight block serves two pairs and each activation block four rows; the
+// 32-value dot products are int8 dp4a.
+//
+// Every piece of arithmetic (block decoding, dot products, activation,
+// quantization, the tile and grouping index math) is a __host__ __device__
+// function, so hs__gpu_ffn_emulate() runs the very same code on the CPU for
+// the tests of machines without a GPU.  What the emulation cannot check:
+// launch geometry, warp shuffles and atomics.
 #include <cuda_fp16.h>
+#include <errno.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gpu_kernels/gpu-kernels.h"
 
+#define HD __host__ __device__
 #define QK 32
-#define WARPS 4
 #define MXFP4_BYTES 17
 #define Q8_BYTES 34
+#define TYPE_MXFP4 39
+#define WARPS 4          // decode: warps (rows) per block
+#define TILE_ROWS 64     // prefill tile: rows ...
+#define TILE_PAIRS 32    // ... x pairs, 256 threads of 4 x 2 outputs
+#define TILE_THREADS 256
+#define PREFILL_MIN_PAIRS 64
 
-__constant__ int8_t hs_mxfp4_lut[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+HD static inline int mxfp4_value(int nibble)
+{
+	// ggml's kvalues_mxfp4: twice the e2m1 values, paired with a scale of 2^(e-128)
+	const int8_t lut[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+	return lut[nibble & 15];
+}
 
-__device__ static float half_at(const unsigned char *p)
+HD static inline float half_at(const unsigned char *p)
 {
 	unsigned short v = (unsigned short)(p[0] | (p[1] << 8));
 	return __half2float(__ushort_as_half(v));
 }
 
-// One block of 32 quantized activations: scale and values.
-__device__ static float dot_block(int type, const unsigned char *w, const unsigned char *x)
+// A weight block as 32 int8 values and its scale.
+HD static inline float unpack_block(int type, const unsigned char *w, int8_t v[QK])
 {
-	const signed char *xs = (const signed char *)(x + 2);
-	int sum = 0;
-	if (type == 39) { // MXFP4: e8m0 exponent, 16 bytes of nibbles (low = first 16 values)
+	if (type == TYPE_MXFP4) {
 		for (int j = 0; j < 16; j++) {
-			unsigned char q = w[1 + j];
-			sum += hs_mxfp4_lut[q & 15] * xs[j] + hs_mxfp4_lut[q >> 4] * xs[j + 16];
+			v[j] = (int8_t)mxfp4_value(w[1 + j] & 15);
+			v[j + 16] = (int8_t)mxfp4_value(w[1 + j] >> 4);
 		}
-		return (float)sum * ldexpf(1.0f, (int)w[0] - 128) * half_at(x);
+		return ldexpf(1.0f, (int)w[0] - 128);
 	}
-	const signed char *ws = (const signed char *)(w + 2); // Q8_0
-	for (int j = 0; j < QK; j++)
-		sum += ws[j] * xs[j];
-	return (float)sum * half_at(w) * half_at(x);
+	memcpy(v, w + 2, QK);
+	return half_at(w);
 }
 
-// Row `row` (n_cols values, rows row_bytes apart) against one Q8_0 vector,
-// summed over the warp.
-__device__ static float warp_dot(int type, const unsigned char *m, size_t row_bytes, int row, int n_cols,
-				 const unsigned char *x)
+HD static inline int dot32(const int8_t *a, const int8_t *b)
 {
-	const int nb = n_cols / QK, bb = type == 39 ? MXFP4_BYTES : Q8_BYTES;
-	const unsigned char *r = m + (size_t)row * row_bytes;
+	int s = 0;
+#ifdef __CUDA_ARCH__
+	for (int j = 0; j < QK; j += 4) {
+		int x, y;
+		memcpy(&x, a + j, 4);
+		memcpy(&y, b + j, 4);
+		s = __dp4a(x, y, s);
+	}
+#else
+	for (int j = 0; j < QK; j++)
+		s += a[j] * b[j];
+#endif
+	return s;
+}
+
+// One weight block against one Q8_0 activation block.
+HD static inline float dot_block(int type, const unsigned char *w, const unsigned char *x)
+{
+	int8_t v[QK];
+	float ws = unpack_block(type, w, v);
+	return (float)dot32(v, (const int8_t *)(x + 2)) * ws * half_at(x);
+}
+
+HD static inline int block_bytes(int type)
+{
+	return type == TYPE_MXFP4 ? MXFP4_BYTES : Q8_BYTES;
+}
+
+HD static inline size_t row_bytes(int type, int n)
+{
+	return (size_t)(n / QK) * block_bytes(type);
+}
+
+// What lane `lane` of a warp adds to a row's dot product.
+HD static inline float lane_partial(int type, const unsigned char *row, int nb, int lane, const unsigned char *x)
+{
 	float acc = 0;
-	for (int b = threadIdx.x % 32; b < nb; b += 32)
-		acc += dot_block(type, r + (size_t)b * bb, x + (size_t)b * Q8_BYTES);
-	for (int o = 16; o > 0; o >>= 1)
-		acc += __shfl_down_sync(0xffffffffu, acc, o);
+	for (int b = lane; b < nb; b += 32)
+		acc += dot_block(type, row + (size_t)b * block_bytes(type), x + (size_t)b * Q8_BYTES);
 	return acc;
 }
+
+HD static inline void quantize_block(const float *v, unsigned char *o)
+{
+	float amax = 0;
+	for (int j = 0; j < QK; j++)
+		amax = fmaxf(amax, fabsf(v[j]));
+	float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+	unsigned short hd = __half_as_ushort(__float2half_rn(d));
+	o[0] = (unsigned char)(hd & 0xff);
+	o[1] = (unsigned char)(hd >> 8);
+	for (int j = 0; j < QK; j++)
+		((signed char *)o)[2 + j] = (signed char)rintf(v[j] * id);
+}
+
+HD static inline float act(int kind, float g, float u)
+{
+	if (kind == 0) {
+		g = fminf(g, 7.0f);
+		u = fmaxf(fminf(u, 7.0f), -7.0f);
+		return g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+	}
+	return g / (1.0f + expf(-g)) * u;
+}
+
+HD static inline const unsigned char *expert_base(const struct hs_gpu_ffn *a, int e)
+{
+	return a->pool + (size_t)a->slot_of[e] * a->stride;
+}
+
+HD static inline const unsigned char *x_of_pair(const struct hs_gpu_ffn *a, int p)
+{
+	return (const unsigned char *)a->xq + (size_t)(p / a->n_used) * (a->n_embd / QK) * Q8_BYTES;
+}
+
+HD static inline const unsigned char *hq_of_pair(const struct hs_gpu_ffn *a, int p)
+{
+	return (const unsigned char *)a->hq + (size_t)p * (a->n_ff / QK) * Q8_BYTES;
+}
+
+// h[p][r] from the gate and up sums of row r
+HD static inline void finish_gate_up(const struct hs_gpu_ffn *a, const unsigned char *base, int p, int r, float g,
+				     float u)
+{
+	if (a->off_gate_b) {
+		g += ((const float *)(base + a->off_gate_b))[r];
+		u += ((const float *)(base + a->off_up_b))[r];
+	}
+	a->h[(size_t)p * a->n_ff + r] = act(a->act, g, u);
+}
+
+// the weighted contribution of down row r of pair p
+HD static inline float finish_down(const struct hs_gpu_ffn *a, const unsigned char *base, int p, int r, float v)
+{
+	if (a->off_down_b)
+		v += ((const float *)(base + a->off_down_b))[r];
+	return a->weights[p] * v;
+}
+
+// ---- the prefill tile: one thread's 4 rows x 2 pairs ------------------------
+
+struct tile_pos {
+	int e;            // expert
+	int row0;         // first row of the block's tile
+	int first, count; // the expert's pairs in the grouped list
+	int pt;           // pair tile index
+};
+
+// gate/up of thread tid (0..255) of the tile; list = pair indices grouped by expert
+HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, struct tile_pos t, int tid)
+{
+	const int tr = tid / 16, tp = tid % 16, nb = a->n_embd / QK, bb = block_bytes(a->type);
+	const unsigned char *base = expert_base(a, t.e);
+	const size_t rb = row_bytes(a->type, a->n_embd);
+	int rows[4], pairs[2];
+	float g[4][2] = { { 0 } }, u[4][2] = { { 0 } };
+	for (int i = 0; i < 4; i++)
+		rows[i] = t.row0 + tr * 4 + i;
+	for (int j = 0; j < 2; j++) {
+		int k = t.pt * TILE_PAIRS + tp * 2 + j;
+		pairs[j] = k < t.count ? list[t.first + k] : -1;
+	}
+	if (pairs[0] < 0 && pairs[1] < 0)
+		return;
+	for (int b = 0; b < nb; b++) {
+		const unsigned char *xb[2];
+		for (int j = 0; j < 2; j++)
+			xb[j] = pairs[j] >= 0 ? x_of_pair(a, pairs[j]) + (size_t)b * Q8_BYTES : NULL;
+		for (int i = 0; i < 4; i++) {
+			if (rows[i] >= a->n_ff)
+				continue;
+			int8_t vg[QK], vu[QK];
+			float sg = unpack_block(a->type, base + a->off_gate + rows[i] * rb + (size_t)b * bb, vg);
+			float su = unpack_block(a->type, base + a->off_up + rows[i] * rb + (size_t)b * bb, vu);
+			for (int j = 0; j < 2; j++) {
+				if (!xb[j])
+					continue;
+				float sx = half_at(xb[j]);
+				const int8_t *xv = (const int8_t *)(xb[j] + 2);
+				g[i][j] += (float)dot32(vg, xv) * sg * sx;
+				u[i][j] += (float)dot32(vu, xv) * su * sx;
+			}
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 2; j++)
+			if (rows[i] < a->n_ff && pairs[j] >= 0)
+				finish_gate_up(a, base, pairs[j], rows[i], g[i][j], u[i][j]);
+}
+
+// down rows of the tile: weighted values for y (the caller adds them)
+HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, struct tile_pos t, int tid,
+				int out_pair[2], int out_row[4], float out[4][2])
+{
+	const int tr = tid / 16, tp = tid % 16, nb = a->n_ff / QK, bb = block_bytes(a->type);
+	const unsigned char *base = expert_base(a, t.e);
+	const size_t rb = row_bytes(a->type, a->n_ff);
+	for (int i = 0; i < 4; i++)
+		out_row[i] = t.row0 + tr * 4 + i;
+	for (int j = 0; j < 2; j++) {
+		int k = t.pt * TILE_PAIRS + tp * 2 + j;
+		out_pair[j] = k < t.count ? list[t.first + k] : -1;
+	}
+	float acc[4][2] = { { 0 } };
+	if (out_pair[0] >= 0 || out_pair[1] >= 0)
+		for (int b = 0; b < nb; b++) {
+			for (int i = 0; i < 4; i++) {
+				if (out_row[i] >= a->n_embd)
+					continue;
+				int8_t v[QK];
+				float s = unpack_block(a->type, base + a->off_down + out_row[i] * rb + (size_t)b * bb, v);
+				for (int j = 0; j < 2; j++) {
+					if (out_pair[j] < 0)
+						continue;
+					const unsigned char *hb = hq_of_pair(a, out_pair[j]) + (size_t)b * Q8_BYTES;
+					acc[i][j] += (float)dot32(v, (const int8_t *)(hb + 2)) * s * half_at(hb);
+				}
+			}
+		}
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 2; j++)
+			out[i][j] = out_row[i] < a->n_embd && out_pair[j] >= 0
+					    ? finish_down(a, base, out_pair[j], out_row[i], acc[i][j])
+					    : 0;
+}
+
+// ---- kernels -------------------------------------------------------------------
 
 __global__ void hs_quantize_kernel(const float *x, int n_blocks_row, int n_cols, long long n_blocks, unsigned char *out)
 {
@@ -62,17 +257,7 @@ __global__ void hs_quantize_kernel(const float *x, int n_blocks_row, int n_cols,
 	if (i >= n_blocks)
 		return;
 	long long row = i / n_blocks_row, b = i % n_blocks_row;
-	const float *v = x + row * n_cols + b * QK;
-	float amax = 0;
-	for (int j = 0; j < QK; j++)
-		amax = fmaxf(amax, fabsf(v[j]));
-	float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-	unsigned char *o = out + i * Q8_BYTES;
-	unsigned short hd = __half_as_ushort(__float2half_rn(d));
-	o[0] = (unsigned char)(hd & 0xff);
-	o[1] = (unsigned char)(hd >> 8);
-	for (int j = 0; j < QK; j++)
-		((signed char *)o)[2 + j] = (signed char)__float2int_rn(v[j] * id);
+	quantize_block(x + row * n_cols + b * QK, out + i * Q8_BYTES);
 }
 
 extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *xq, cudaStream_t stream)
@@ -85,78 +270,247 @@ extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_c
 	return cudaGetLastError();
 }
 
-__device__ static float act(int kind, float g, float u)
+__device__ static float warp_sum(float v)
 {
-	if (kind == 0) {
-		g = fminf(g, 7.0f);
-		u = fmaxf(fminf(u, 7.0f), -7.0f);
-		return g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
-	}
-	return g / (1.0f + expf(-g)) * u;
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_down_sync(0xffffffffu, v, o);
+	return v;
 }
 
-__device__ static size_t row_bytes(int type, int n)
-{
-	return (size_t)(n / QK) * (type == 39 ? MXFP4_BYTES : Q8_BYTES);
-}
-
-// grid (ceil(n_ff / WARPS), pairs): gate and up rows, bias, activation -> h
+// decode, grid (ceil(n_ff / WARPS), pairs)
 __global__ void hs_gate_up_kernel(struct hs_gpu_ffn a)
 {
 	const int p = blockIdx.y, e = a.ids[p];
-	if (e < 0)
+	const int r = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (e < 0 || r >= a.n_ff)
 		return; // masked: this expert is never read
-	const int r = blockIdx.x * WARPS + threadIdx.x / 32;
-	if (r >= a.n_ff)
-		return;
-	const unsigned char *base = a.pool + (size_t)a.slot_of[e] * a.stride;
-	const unsigned char *x = (const unsigned char *)a.xq + (size_t)(p / a.n_used) * (a.n_embd / QK) * Q8_BYTES;
+	const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
 	const size_t rb = row_bytes(a.type, a.n_embd);
-	float g = warp_dot(a.type, base + a.off_gate, rb, r, a.n_embd, x);
-	float u = warp_dot(a.type, base + a.off_up, rb, r, a.n_embd, x);
-	if (threadIdx.x % 32 == 0) {
-		if (a.off_gate_b) {
-			g += ((const float *)(base + a.off_gate_b))[r];
-			u += ((const float *)(base + a.off_up_b))[r];
-		}
-		a.h[(size_t)p * a.n_ff + r] = act(a.act, g, u);
-	}
+	const int nb = a.n_embd / QK;
+	float g = warp_sum(lane_partial(a.type, base + a.off_gate + r * rb, nb, lane, x));
+	float u = warp_sum(lane_partial(a.type, base + a.off_up + r * rb, nb, lane, x));
+	if (lane == 0)
+		finish_gate_up(&a, base, p, r, g, u);
 }
 
-// grid (ceil(n_embd / WARPS), pairs): down rows against quantized h, bias,
-// weighted accumulation into y
+// decode, grid (ceil(n_embd / WARPS), pairs)
 __global__ void hs_down_kernel(struct hs_gpu_ffn a)
 {
 	const int p = blockIdx.y, e = a.ids[p];
-	if (e < 0)
+	const int r = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (e < 0 || r >= a.n_embd)
 		return;
-	const int r = blockIdx.x * WARPS + threadIdx.x / 32;
-	if (r >= a.n_embd)
-		return;
-	const unsigned char *base = a.pool + (size_t)a.slot_of[e] * a.stride;
-	const unsigned char *hq = (const unsigned char *)a.hq + (size_t)p * (a.n_ff / QK) * Q8_BYTES;
-	float v = warp_dot(a.type, base + a.off_down, row_bytes(a.type, a.n_ff), r, a.n_ff, hq);
-	if (threadIdx.x % 32 == 0) {
-		if (a.off_down_b)
-			v += ((const float *)(base + a.off_down_b))[r];
-		atomicAdd(a.y + (size_t)(p / a.n_used) * a.n_embd + r, a.weights[p] * v);
+	const unsigned char *base = expert_base(&a, e);
+	float v = warp_sum(lane_partial(a.type, base + a.off_down + r * row_bytes(a.type, a.n_ff), a.n_ff / QK, lane,
+					hq_of_pair(&a, p)));
+	if (lane == 0)
+		atomicAdd(a.y + (size_t)(p / a.n_used) * a.n_embd + r, finish_down(&a, base, p, r, v));
+}
+
+// grouping: counts[e] = pairs of expert e; first[e] its start; list = pairs by expert
+__global__ void hs_count_kernel(const int *ids, int pairs, int *counts)
+{
+	int p = blockIdx.x * blockDim.x + threadIdx.x;
+	if (p < pairs && ids[p] >= 0)
+		atomicAdd(counts + ids[p], 1);
+}
+
+__global__ void hs_scan_kernel(const int *counts, int n_experts, int *first, int *cursor)
+{
+	if (threadIdx.x == 0 && blockIdx.x == 0) {
+		int s = 0;
+		for (int e = 0; e < n_experts; e++) {
+			first[e] = cursor[e] = s;
+			s += counts[e];
+		}
+		first[n_experts] = s;
 	}
 }
 
-extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, cudaStream_t stream)
+__global__ void hs_scatter_kernel(const int *ids, int pairs, int *cursor, int *list)
 {
-	const int pairs = a->n * a->n_used;
+	int p = blockIdx.x * blockDim.x + threadIdx.x;
+	if (p < pairs && ids[p] >= 0)
+		list[atomicAdd(cursor + ids[p], 1)] = p;
+}
+
+// prefill, grid (row tiles, experts, pair tiles)
+__global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+{
+	const int e = blockIdx.y, count = first[e + 1] - first[e];
+	if ((int)blockIdx.z * TILE_PAIRS >= count)
+		return; // no pairs here: no expert byte is read
+	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
+	tile_gate_up(&a, list, t, threadIdx.x);
+}
+
+__global__ void hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+{
+	const int e = blockIdx.y, count = first[e + 1] - first[e];
+	if ((int)blockIdx.z * TILE_PAIRS >= count)
+		return;
+	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
+	int pr[2], rw[4];
+	float out[4][2];
+	tile_down(&a, list, t, threadIdx.x, pr, rw, out);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 2; j++)
+			if (pr[j] >= 0 && rw[i] < a.n_embd)
+				atomicAdd(a.y + (size_t)(pr[j] / a.n_used) * a.n_embd + rw[i], out[i][j]);
+}
+
+extern "C" size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts)
+{
+	size_t pairs = (size_t)n * n_used;
+	size_t h = (pairs * n_ff * sizeof(float) + 255) & ~(size_t)255;
+	size_t hq = (pairs * (n_ff / QK) * Q8_BYTES + 255) & ~(size_t)255;
+	size_t grouping = sizeof(int) * (3 * (size_t)n_experts + 1 + pairs);
+	return h + hq + grouping;
+}
+
+// carves h, hq and the grouping arrays out of the scratch
+static void carve(struct hs_gpu_ffn *a, void *scratch, int pairs, int **counts, int **first, int **cursor, int **list)
+{
+	size_t h = ((size_t)pairs * a->n_ff * sizeof(float) + 255) & ~(size_t)255;
+	size_t hq = ((size_t)pairs * (a->n_ff / QK) * Q8_BYTES + 255) & ~(size_t)255;
+	a->h = (float *)scratch;
+	a->hq = (unsigned char *)scratch + h;
+	*counts = (int *)((unsigned char *)scratch + h + hq);
+	*first = *counts + a->n_experts;
+	*cursor = *first + a->n_experts + 1;
+	*list = *cursor + a->n_experts;
+}
+
+extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, cudaStream_t stream)
+{
+	struct hs_gpu_ffn a = *in;
+	const int pairs = a.n * a.n_used;
+	int *counts, *first, *cursor, *list;
 	cudaError_t e;
 	if (pairs == 0)
 		return cudaSuccess;
-	if (pairs > 65535)
-		return cudaErrorInvalidConfiguration; // grid.y limit; the caller splits larger batches
-	dim3 g1((a->n_ff + WARPS - 1) / WARPS, pairs), g2((a->n_embd + WARPS - 1) / WARPS, pairs);
-	hs_gate_up_kernel<<<g1, WARPS * 32, 0, stream>>>(*a);
+	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
+	if (pairs < PREFILL_MIN_PAIRS) {
+		dim3 g1((a.n_ff + WARPS - 1) / WARPS, pairs), g2((a.n_embd + WARPS - 1) / WARPS, pairs);
+		hs_gate_up_kernel<<<g1, WARPS * 32, 0, stream>>>(a);
+		if ((e = cudaGetLastError()) != cudaSuccess)
+			return e;
+		if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
+			return e;
+		hs_down_kernel<<<g2, WARPS * 32, 0, stream>>>(a);
+		return cudaGetLastError();
+	}
+	if (pairs / TILE_PAIRS + 1 > 65535)
+		return cudaErrorInvalidConfiguration; // grid.z: the caller splits larger batches
+	const unsigned gp = (pairs + 255) / 256;
+	if ((e = cudaMemsetAsync(counts, 0, sizeof(int) * a.n_experts, stream)) != cudaSuccess)
+		return e;
+	hs_count_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, counts);
+	hs_scan_kernel<<<1, 32, 0, stream>>>(counts, a.n_experts, first, cursor);
+	hs_scatter_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, cursor, list);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
-	if ((e = hs__gpu_quantize_q8_0(a->h, pairs, a->n_ff, a->hq, stream)) != cudaSuccess)
+	// any one expert has at most `pairs` pairs: tiles past its count return at once
+	dim3 t1((a.n_ff + TILE_ROWS - 1) / TILE_ROWS, a.n_experts, (pairs + TILE_PAIRS - 1) / TILE_PAIRS);
+	dim3 t2((a.n_embd + TILE_ROWS - 1) / TILE_ROWS, a.n_experts, (pairs + TILE_PAIRS - 1) / TILE_PAIRS);
+	hs_tile_gate_up_kernel<<<t1, TILE_THREADS, 0, stream>>>(a, first, list);
+	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
-	hs_down_kernel<<<g2, WARPS * 32, 0, stream>>>(*a);
+	if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
+		return e;
+	hs_tile_down_kernel<<<t2, TILE_THREADS, 0, stream>>>(a, first, list);
 	return cudaGetLastError();
+}
+
+// ---- the same code on the CPU ---------------------------------------------------
+
+extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, int tiled)
+{
+	struct hs_gpu_ffn a = *in;
+	const int pairs = a.n * a.n_used, E = a.n_experts;
+	int *counts, *first, *cursor, *list;
+
+	if (pairs == 0)
+		return 0;
+	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
+	for (int p = 0; p < pairs; p++)
+		if (a.ids[p] < -1 || a.ids[p] >= E)
+			return -EINVAL;
+	if (!tiled) {
+		for (int p = 0; p < pairs; p++) {
+			int e = a.ids[p];
+			if (e < 0)
+				continue;
+			const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
+			const size_t rb = row_bytes(a.type, a.n_embd);
+			for (int r = 0; r < a.n_ff; r++) {
+				float g = 0, u = 0;
+				for (int lane = 0; lane < 32; lane++) {
+					g += lane_partial(a.type, base + a.off_gate + r * rb, a.n_embd / QK, lane, x);
+					u += lane_partial(a.type, base + a.off_up + r * rb, a.n_embd / QK, lane, x);
+				}
+				finish_gate_up(&a, base, p, r, g, u);
+			}
+		}
+		for (long long i = 0; i < (long long)pairs * (a.n_ff / QK); i++)
+			quantize_block(a.h + i * QK, (unsigned char *)a.hq + i * Q8_BYTES);
+		for (int p = 0; p < pairs; p++) {
+			int e = a.ids[p];
+			if (e < 0)
+				continue;
+			const unsigned char *base = expert_base(&a, e);
+			for (int r = 0; r < a.n_embd; r++) {
+				float v = 0;
+				for (int lane = 0; lane < 32; lane++)
+					v += lane_partial(a.type, base + a.off_down + r * row_bytes(a.type, a.n_ff),
+							  a.n_ff / QK, lane, hq_of_pair(&a, p));
+				a.y[(size_t)(p / a.n_used) * a.n_embd + r] += finish_down(&a, base, p, r, v);
+			}
+		}
+		return 0;
+	}
+	// grouping as the count / scan / scatter kernels do it
+	memset(counts, 0, sizeof(int) * E);
+	for (int p = 0; p < pairs; p++)
+		if (a.ids[p] >= 0)
+			counts[a.ids[p]]++;
+	int s = 0;
+	for (int e = 0; e < E; e++) {
+		first[e] = cursor[e] = s;
+		s += counts[e];
+	}
+	first[E] = s;
+	for (int p = 0; p < pairs; p++)
+		if (a.ids[p] >= 0)
+			list[cursor[a.ids[p]]++] = p;
+	const int pt_max = (pairs + TILE_PAIRS - 1) / TILE_PAIRS;
+	for (int e = 0; e < E; e++)
+		for (int pt = 0; pt < pt_max; pt++) {
+			int count = first[e + 1] - first[e];
+			if (pt * TILE_PAIRS >= count)
+				continue;
+			for (int rt = 0; rt * TILE_ROWS < a.n_ff; rt++)
+				for (int tid = 0; tid < TILE_THREADS; tid++)
+					tile_gate_up(&a, list, (struct tile_pos){ e, rt * TILE_ROWS, first[e], count, pt }, tid);
+		}
+	for (long long i = 0; i < (long long)pairs * (a.n_ff / QK); i++)
+		quantize_block(a.h + i * QK, (unsigned char *)a.hq + i * Q8_BYTES);
+	for (int e = 0; e < E; e++)
+		for (int pt = 0; pt < pt_max; pt++) {
+			int count = first[e + 1] - first[e];
+			if (pt * TILE_PAIRS >= count)
+				continue;
+			for (int rt = 0; rt * TILE_ROWS < a.n_embd; rt++)
+				for (int tid = 0; tid < TILE_THREADS; tid++) {
+					int pr[2], rw[4];
+					float out[4][2];
+					tile_down(&a, list, (struct tile_pos){ e, rt * TILE_ROWS, first[e], count, pt }, tid, pr,
+						  rw, out);
+					for (int i = 0; i < 4; i++)
+						for (int j = 0; j < 2; j++)
+							if (pr[j] >= 0 && rw[i] < a.n_embd)
+								a.y[(size_t)(pr[j] / a.n_used) * a.n_embd + rw[i]] += out[i][j];
+				}
+		}
+	return 0;
 }

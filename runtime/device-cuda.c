@@ -451,38 +451,54 @@ static int dev_quantize(hs_queue *q, const float *x, int n_rows, int n_cols, voi
 
 static size_t dev_ffn_scratch(const struct hs_dev_ffn *f)
 {
-	size_t pairs = (size_t)f->n * f->n_used;
-	return ((pairs * f->n_ff * sizeof(float) + 255) & ~(size_t)255) + pairs * (f->n_ff / 32) * 34;
+	return hs__gpu_ffn_scratch_bytes(f->n, f->n_used, f->n_ff, f->n_experts);
 }
 
-static int dev_ffn(hs_queue *q, const struct hs_dev_ffn *f)
+static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
+{
+	struct hs_gpu_ffn a = {
+		.act = f->arch == &hs_arch_gpt_oss ? 0 : 1, .type = f->type, .n_embd = f->n_embd, .n_ff = f->n_ff,
+		.n_experts = f->n_experts, .n_used = f->n_used, .n = f->n, .off_gate = f->pack.gate,
+		.off_up = f->pack.up, .off_down = f->pack.down, .off_gate_b = f->pack.gate_b, .off_up_b = f->pack.up_b,
+		.off_down_b = f->pack.down_b, .pool = f->pool, .stride = f->pool_stride, .slot_of = f->slot_of,
+		.xq = f->xq, .ids = f->ids, .weights = f->weights, .y = f->y,
+	};
+	return a;
+}
+
+static int check_ffn(const struct hs_dev_ffn *f)
 {
 	if (f->type != HS_TYPE_MXFP4 && f->type != HS_TYPE_Q8_0)
 		return hs__error(EINVAL, "ffn: expert type %d (the device takes MXFP4 and Q8_0)", f->type);
 	if (f->n_embd % 32 || f->n_ff % 32)
 		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", f->n_embd, f->n_ff);
-	size_t pairs = (size_t)f->n * f->n_used;
-	struct hs_gpu_ffn a = {
-		.act = f->arch == &hs_arch_gpt_oss ? 0 : 1, .type = f->type, .n_embd = f->n_embd, .n_ff = f->n_ff,
-		.n_experts = f->n_experts, .n_used = f->n_used, .off_gate = f->pack.gate, .off_up = f->pack.up,
-		.off_down = f->pack.down, .off_gate_b = f->pack.gate_b, .off_up_b = f->pack.up_b,
-		.off_down_b = f->pack.down_b, .pool = f->pool, .stride = f->pool_stride, .slot_of = f->slot_of,
-		.h = f->scratch,
-		.hq = (uint8_t *)f->scratch + ((pairs * f->n_ff * sizeof(float) + 255) & ~(size_t)255),
-	};
-	/* the launch grid holds at most 65535 pairs: larger batches go in pieces */
-	const int chunk = 65535 / f->n_used;
-	for (int t0 = 0; t0 < f->n; t0 += chunk) {
-		a.n = f->n - t0 < chunk ? f->n - t0 : chunk;
-		a.xq = (const uint8_t *)f->xq + (size_t)t0 * (f->n_embd / 32) * 34;
-		a.ids = f->ids + (size_t)t0 * f->n_used;
-		a.weights = f->weights + (size_t)t0 * f->n_used;
-		a.y = f->y + (size_t)t0 * f->n_embd;
-		cudaError_t e = hs__gpu_ffn(&a, q->s);
-		if (e != cudaSuccess)
-			return cuda_fail(e, "ffn kernels", q->dev);
-	}
 	return 0;
+}
+
+static int dev_ffn(hs_queue *q, const struct hs_dev_ffn *f)
+{
+	int rc = check_ffn(f);
+	if (rc)
+		return rc;
+	struct hs_gpu_ffn a = gpu_args(f);
+	cudaError_t e = hs__gpu_ffn(&a, f->scratch, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "ffn kernels", q->dev);
+}
+
+int hs__cuda_ffn_emulate(const struct hs_dev_ffn *f, int tiled)
+{
+	int rc = check_ffn(f);
+	if (rc)
+		return rc;
+	struct hs_gpu_ffn a = gpu_args(f);
+	if (hs__gpu_ffn_emulate(&a, f->scratch, tiled))
+		return hs__error(EINVAL, "ffn emulation: an id outside -1..%d", f->n_experts - 1);
+	return 0;
+}
+
+size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f)
+{
+	return dev_ffn_scratch(f);
 }
 
 static const struct hs_dev_ops cuda_ops = {

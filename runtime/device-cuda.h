@@ -27,4 +27,11 @@ int hs__cuda_name(int dev, char *buf, size_t n);
  * page-locked in place for the test, then released). */
 int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbps);
 
+/* The CUDA expert kernels' arithmetic run on the CPU over host memory
+ * (gpu_kernels/moe.cu, hs__gpu_ffn_emulate): f as for a launch, but every
+ * pointer a host pointer.  -ENOSYS in a build without CUDA. */
+struct hs_dev_ffn;
+int hs__cuda_ffn_emulate(const struct hs_dev_ffn *f, int tiled);
+size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f);
+
 #endif

@@ -20,17 +20,7 @@
 #include "runtime/device-cuda.h"
 #include "runtime/device.h"
 #include "tests/hs-test.h"
-
-static uint64_t rng = 0x853c49e6748fea9bull;
-static uint32_t next(void)
-{
-	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (uint32_t)(rng >> 33);
-}
-static float frand(void)
-{
-	return (float)((int)(next() % 2001) - 1000) / 1000.0f;
-}
+#include "tests/layer-util.h"
 
 static struct hs_device *dev;
 static const struct hs_dev_ops *O;
@@ -56,61 +46,6 @@ static void unpin_free(void *p, size_t n)
 		return;
 	hs_device_unpin(dev, p, n ? n : 1);
 	free(p);
-}
-
-/* A random layer with valid weights of the given type and architecture. */
-struct layer {
-	struct hs_moe_layer l;
-	uint8_t *w;
-	float *b;
-};
-
-static void fill_matrix(uint8_t *m, int type, int rows, int cols)
-{
-	size_t rb = hs_type_row_bytes(type, (uint64_t)cols), bb = hs_type_block_bytes(type);
-	for (size_t i = 0; i < rb * rows; i++)
-		m[i] = (uint8_t)next();
-	for (int r = 0; r < rows; r++)
-		for (int b = 0; b < cols / HS_QK; b++) {
-			uint8_t *blk = m + r * rb + b * bb;
-			if (type == HS_TYPE_MXFP4)
-				blk[0] = (uint8_t)(120 + next() % 4);
-			else {
-				uint16_t d = hs_fp32_to_fp16(0.002f + 0.002f * (float)(next() % 8));
-				memcpy(blk, &d, 2);
-			}
-		}
-}
-
-static int make_layer(struct layer *L, const struct hs_moe_arch *arch, int type, int D, int F, int E, int K)
-{
-	size_t gs = (size_t)F * hs_type_row_bytes(type, D), ds = (size_t)D * hs_type_row_bytes(type, F);
-	memset(L, 0, sizeof *L);
-	L->w = malloc((2 * gs + ds) * E);
-	L->b = malloc(sizeof(float) * (size_t)E * (2 * F + D));
-	if (!L->w || !L->b)
-		return -1;
-	for (int e = 0; e < E; e++) {
-		fill_matrix(L->w + e * gs, type, F, D);
-		fill_matrix(L->w + gs * E + e * gs, type, F, D);
-		fill_matrix(L->w + 2 * gs * E + e * ds, type, D, F);
-	}
-	for (size_t i = 0; i < (size_t)E * (2 * F + D); i++)
-		L->b[i] = 0.1f * frand();
-	hs__moe_layer_flat(&L->l, arch, type, D, F, E, K, L->w, L->b);
-	return 0;
-}
-
-static double rel_l2(const float *a, const float *ref, size_t n)
-{
-	double num = 0, den = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(a[i]))
-			return INFINITY;
-		num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-		den += (double)ref[i] * ref[i];
-	}
-	return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* The device FFN of one batch against the reference; experts not routed by
