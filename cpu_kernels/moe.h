@@ -91,7 +91,9 @@ size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch
 			  int n_experts, int n_used, const uint8_t *w, const float *b);
 
 /* The packed block of one expert of this shape: sections 256-byte aligned
- * (gate, up, down, then the biases when the architecture has them). */
+ * (gate, up, down, then the biases when the architecture has them), and
+ * 256 bytes of slack at the end (the GPU's 16-byte row loads may pass a
+ * row's end). */
 struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias);
 /* Writes expert e of layer l as one packed block at dst (pack.bytes). */
 void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *pack, uint8_t *dst);

@@ -2,7 +2,8 @@
 // over (token, expert) pairs with masked ids (-1: that expert is never read).
 //
 // Two paths.  Decode (few pairs): one warp computes one output row of one
-// pair, lanes striding over the row's blocks, reduced with shuffles.
+// pair: it stages the row in shared memory with 16-byte loads, then lanes
+// stride over the row's blocks, reduced with shuffles.
 // Prefill (many pairs): the pairs are grouped by expert on the device
 // (count, scan, scatter), then each thread block computes a 64-row x 32-pair
 // tile of one expert, every thread a 4 x 2 register tile, so each decoded
@@ -94,6 +95,26 @@ HD static inline int block_bytes(int type)
 HD static inline size_t row_bytes(int type, int n)
 {
 	return (size_t)(n / QK) * block_bytes(type);
+}
+
+// Copies a row of `bytes` bytes into dst (16-byte aligned) with 16-byte
+// loads, lane by lane: the loads start at the row's address rounded down to
+// 16 and may run up to 15 bytes past its end (packed experts carry slack
+// for that).  Returns where the row starts in dst.
+HD static inline const unsigned char *stage_row(unsigned char *dst, const unsigned char *row, size_t bytes, int lane,
+						 int lanes)
+{
+	const uintptr_t a0 = (uintptr_t)row & ~(uintptr_t)15;
+	const size_t shift = (uintptr_t)row - a0, n16 = (shift + bytes + 15) / 16;
+	for (size_t i = (size_t)lane; i < n16; i += (size_t)lanes)
+		((uint4 *)dst)[i] = ((const uint4 *)a0)[i];
+	return dst + shift;
+}
+
+// Bytes of one warp's staging buffer for a row of `bytes`.
+HD static inline size_t stage_bytes(size_t bytes)
+{
+	return (bytes + 16 + 15) & ~(size_t)15;
 }
 
 // What lane `lane` of a warp adds to a row's dot product.
@@ -277,34 +298,51 @@ __device__ static float warp_sum(float v)
 	return v;
 }
 
-// decode, grid (ceil(n_ff / WARPS), pairs)
-__global__ void hs_gate_up_kernel(struct hs_gpu_ffn a)
+// decode, grid (ceil(n_ff / warps), pairs), `warps` warps of 32 per block;
+// each warp stages its gate and up rows in shared memory with 16-byte loads
+__global__ void hs_gate_up_kernel(struct hs_gpu_ffn a, int warps)
 {
-	const int p = blockIdx.y, e = a.ids[p];
-	const int r = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	extern __shared__ uint4 smem[];
+	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int r = blockIdx.x * warps + w;
 	if (e < 0 || r >= a.n_ff)
 		return; // masked: this expert is never read
 	const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
-	const size_t rb = row_bytes(a.type, a.n_embd);
+	const size_t rb = row_bytes(a.type, a.n_embd), sb = stage_bytes(rb);
+	unsigned char *sg = (unsigned char *)smem + (size_t)w * 2 * sb, *su = sg + sb;
+	const unsigned char *gr = stage_row(sg, base + a.off_gate + r * rb, rb, lane, 32);
+	const unsigned char *ur = stage_row(su, base + a.off_up + r * rb, rb, lane, 32);
+	__syncwarp();
 	const int nb = a.n_embd / QK;
-	float g = warp_sum(lane_partial(a.type, base + a.off_gate + r * rb, nb, lane, x));
-	float u = warp_sum(lane_partial(a.type, base + a.off_up + r * rb, nb, lane, x));
+	float g = warp_sum(lane_partial(a.type, gr, nb, lane, x));
+	float u = warp_sum(lane_partial(a.type, ur, nb, lane, x));
 	if (lane == 0)
 		finish_gate_up(&a, base, p, r, g, u);
 }
 
-// decode, grid (ceil(n_embd / WARPS), pairs)
-__global__ void hs_down_kernel(struct hs_gpu_ffn a)
+// decode, grid (ceil(n_embd / warps), pairs)
+__global__ void hs_down_kernel(struct hs_gpu_ffn a, int warps)
 {
-	const int p = blockIdx.y, e = a.ids[p];
-	const int r = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+	extern __shared__ uint4 smem[];
+	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int r = blockIdx.x * warps + w;
 	if (e < 0 || r >= a.n_embd)
 		return;
 	const unsigned char *base = expert_base(&a, e);
-	float v = warp_sum(lane_partial(a.type, base + a.off_down + r * row_bytes(a.type, a.n_ff), a.n_ff / QK, lane,
-					hq_of_pair(&a, p)));
+	const size_t rb = row_bytes(a.type, a.n_ff), sb = stage_bytes(rb);
+	const unsigned char *dr = stage_row((unsigned char *)smem + (size_t)w * sb, base + a.off_down + r * rb, rb,
+					    lane, 32);
+	__syncwarp();
+	float v = warp_sum(lane_partial(a.type, dr, a.n_ff / QK, lane, hq_of_pair(&a, p)));
 	if (lane == 0)
 		atomicAdd(a.y + (size_t)(p / a.n_used) * a.n_embd + r, finish_down(&a, base, p, r, v));
+}
+
+// warps per decode block so that the staging fits 48 KiB of shared memory
+static int decode_warps(size_t per_warp)
+{
+	int w = (int)((48u << 10) / (per_warp ? per_warp : 1));
+	return w > WARPS ? WARPS : w;
 }
 
 // grouping: counts[e] = pairs of expert e; first[e] its start; list = pairs by expert
@@ -391,13 +429,17 @@ extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, c
 		return cudaSuccess;
 	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
 	if (pairs < PREFILL_MIN_PAIRS) {
-		dim3 g1((a.n_ff + WARPS - 1) / WARPS, pairs), g2((a.n_embd + WARPS - 1) / WARPS, pairs);
-		hs_gate_up_kernel<<<g1, WARPS * 32, 0, stream>>>(a);
+		const size_t s1 = 2 * stage_bytes(row_bytes(a.type, a.n_embd)), s2 = stage_bytes(row_bytes(a.type, a.n_ff));
+		const int w1 = decode_warps(s1), w2 = decode_warps(s2);
+		if (w1 < 1 || w2 < 1)
+			return cudaErrorInvalidValue; // a row larger than shared memory (n > ~20000)
+		dim3 g1((a.n_ff + w1 - 1) / w1, pairs), g2((a.n_embd + w2 - 1) / w2, pairs);
+		hs_gate_up_kernel<<<g1, w1 * 32, w1 * s1, stream>>>(a, w1);
 		if ((e = cudaGetLastError()) != cudaSuccess)
 			return e;
 		if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
 			return e;
-		hs_down_kernel<<<g2, WARPS * 32, 0, stream>>>(a);
+		hs_down_kernel<<<g2, w2 * 32, w2 * s2, stream>>>(a, w2);
 		return cudaGetLastError();
 	}
 	if (pairs / TILE_PAIRS + 1 > 65535)
@@ -437,17 +479,28 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 		if (a.ids[p] < -1 || a.ids[p] >= E)
 			return -EINVAL;
 	if (!tiled) {
+		/* one warp's shared staging buffer, as the kernels use it */
+		const size_t rin = row_bytes(a.type, a.n_embd), rout = row_bytes(a.type, a.n_ff);
+		const size_t sb = stage_bytes(rin > rout ? rin : rout);
+		uint4 *stage = (uint4 *)malloc(2 * sb);
+		if (!stage)
+			return -ENOMEM;
+		unsigned char *sg = (unsigned char *)stage, *su = sg + sb;
 		for (int p = 0; p < pairs; p++) {
 			int e = a.ids[p];
 			if (e < 0)
 				continue;
 			const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
-			const size_t rb = row_bytes(a.type, a.n_embd);
 			for (int r = 0; r < a.n_ff; r++) {
+				const unsigned char *gr = NULL, *ur = NULL;
+				for (int lane = 0; lane < 32; lane++) {
+					gr = stage_row(sg, base + a.off_gate + r * rin, rin, lane, 32);
+					ur = stage_row(su, base + a.off_up + r * rin, rin, lane, 32);
+				}
 				float g = 0, u = 0;
 				for (int lane = 0; lane < 32; lane++) {
-					g += lane_partial(a.type, base + a.off_gate + r * rb, a.n_embd / QK, lane, x);
-					u += lane_partial(a.type, base + a.off_up + r * rb, a.n_embd / QK, lane, x);
+					g += lane_partial(a.type, gr, a.n_embd / QK, lane, x);
+					u += lane_partial(a.type, ur, a.n_embd / QK, lane, x);
 				}
 				finish_gate_up(&a, base, p, r, g, u);
 			}
@@ -460,13 +513,16 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 				continue;
 			const unsigned char *base = expert_base(&a, e);
 			for (int r = 0; r < a.n_embd; r++) {
+				const unsigned char *dr = NULL;
+				for (int lane = 0; lane < 32; lane++)
+					dr = stage_row(sg, base + a.off_down + r * rout, rout, lane, 32);
 				float v = 0;
 				for (int lane = 0; lane < 32; lane++)
-					v += lane_partial(a.type, base + a.off_down + r * row_bytes(a.type, a.n_ff),
-							  a.n_ff / QK, lane, hq_of_pair(&a, p));
+					v += lane_partial(a.type, dr, a.n_ff / QK, lane, hq_of_pair(&a, p));
 				a.y[(size_t)(p / a.n_used) * a.n_embd + r] += finish_down(&a, base, p, r, v);
 			}
 		}
+		free(stage);
 		return 0;
 	}
 	// grouping as the count / scan / scatter kernels do it
