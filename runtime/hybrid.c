@@ -1,0 +1,380 @@
+/* One MoE layer on a device and the CPU at the same time (see hybrid.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels/kernels.h"
+#include "runtime/error.h"
+#include "runtime/hybrid.h"
+
+static void *pinned(struct hs_device *d, size_t n)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, n ? n : 1)) {
+		hs__error(ENOMEM, "hybrid: no memory for %zu bytes", n);
+		return NULL;
+	}
+	if (hs_device_pin(d, p, n ? n : 1, 0)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void unpinned(struct hs_device *d, void *p, size_t n)
+{
+	if (!p)
+		return;
+	hs_device_unpin(d, p, n ? n : 1);
+	free(p);
+}
+
+void hs__hybrid_close(struct hs_hybrid *h)
+{
+	if (!h->d)
+		return;
+	const struct hs_dev_ops *o = h->d->ops;
+	if (h->qc)
+		o->queue_sync(h->qc);
+	if (h->qx)
+		o->queue_sync(h->qx);
+	o->free(h->d->dev, h->dx);
+	o->free(h->d->dev, h->dxq);
+	o->free(h->d->dev, h->dids);
+	o->free(h->d->dev, h->dw);
+	o->free(h->d->dev, h->dy);
+	o->free(h->d->dev, h->dscratch);
+	hs_slots_free(h->slots);
+	unpinned(h->d, h->hx, h->hx_b);
+	unpinned(h->d, h->hw, h->hw_b);
+	unpinned(h->d, h->hy, h->hx_b);
+	unpinned(h->d, h->hids, h->hids_b);
+	unpinned(h->d, h->hpack, h->hpack_b);
+	if (h->qc)
+		o->queue_destroy(h->qc);
+	if (h->qx)
+		o->queue_destroy(h->qx);
+	free(h->cscratch);
+	free(h->ycpu);
+	free(h->ids_cpu);
+	free(h->route);
+	memset(h, 0, sizeof *h);
+}
+
+int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d, struct hs_pool *pool,
+		    int max_n, int n_cached, int n_staging)
+{
+	const struct hs_dev_ops *o = d->ops;
+	const int D = l->n_embd, K = l->n_used, E = l->n_experts;
+	int rc;
+
+	memset(h, 0, sizeof *h);
+	if (max_n < 1 || n_cached < 0 || n_staging < 0 || n_cached + n_staging < 1 || n_cached + n_staging > E)
+		return hs__error(EINVAL, "hybrid: %d tokens, %d cache + %d staging slots for %d experts", max_n, n_cached,
+				 n_staging, E);
+	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
+		return hs__error(EINVAL, "hybrid: experts of type %s; the device takes mxfp4 and q8_0",
+				 hs_type_name(l->type));
+	h->l = l;
+	h->d = d;
+	h->pool = pool;
+	h->max_n = max_n;
+	h->n_cached = n_cached;
+	h->n_staging = n_staging;
+	h->pack = hs__expert_pack_layout(l->type, D, l->n_ff, l->arch->has_bias);
+	h->hx_b = sizeof(float) * (size_t)max_n * D;
+	h->hw_b = sizeof(float) * (size_t)max_n * K;
+	h->hids_b = sizeof(int32_t) * (size_t)max_n * K;
+	h->hpack_b = h->pack.bytes * (size_t)(n_staging > 0 ? n_staging : 1);
+	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)))
+		goto fail;
+	if ((rc = hs_slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
+		goto fail;
+	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
+				.n_used = K, .n = max_n };
+	size_t sb = o->ffn_scratch_bytes(&f);
+	if ((rc = o->alloc(d->dev, h->hx_b, &h->dx)) ||
+	    (rc = o->alloc(d->dev, (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0), &h->dxq)) ||
+	    (rc = o->alloc(d->dev, h->hids_b, &h->dids)) || (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
+	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
+		goto fail;
+	h->hx = pinned(d, h->hx_b);
+	h->hw = pinned(d, h->hw_b);
+	h->hy = pinned(d, h->hx_b);
+	h->hids = pinned(d, h->hids_b);
+	h->hpack = pinned(d, h->hpack_b);
+	size_t cs = (hs_ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
+	h->cscratch = aligned_alloc(64, cs ? cs : 64);
+	h->ycpu = malloc(h->hx_b);
+	h->ids_cpu = malloc(h->hids_b);
+	h->route = malloc(sizeof *h->route * E);
+	if (!h->hx || !h->hw || !h->hy || !h->hids || !h->hpack || !h->cscratch || !h->ycpu || !h->ids_cpu ||
+	    !h->route) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	return 0;
+fail:
+	hs__hybrid_close(h);
+	return rc ? rc : hs__error(ENOMEM, "hybrid: out of memory");
+}
+
+int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert)
+{
+	if (slot < 0 || slot >= h->n_cached)
+		return hs__error(EINVAL, "hybrid: cache slot %d outside 0..%d", slot, h->n_cached - 1);
+	if (expert < 0 || expert >= h->l->n_experts)
+		return hs__error(EINVAL, "hybrid: expert %d outside 0..%d", expert, h->l->n_experts - 1);
+	hs__expert_pack(h->l, expert, &h->pack, h->hpack);
+	int rc = hs_slots_upload(h->slots, slot, expert, h->hpack, h->qx, h->qc);
+	return rc ? rc : h->d->ops->queue_sync(h->qx);
+}
+
+/* ---- one forward step as a task graph ------------------------------------------ */
+
+struct step {
+	struct hs_hybrid *h;
+	int n;
+	const float *x;
+	const int32_t *ids;
+	const float *weights;
+	float *y;
+	enum hs_mode mode;
+	double q;
+	struct hs_layer_stats *st;
+	int streamed[256];
+	int n_streamed, n_cpu_pairs, n_gpu_pairs;
+	struct hs_ffn_job job;
+};
+
+static int cmp_desc_count(const void *a, const void *b)
+{
+	const int *x = a, *y = b; /* pairs (count, expert) */
+	if (x[0] != y[0])
+		return y[0] - x[0];
+	return x[1] - y[1];
+}
+
+/* host: route, decide which misses are streamed, split the ids */
+static int t_split(void *ctx)
+{
+	struct step *s = ctx;
+	struct hs_hybrid *h = s->h;
+	const struct hs_moe_layer *l = h->l;
+	const int K = l->n_used, E = l->n_experts, P = s->n * K;
+	int rc;
+
+	memcpy(h->hx, s->x, sizeof(float) * (size_t)s->n * l->n_embd);
+	if (s->ids) {
+		memcpy(h->hids, s->ids, sizeof(int32_t) * P);
+		memcpy(h->hw, s->weights, sizeof(float) * P);
+	} else if ((rc = hs__moe_route_ref(l, s->n, s->x, h->hids, h->hw))) {
+		return rc;
+	}
+	int *count = calloc(E, 2 * sizeof(int));
+	if (!count)
+		return hs__error(ENOMEM, "hybrid: out of memory");
+	for (int p = 0; p < P; p++) {
+		int e = h->hids[p];
+		if (e < -1 || e >= E) {
+			free(count);
+			return hs__error(EINVAL, "hybrid: id %d outside -1..%d", e, E - 1);
+		}
+		if (e >= 0)
+			count[2 * e]++;
+	}
+	int n_missed = 0;
+	for (int e = 0; e < E; e++) {
+		h->route[e] = count[2 * e] && h->slots->slot_of_host[e] >= 0; /* a hit: cached or still staged */
+		if (count[2 * e] && !h->route[e]) {
+			count[2 * n_missed] = count[2 * e];
+			count[2 * n_missed + 1] = e;
+			n_missed++;
+		}
+	}
+	/* streamed: the missed experts with the most pairs first (most work per
+	 * byte copied); as many as the mode asks and the staging slots hold */
+	qsort(count, n_missed, 2 * sizeof(int), cmp_desc_count);
+	int want = s->mode == HS_MODE_PCIE_STREAM ? n_missed
+		   : s->mode == HS_MODE_HYBRID	   ? (int)(s->q * n_missed + 0.5)
+						   : 0;
+	/* a staging slot whose expert is a hit this step must keep it */
+	int free_staging = 0;
+	for (int sl = h->n_cached; sl < h->n_cached + h->n_staging; sl++) {
+		int e = h->slots->expert_in[sl];
+		free_staging += e < 0 || h->route[e] != 1;
+	}
+	if (want > free_staging)
+		want = free_staging;
+	if (want > (int)(sizeof s->streamed / sizeof s->streamed[0]))
+		want = (int)(sizeof s->streamed / sizeof s->streamed[0]);
+	s->n_streamed = want;
+	for (int i = 0; i < want; i++) {
+		s->streamed[i] = count[2 * i + 1];
+		h->route[count[2 * i + 1]] = 2;
+	}
+	free(count);
+	s->n_cpu_pairs = s->n_gpu_pairs = 0;
+	memset(s->st, 0, sizeof *s->st);
+	for (int p = 0; p < P; p++) {
+		int e = h->hids[p];
+		if (e < 0) {
+			h->ids_cpu[p] = -1;
+			continue;
+		}
+		s->st->pairs++;
+		if (h->route[e]) { /* device: the CPU side masks it */
+			h->ids_cpu[p] = -1;
+			s->n_gpu_pairs++;
+			if (h->route[e] == 1)
+				s->st->hits++;
+			else
+				s->st->misses_streamed++;
+		} else { /* CPU: the device side masks it */
+			h->ids_cpu[p] = e;
+			h->hids[p] = -1;
+			s->n_cpu_pairs++;
+			s->st->misses_cpu++;
+		}
+	}
+	s->st->experts_streamed = s->n_streamed;
+	s->st->staging_free = free_staging;
+	s->st->pcie_bytes = (uint64_t)s->n_streamed * h->pack.bytes;
+	return 0;
+}
+
+/* copy lane: streamed experts into staging slots */
+static int t_stream(void *ctx)
+{
+	struct step *s = ctx;
+	struct hs_hybrid *h = s->h;
+	for (int i = 0; i < s->n_streamed; i++) {
+		uint8_t *src = h->hpack + (size_t)i * h->pack.bytes;
+		int slot, rc, e;
+		do { /* the next staging slot that no hit of this step needs */
+			slot = h->n_cached + h->next_staging++ % h->n_staging;
+			e = h->slots->expert_in[slot];
+		} while (e >= 0 && h->route[e] != 0);
+		hs__expert_pack(h->l, s->streamed[i], &h->pack, src);
+		if ((rc = hs_slots_upload(h->slots, slot, s->streamed[i], src, h->qx, h->qc)))
+			return rc;
+	}
+	/* the pinned staging is reused next step: the copies must be done */
+	return s->n_streamed ? h->d->ops->queue_sync(h->qx) : 0;
+}
+
+/* GPU lane: hits and streamed misses */
+static int t_gpu(void *ctx)
+{
+	struct step *s = ctx;
+	struct hs_hybrid *h = s->h;
+	const struct hs_dev_ops *o = h->d->ops;
+	const struct hs_moe_layer *l = h->l;
+	const size_t xb = sizeof(float) * (size_t)s->n * l->n_embd, P = (size_t)s->n * l->n_used;
+	int rc;
+
+	if (!s->n_gpu_pairs) {
+		memset(h->hy, 0, xb);
+		return 0;
+	}
+	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = l->n_embd, .n_ff = l->n_ff,
+				.n_experts = l->n_experts, .n_used = l->n_used, .pack = h->pack, .pool = h->slots->pool,
+				.pool_stride = h->pack.bytes, .slot_of = h->slots->slot_of, .n = s->n, .xq = h->dxq,
+				.ids = h->dids, .weights = h->dw, .y = h->dy, .scratch = h->dscratch };
+	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dx, h->hx, xb)) ||
+	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) ||
+	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dw, h->hw, sizeof(float) * P)) || (rc = o->zero(h->qc, h->dy, xb)) ||
+	    (rc = o->quantize(h->qc, h->dx, s->n, l->n_embd, h->dxq)) || (rc = o->ffn(h->qc, &f)))
+		return rc;
+	/* the slots this launch reads are not reused before it has finished */
+	for (int sl = 0; sl < h->slots->n_slots; sl++) {
+		int e = h->slots->expert_in[sl];
+		if (e >= 0 && h->route[e] && (rc = hs_slots_release(h->slots, sl, h->qc)))
+			return rc;
+	}
+	if ((rc = o->copy_d2h(h->qc, h->hy, h->dy, xb)))
+		return rc;
+	return o->queue_sync(h->qc);
+}
+
+struct cpu_ctx {
+	struct hs_ffn_job *job;
+	struct hs_pool *pool;
+};
+
+static void cpu_steps(void *ctx, int ith, int nth)
+{
+	struct cpu_ctx *c = ctx;
+	hs_ffn_step_quantize(c->job, ith, nth);
+	hs__pool_barrier(c->pool);
+	hs_ffn_step_gate_up(c->job, ith, nth);
+	hs__pool_barrier(c->pool);
+	hs_ffn_step_down(c->job, ith, nth);
+}
+
+/* CPU lane: misses from host memory on the pool */
+static int t_cpu(void *ctx)
+{
+	struct step *s = ctx;
+	struct hs_hybrid *h = s->h;
+	const struct hs_moe_layer *l = h->l;
+	int rc;
+
+	memset(h->ycpu, 0, sizeof(float) * (size_t)s->n * l->n_embd);
+	if (!s->n_cpu_pairs)
+		return 0;
+	s->job = (struct hs_ffn_job){ .layer = l, .ops = hs__kernels_best(), .n = s->n, .x = s->x, .ids = h->ids_cpu,
+				      .weights = h->hw, .y = h->ycpu, .scratch = h->cscratch };
+	if ((rc = hs_ffn_prepare(&s->job)))
+		return rc;
+	s->st->host_bytes = (uint64_t)s->job.n_active * h->pack.bytes;
+	struct cpu_ctx c = { &s->job, h->pool };
+	hs__pool_run(h->pool, cpu_steps, &c);
+	return 0;
+}
+
+/* host: the two partial outputs added */
+static int t_combine(void *ctx)
+{
+	struct step *s = ctx;
+	const size_t n = (size_t)s->n * s->h->l->n_embd;
+	for (size_t i = 0; i < n; i++)
+		s->y[i] = s->h->ycpu[i] + s->h->hy[i];
+	return 0;
+}
+
+int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t *ids, const float *weights,
+		       float *y, enum hs_mode mode, double q, struct hs_layer_stats *st)
+{
+	struct hs_layer_stats local;
+	struct step s;
+	struct hs_graph_stats gs;
+
+	if (n < 1 || n > h->max_n)
+		return hs__error(EINVAL, "hybrid: %d tokens, this layer was set up for 1..%d", n, h->max_n);
+	if ((ids == NULL) != (weights == NULL))
+		return hs__error(EINVAL, "hybrid: give both ids and weights, or neither");
+	if (mode != HS_MODE_CPU_COMPUTE && mode != HS_MODE_PCIE_STREAM && mode != HS_MODE_HYBRID)
+		return hs__error(EINVAL, "hybrid: mode %s", hs_mode_name(mode));
+	if (!(q >= 0 && q <= 1))
+		return hs__error(EINVAL, "hybrid: streamed share %g outside 0..1", q);
+	memset(&s, 0, sizeof s);
+	s = (struct step){ .h = h, .n = n, .x = x, .ids = ids, .weights = weights, .y = y, .mode = mode, .q = q,
+			   .st = st ? st : &local };
+	/* 0 split -> 1 stream (copy) -> 2 device (gpu); 0 -> 3 cpu; 2, 3 -> 4 combine */
+	struct hs_task t[5] = {
+		{ .lane = HS_LANE_HOST, .run = t_split, .ctx = &s, .name = "split" },
+		{ .lane = HS_LANE_COPY, .run = t_stream, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "stream" },
+		{ .lane = HS_LANE_GPU, .run = t_gpu, .ctx = &s, .n_deps = 2, .deps = { 0, 1 }, .name = "device ffn" },
+		{ .lane = HS_LANE_CPU, .run = t_cpu, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "cpu ffn" },
+		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 2, 3 }, .name = "combine" },
+	};
+	int rc = hs__graph_run(t, 5, &gs);
+	s.st->wall_s = gs.wall_s;
+	memcpy(s.st->busy_s, gs.busy_s, sizeof gs.busy_s);
+	s.st->overlap = gs.overlap;
+	return rc;
+}

@@ -1,0 +1,67 @@
+/* One MoE layer split between a device and the CPU (DESIGN.md §4): the
+ * device computes the experts in its slots (hits) and, in stream mode or for
+ * the hybrid share q, misses it first copies into staging slots; the CPU
+ * pool computes the other misses from host memory.  Each side gets the
+ * routed ids with the other side's experts masked (-1), so neither reads a
+ * byte of the other's experts.  The work runs as a task graph over the host,
+ * CPU, GPU and copy lanes, and the outputs are added at the end. */
+#ifndef HS_HYBRID_H
+#define HS_HYBRID_H
+
+#include <stdint.h>
+
+#include "cpu_kernels/moe.h"
+#include "hotset.h"
+#include "runtime/device.h"
+#include "runtime/graph.h"
+#include "runtime/pool.h"
+
+struct hs_layer_stats {
+	int pairs, hits, misses_cpu, misses_streamed; /* routed (token, expert) pairs */
+	int experts_streamed;
+	int staging_free;      /* staging slots no hit of this step needed */
+	uint64_t host_bytes;   /* expert bytes the CPU read */
+	uint64_t pcie_bytes;   /* expert bytes copied to the device */
+	double wall_s, busy_s[HS_N_LANES], overlap;
+};
+
+struct hs_hybrid {
+	const struct hs_moe_layer *l;   /* host view of the layer's experts */
+	struct hs_device *d;
+	hs_queue *qc, *qx;
+	struct hs_pool *pool;
+	struct hs_slots *slots;         /* n_cached slots, then n_staging for streamed experts */
+	int n_cached, n_staging, next_staging;
+	struct hs_expert_pack pack;
+	int max_n;
+	/* device buffers for max_n tokens */
+	void *dx, *dxq, *dids, *dw, *dy, *dscratch;
+	/* pinned host buffers */
+	float *hx, *hw, *hy;
+	int32_t *hids;
+	uint8_t *hpack;                 /* n_staging packed experts being streamed */
+	size_t hx_b, hw_b, hids_b, hpack_b;
+	/* CPU side */
+	void *cscratch;
+	float *ycpu;
+	int32_t *ids_cpu;
+	int *route;                     /* per expert: 0 cpu, 1 device (hit), 2 streamed this step */
+};
+
+/* Sets up the device side of layer l for batches of up to max_n tokens:
+ * n_cached cache slots (filled by hs__hybrid_cache) and n_staging slots for
+ * streaming.  pool runs the CPU side. */
+int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d, struct hs_pool *pool,
+		    int max_n, int n_cached, int n_staging);
+void hs__hybrid_close(struct hs_hybrid *h);
+/* Puts expert e into cache slot `slot` (from host memory, through pinned
+ * staging). */
+int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert);
+/* y[n][n_embd] = the layer's MoE output for x with the given routing (ids
+ * NULL: the layer's router).  mode: HS_MODE_CPU_COMPUTE (misses on the CPU),
+ * HS_MODE_PCIE_STREAM (misses streamed to the device), HS_MODE_HYBRID
+ * (a share q of the missed experts streamed, the rest on the CPU). */
+int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t *ids, const float *weights,
+		       float *y, enum hs_mode mode, double q, struct hs_layer_stats *st);
+
+#endif

@@ -1,0 +1,181 @@
+/* Checks one MoE layer split between the sim device and the CPU pool, the
+ * way the runtime runs it: experts cached on the device are hits, the
+ * others are computed by the CPU (cpu mode), copied into staging slots and
+ * computed on the device (stream mode), or split by a share q (hybrid).
+ * Every mode matches the double reference over several steps (staging slots
+ * reused, stale staged experts counted as hits); the host copies of the
+ * cached experts sit behind PROT_NONE pages, so a CPU read of an expert the
+ * device owns crashes the test; the statistics add up. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "hotset.h"
+#include "runtime/hybrid.h"
+#include "tests/hs-test.h"
+#include "tests/layer-util.h"
+
+#define PAGE 4096
+
+/* A layer whose experts each start on a page and fill whole pages. */
+struct paged {
+	struct hs_moe_layer l;
+	uint8_t *gate, *up, *down;
+	size_t gs, ds; /* padded strides */
+	float *b;
+};
+
+static size_t pad(size_t n)
+{
+	return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+static int make_paged(struct paged *P, const struct hs_moe_arch *arch, int type, int D, int F, int E, int K)
+{
+	struct layer L;
+	if (make_layer(&L, arch, type, D, F, E, K))
+		return -1;
+	memset(P, 0, sizeof *P);
+	P->l = L.l;
+	size_t gs = L.l.gate_stride, ds = L.l.down_stride;
+	P->gs = pad(gs);
+	P->ds = pad(ds);
+	P->gate = mmap(NULL, P->gs * E, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	P->up = mmap(NULL, P->gs * E, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	P->down = mmap(NULL, P->ds * E, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (P->gate == MAP_FAILED || P->up == MAP_FAILED || P->down == MAP_FAILED)
+		return -1;
+	for (int e = 0; e < E; e++) {
+		memcpy(P->gate + e * P->gs, L.l.gate + e * gs, gs);
+		memcpy(P->up + e * P->gs, L.l.up + e * gs, gs);
+		memcpy(P->down + e * P->ds, L.l.down + e * ds, ds);
+	}
+	P->l.gate = P->gate;
+	P->l.up = P->up;
+	P->l.down = P->down;
+	P->l.gate_stride = P->l.up_stride = P->gs;
+	P->l.down_stride = P->ds;
+	P->b = L.b; /* biases stay where make_layer put them */
+	free(L.w);
+	return 0;
+}
+
+static void protect(struct paged *P, int e, int prot)
+{
+	mprotect(P->gate + e * P->gs, P->gs, prot);
+	mprotect(P->up + e * P->gs, P->gs, prot);
+	mprotect(P->down + e * P->ds, P->ds, prot);
+}
+
+static void free_paged(struct paged *P)
+{
+	munmap(P->gate, P->gs * P->l.n_experts);
+	munmap(P->up, P->gs * P->l.n_experts);
+	munmap(P->down, P->ds * P->l.n_experts);
+	free(P->b);
+}
+
+static void run_shape(struct hs_device *d, struct hs_pool *pool, const struct hs_moe_arch *arch, int type, int D, int F,
+		      int E, int K)
+{
+	struct paged P;
+	struct hs_hybrid h;
+	const int max_n = 64, n_cached = 4, n_staging = 6;
+
+	if (make_paged(&P, arch, type, D, F, E, K)) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	CHECK(hs__hybrid_open(&h, &P.l, d, pool, max_n, n_cached, n_staging) == 0, "%s", hs_last_error());
+	if (!h.d)
+		return;
+	for (int s = 0; s < n_cached; s++) /* experts 0..3 live on the device */
+		CHECK(hs__hybrid_cache(&h, s, s) == 0, "%s", hs_last_error());
+	for (int e = 0; e < n_cached; e++)
+		protect(&P, e, PROT_NONE); /* the CPU must never read them now */
+
+	float *x = malloc(sizeof *x * max_n * D), *w = malloc(sizeof *w * max_n * K);
+	float *y = malloc(sizeof *y * max_n * D), *ref = malloc(sizeof *ref * max_n * D);
+	int32_t *ids = malloc(sizeof *ids * max_n * K);
+	static const struct {
+		enum hs_mode mode;
+		double q;
+	} modes[] = { { HS_MODE_CPU_COMPUTE, 0 }, { HS_MODE_PCIE_STREAM, 1 }, { HS_MODE_HYBRID, 0.5 }, { HS_MODE_HYBRID, 0 } };
+	for (int step = 0; step < 24; step++) {
+		const int n = step % 3 == 0 ? 1 : step % 3 == 1 ? 7 : max_n;
+		const int m = step % 4;
+		for (int i = 0; i < n * D; i++)
+			x[i] = frand();
+		for (int t = 0; t < n; t++)
+			for (int j = 0; j < K; j++) {
+				int e = (int)(next() % (uint32_t)E);
+				if (next() % 7 == 0)
+					e = -1;
+				ids[t * K + j] = e;
+				w[t * K + j] = 0.25f + 0.5f * (float)(next() % 100) / 100.0f;
+			}
+		/* the reference reads every routed expert: open the cached ones for it */
+		for (int e = 0; e < n_cached; e++)
+			protect(&P, e, PROT_READ);
+		CHECK(hs__moe_forward_ref(&P.l, n, x, ids, w, ref) == 0, "%s", hs_last_error());
+		for (int e = 0; e < n_cached; e++)
+			protect(&P, e, PROT_NONE);
+		struct hs_layer_stats st;
+		int rc = hs__hybrid_forward(&h, n, x, ids, w, y, modes[m].mode, modes[m].q, &st);
+		CHECK(rc == 0, "step %d: %s", step, hs_last_error());
+		double err = rel_l2(y, ref, (size_t)n * D);
+		CHECK(err < 0.05, "%s D%d E%d K%d step %d n=%d %s q=%.1f: rel L2 %.3g", arch->name, D, E, K, step, n,
+		      hs_mode_name(modes[m].mode), modes[m].q, err);
+		CHECK(st.pairs == st.hits + st.misses_cpu + st.misses_streamed, "pairs %d != %d + %d + %d", st.pairs, st.hits,
+		      st.misses_cpu, st.misses_streamed);
+		if (modes[m].mode == HS_MODE_CPU_COMPUTE || modes[m].q == 0)
+			CHECK(st.misses_streamed == 0 && st.experts_streamed == 0, "step %d: streamed in %s", step,
+			      hs_mode_name(modes[m].mode));
+		/* stream mode leaves misses to the CPU only when no staging slot was free */
+		if (modes[m].mode == HS_MODE_PCIE_STREAM && st.misses_cpu)
+			CHECK(st.experts_streamed == st.staging_free, "stream mode: %d misses on the CPU, %d of %d free slots used",
+			      st.misses_cpu, st.experts_streamed, st.staging_free);
+		CHECK(st.wall_s > 0 && st.overlap > 0, "stats: wall %g overlap %g", st.wall_s, st.overlap);
+	}
+	/* bad input */
+	CHECK(hs__hybrid_forward(&h, max_n + 1, x, ids, w, y, HS_MODE_HYBRID, 0.5, NULL) == -EINVAL, "too many tokens");
+	CHECK(hs__hybrid_forward(&h, 1, x, ids, NULL, y, HS_MODE_HYBRID, 0.5, NULL) == -EINVAL, "ids without weights");
+	CHECK(hs__hybrid_forward(&h, 1, x, ids, w, y, HS_MODE_HYBRID, 1.5, NULL) == -EINVAL, "q 1.5");
+	ids[0] = E;
+	CHECK(hs__hybrid_forward(&h, 1, x, ids, w, y, HS_MODE_CPU_COMPUTE, 0, NULL) == -EINVAL &&
+		      strstr(hs_last_error(), "outside"),
+	      "bad id: %s", hs_last_error());
+	hs__hybrid_close(&h);
+	for (int e = 0; e < n_cached; e++)
+		protect(&P, e, PROT_READ | PROT_WRITE);
+	free_paged(&P);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+	free(ids);
+}
+
+int main(void)
+{
+	struct hs_device *d;
+	struct hs_pool *pool;
+
+	if (hs_device_open("sim", 0, &d)) {
+		fprintf(stderr, "%s\n", hs_last_error());
+		return 1;
+	}
+	if (hs__pool_create(2, NULL, 0, &pool)) {
+		fprintf(stderr, "%s\n", hs_last_error());
+		return 1;
+	}
+	run_shape(d, pool, &hs_arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4);
+	run_shape(d, pool, &hs_arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8);
+	hs__pool_free(pool);
+	hs_device_close(d);
+	return hs_test_end();
+}
