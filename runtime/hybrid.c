@@ -51,7 +51,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
 	unpinned(h->d, h->hy, h->hx_b);
-	unpinned(h->d, h->hids, h->hids_b);
+	unpinned(h->d, h->hids, 2 * h->hids_b);
 	unpinned(h->d, h->hpack, h->hpack_b);
 	if (h->qc)
 		o->queue_destroy(h->qc);
@@ -61,6 +61,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	free(h->ycpu);
 	free(h->ids_cpu);
 	free(h->route);
+	free(h->hit_slot);
 	memset(h, 0, sizeof *h);
 }
 
@@ -98,21 +99,22 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	size_t sb = o->ffn_scratch_bytes(&f);
 	if ((rc = o->alloc(d->dev, h->hx_b, &h->dx)) ||
 	    (rc = o->alloc(d->dev, (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0), &h->dxq)) ||
-	    (rc = o->alloc(d->dev, h->hids_b, &h->dids)) || (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
+	    (rc = o->alloc(d->dev, 2 * h->hids_b, &h->dids)) || (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
 	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
 		goto fail;
 	h->hx = pinned(d, h->hx_b);
 	h->hw = pinned(d, h->hw_b);
 	h->hy = pinned(d, h->hx_b);
-	h->hids = pinned(d, h->hids_b);
+	h->hids = pinned(d, 2 * h->hids_b); /* hits' ids, then the streamed experts' ids */
 	h->hpack = pinned(d, h->hpack_b);
 	size_t cs = (hs_ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
 	h->cscratch = aligned_alloc(64, cs ? cs : 64);
 	h->ycpu = malloc(h->hx_b);
 	h->ids_cpu = malloc(h->hids_b);
 	h->route = malloc(sizeof *h->route * E);
+	h->hit_slot = malloc(sizeof *h->hit_slot * (size_t)(n_cached + n_staging));
 	if (!h->hx || !h->hw || !h->hy || !h->hids || !h->hpack || !h->cscratch || !h->ycpu || !h->ids_cpu ||
-	    !h->route) {
+	    !h->route || !h->hit_slot) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -145,8 +147,9 @@ struct step {
 	enum hs_mode mode;
 	double q;
 	struct hs_layer_stats *st;
-	int streamed[256];
-	int n_streamed, n_cpu_pairs, n_gpu_pairs;
+	int streamed[256], stream_slot[256];
+	int n_streamed, n_cpu_pairs, n_hit_pairs, n_stream_pairs;
+	int n_hit_slots;          /* slots in h->hit_slot */
 	struct hs_ffn_job job;
 };
 
@@ -217,29 +220,35 @@ static int t_split(void *ctx)
 		h->route[count[2 * i + 1]] = 2;
 	}
 	free(count);
-	s->n_cpu_pairs = s->n_gpu_pairs = 0;
+	s->n_cpu_pairs = s->n_hit_pairs = s->n_stream_pairs = 0;
 	memset(s->st, 0, sizeof *s->st);
+	int32_t *stream_ids = h->hids + h->hids_b / sizeof(int32_t);
 	for (int p = 0; p < P; p++) {
 		int e = h->hids[p];
-		if (e < 0) {
-			h->ids_cpu[p] = -1;
+		h->ids_cpu[p] = stream_ids[p] = -1;
+		if (e < 0)
 			continue;
-		}
 		s->st->pairs++;
-		if (h->route[e]) { /* device: the CPU side masks it */
-			h->ids_cpu[p] = -1;
-			s->n_gpu_pairs++;
-			if (h->route[e] == 1)
-				s->st->hits++;
-			else
-				s->st->misses_streamed++;
-		} else { /* CPU: the device side masks it */
+		if (h->route[e] == 1) { /* a hit: only the device's first launch reads it */
+			s->n_hit_pairs++;
+			s->st->hits++;
+		} else if (h->route[e] == 2) { /* streamed: the device's second launch */
+			stream_ids[p] = e;
+			h->hids[p] = -1;
+			s->n_stream_pairs++;
+			s->st->misses_streamed++;
+		} else { /* the CPU's: both device launches mask it */
 			h->ids_cpu[p] = e;
 			h->hids[p] = -1;
 			s->n_cpu_pairs++;
 			s->st->misses_cpu++;
 		}
 	}
+	/* the slots the hits are read from, released after the first launch */
+	s->n_hit_slots = 0;
+	for (int e = 0; e < E; e++)
+		if (h->route[e] == 1)
+			h->hit_slot[s->n_hit_slots++] = h->slots->slot_of_host[e];
 	s->st->experts_streamed = s->n_streamed;
 	s->st->staging_free = free_staging;
 	s->st->pcie_bytes = (uint64_t)s->n_streamed * h->pack.bytes;
@@ -261,13 +270,25 @@ static int t_stream(void *ctx)
 		hs__expert_pack(h->l, s->streamed[i], &h->pack, src);
 		if ((rc = hs_slots_upload(h->slots, slot, s->streamed[i], src, h->qx, h->qc)))
 			return rc;
+		s->stream_slot[i] = slot;
 	}
 	/* the pinned staging is reused next step: the copies must be done */
 	return s->n_streamed ? h->d->ops->queue_sync(h->qx) : 0;
 }
 
-/* GPU lane: hits and streamed misses */
-static int t_gpu(void *ctx)
+static struct hs_dev_ffn device_ffn(struct step *s, const void *ids)
+{
+	struct hs_hybrid *h = s->h;
+	const struct hs_moe_layer *l = h->l;
+	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = l->n_embd, .n_ff = l->n_ff,
+				.n_experts = l->n_experts, .n_used = l->n_used, .pack = h->pack, .pool = h->slots->pool,
+				.pool_stride = h->pack.bytes, .slot_of = h->slots->slot_of, .n = s->n, .xq = h->dxq,
+				.ids = ids, .weights = h->dw, .y = h->dy, .scratch = h->dscratch };
+	return f;
+}
+
+/* GPU lane, first launch: the hits, while the copy lane streams */
+static int t_gpu_hits(void *ctx)
 {
 	struct step *s = ctx;
 	struct hs_hybrid *h = s->h;
@@ -276,24 +297,48 @@ static int t_gpu(void *ctx)
 	const size_t xb = sizeof(float) * (size_t)s->n * l->n_embd, P = (size_t)s->n * l->n_used;
 	int rc;
 
-	if (!s->n_gpu_pairs) {
+	if (!s->n_hit_pairs && !s->n_stream_pairs)
+		return 0;
+	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dx, h->hx, xb)) ||
+	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dw, h->hw, sizeof(float) * P)) || (rc = o->zero(h->qc, h->dy, xb)) ||
+	    (rc = o->quantize(h->qc, h->dx, s->n, l->n_embd, h->dxq)))
+		return rc;
+	if (!s->n_hit_pairs)
+		return 0;
+	struct hs_dev_ffn f = device_ffn(s, h->dids);
+	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) || (rc = o->ffn(h->qc, &f)))
+		return rc;
+	/* the slots this launch reads are not reused before it has finished */
+	for (int i = 0; i < s->n_hit_slots; i++)
+		if ((rc = hs_slots_release(h->slots, h->hit_slot[i], h->qc)))
+			return rc;
+	return 0;
+}
+
+/* GPU lane, second launch: the streamed misses once their copies are in;
+ * then the output comes back */
+static int t_gpu_stream(void *ctx)
+{
+	struct step *s = ctx;
+	struct hs_hybrid *h = s->h;
+	const struct hs_dev_ops *o = h->d->ops;
+	const size_t xb = sizeof(float) * (size_t)s->n * h->l->n_embd, P = (size_t)s->n * h->l->n_used;
+	int rc;
+
+	if (!s->n_hit_pairs && !s->n_stream_pairs) {
 		memset(h->hy, 0, xb);
 		return 0;
 	}
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = l->n_embd, .n_ff = l->n_ff,
-				.n_experts = l->n_experts, .n_used = l->n_used, .pack = h->pack, .pool = h->slots->pool,
-				.pool_stride = h->pack.bytes, .slot_of = h->slots->slot_of, .n = s->n, .xq = h->dxq,
-				.ids = h->dids, .weights = h->dw, .y = h->dy, .scratch = h->dscratch };
-	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dx, h->hx, xb)) ||
-	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) ||
-	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dw, h->hw, sizeof(float) * P)) || (rc = o->zero(h->qc, h->dy, xb)) ||
-	    (rc = o->quantize(h->qc, h->dx, s->n, l->n_embd, h->dxq)) || (rc = o->ffn(h->qc, &f)))
-		return rc;
-	/* the slots this launch reads are not reused before it has finished */
-	for (int sl = 0; sl < h->slots->n_slots; sl++) {
-		int e = h->slots->expert_in[sl];
-		if (e >= 0 && h->route[e] && (rc = hs_slots_release(h->slots, sl, h->qc)))
+	if (s->n_stream_pairs) {
+		uint8_t *dids2 = (uint8_t *)h->dids + h->hids_b;
+		struct hs_dev_ffn f = device_ffn(s, dids2);
+		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dids2, h->hids + h->hids_b / sizeof(int32_t),
+					  sizeof(int32_t) * P)) ||
+		    (rc = o->ffn(h->qc, &f)))
 			return rc;
+		for (int i = 0; i < s->n_streamed; i++)
+			if ((rc = hs_slots_release(h->slots, s->stream_slot[i], h->qc)))
+				return rc;
 	}
 	if ((rc = o->copy_d2h(h->qc, h->hy, h->dy, xb)))
 		return rc;
@@ -364,15 +409,19 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 	memset(&s, 0, sizeof s);
 	s = (struct step){ .h = h, .n = n, .x = x, .ids = ids, .weights = weights, .y = y, .mode = mode, .q = q,
 			   .st = st ? st : &local };
-	/* 0 split -> 1 stream (copy) -> 2 device (gpu); 0 -> 3 cpu; 2, 3 -> 4 combine */
-	struct hs_task t[5] = {
+	/* 0 split; 1 stream (copy lane) and 2 hits (gpu lane) after it; 3 the
+	 * streamed misses (gpu) after both; 4 cpu misses after the split; 5
+	 * combine after 3 and 4 */
+	struct hs_task t[6] = {
 		{ .lane = HS_LANE_HOST, .run = t_split, .ctx = &s, .name = "split" },
 		{ .lane = HS_LANE_COPY, .run = t_stream, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "stream" },
-		{ .lane = HS_LANE_GPU, .run = t_gpu, .ctx = &s, .n_deps = 2, .deps = { 0, 1 }, .name = "device ffn" },
-		{ .lane = HS_LANE_CPU, .run = t_cpu, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "cpu ffn" },
-		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 2, 3 }, .name = "combine" },
+		{ .lane = HS_LANE_GPU, .run = t_gpu_hits, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "device hits" },
+		{ .lane = HS_LANE_GPU, .run = t_gpu_stream, .ctx = &s, .n_deps = 2, .deps = { 1, 2 },
+		  .name = "device streamed" },
+		{ .lane = HS_LANE_CPU, .run = t_cpu, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "cpu misses" },
+		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 3, 4 }, .name = "combine" },
 	};
-	int rc = hs__graph_run(t, 5, &gs);
+	int rc = hs__graph_run(t, 6, &gs);
 	s.st->wall_s = gs.wall_s;
 	memcpy(s.st->busy_s, gs.busy_s, sizeof gs.busy_s);
 	s.st->overlap = gs.overlap;

@@ -46,6 +46,7 @@ struct hs_hybrid {
 	float *ycpu;
 	int32_t *ids_cpu;
 	int *route;                     /* per expert: 0 cpu, 1 device (hit), 2 streamed this step */
+	int *hit_slot;                  /* slots read by this step's hits */
 };
 
 /* Sets up the device side of layer l for batches of up to max_n tokens:
