@@ -387,6 +387,53 @@ int hs_plan_load(const char *path, struct hs_plan *out);
 const char *hs_placement_name(enum hs_placement p);
 const char *hs_mode_name(enum hs_mode m);
 
+/* ---- the hybrid runtime ------------------------------------------------------ */
+
+typedef struct hs_runtime hs_runtime;
+
+struct hs_runtime_opts {
+	const char *device;        /* "sim", "cuda", or NULL ($HOTSET_DEVICE, else cuda if present, else sim) */
+	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
+	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
+	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
+	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's */
+	int max_tokens;            /* the largest batch forward() gets (default 512) */
+	int threads;               /* CPU workers (default: the plan's) */
+	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */
+	hs_progress_fn progress;   /* loading progress, may be NULL */
+	void *progress_ctx;
+};
+
+/* What one layer did over all forward() calls so far. */
+struct hs_layer_report {
+	int layer;
+	enum hs_placement placement;
+	int slots;
+	int cpu_only;              /* no device side (degraded or planned without a GPU) */
+	int os_node;               /* node of its host experts, -1 = none */
+	uint64_t host_expert_bytes;        /* host copy of its experts */
+	uint64_t node_bytes[HS_MAX_NODES]; /* where those pages are, by node number (measured) */
+	long steps, pairs, hits, misses_cpu, misses_streamed, admitted;
+	uint64_t host_bytes_read, pcie_bytes;
+	double wall_s, busy_s[4];  /* lanes: host, cpu, gpu, copy */
+};
+
+/* Loads a model for hybrid execution: host experts read into memory on the
+ * plan's node, resident experts uploaded, cache and staging slots set up.
+ * A device that cannot be opened or holds less than planned degrades
+ * layers to the CPU with a warning (hs_runtime_warnings()); never aborts.
+ * Free with hs_runtime_close(). */
+int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, hs_runtime **out);
+void hs_runtime_close(hs_runtime *rt);
+/* One MoE layer (block index) for n tokens: y = the layer's MoE output
+ * (ids/weights NULL: its router).  Not thread-safe: one caller at a time. */
+int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
+		       float *y);
+/* Report of a layer; -EINVAL if it is not a MoE layer. */
+int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_report *out);
+/* Lines saying what was loaded where and what was lost; owned by rt. */
+const char *hs_runtime_describe(const hs_runtime *rt);
+
 /* ---- sharing the GPU ------------------------------------------------------ */
 
 /* Reports a device's free and total memory (the real one asks CUDA; tests

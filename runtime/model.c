@@ -22,6 +22,7 @@ struct hs_model {
 	struct hs_gguf *g;
 	struct hs_model_info info;
 	char *arch, *name;
+	char *path;
 	struct layer *layers;
 };
 
@@ -35,6 +36,7 @@ void hs_model_free(hs_model *m)
 	free(m->layers);
 	free(m->arch);
 	free(m->name);
+	free(m->path);
 	free(m);
 }
 
@@ -179,6 +181,10 @@ int hs_model_open(const char *path, hs_model **out)
 	if (!m)
 		return hs__error(ENOMEM, "%s: out of memory", path);
 	in = &m->info;
+	if (!(m->path = strdup(path))) {
+		rc = hs__error(ENOMEM, "%s: out of memory", path);
+		goto out_free;
+	}
 	if ((rc = hs__gguf_open(path, &m->g)))
 		goto out_free;
 	if ((rc = hs__gguf_get_str(m->g, "general.architecture", &s))) {
@@ -371,4 +377,9 @@ out:
 const char *hs_cpu_kernels_name(void)
 {
 	return hs__kernels_best()->name;
+}
+
+const char *hs__model_path(const hs_model *m)
+{
+	return m->path;
 }

@@ -9,5 +9,7 @@
 /* The kernel view of MoE layer `layer`, or NULL if it is not one. */
 const struct hs_moe_layer *hs__model_layer(const hs_model *m, int layer);
 const struct hs_gguf *hs__model_gguf(const hs_model *m);
+/* The path the model was opened from. */
+const char *hs__model_path(const hs_model *m);
 
 #endif

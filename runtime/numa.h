@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_kernels/moe.h"
+#include "hotset.h"
+
 /* bytes of memory bound to node os_node (pages are placed on first touch;
  * the caller touches them from any thread).  NULL with a message. */
 void *hs__numa_alloc_on(int os_node, size_t bytes);
@@ -19,5 +22,22 @@ int hs__numa_available(int os_node, uint64_t *bytes);
 int hs__bind_thread(const int *cpus, int n);
 /* Binds it to every CPU again. */
 int hs__unbind_thread(void);
+
+/* A layer's expert tensors (weights and biases) copied from the model
+ * file into memory bound to one node, and the kernel view of that copy
+ * (router and the rest still point into the model's mapping). */
+struct hs_host_layer {
+	struct hs_moe_layer l;
+	uint8_t *mem;
+	size_t bytes;
+	int os_node;
+	uint64_t node_bytes[HS_MAX_NODES]; /* where the pages are, measured (sampled) */
+};
+int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_host_layer *out);
+void hs__host_layer_free(struct hs_host_layer *h);
+
+/* Where the pages of [p, p + bytes) live: bytes per node (sampled), by
+ * node number. */
+int hs__numa_where(const void *p, size_t bytes, uint64_t *node_bytes, int max_nodes);
 
 #endif

@@ -30,6 +30,21 @@ for L in 0 1; do
 		expect_grep "sim says sim $L" '^run-layer: layer [01], 4 tokens on device sim \(' &&
 		expect_ok "compare sim $L" "$CMP" "$TMP/d$L.npy" "$M/y-h256-n4-layer$L.npy" 5e-2
 done
+# the hybrid runtime: both layers on the host (no cache), each mode on the
+# sim device; the host experts are reported on node 0
+HOTSET_PROFILES="$top_srcdir/profiles" expect_ok "plan for runtime" "$HOTSET" plan --model "$M/gptoss-tiny-h256-e32.gguf" \
+	--profile gpu8g-ram96g --host-layers 2 --no-cache -o "$TMP/plan.json"
+for mode in cpu stream hybrid auto; do
+	expect_ok "run-layer --mode $mode" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 1 \
+		--input "$M/x-h256-n4.npy" --output "$TMP/m$mode.npy" --device sim --mode $mode --plan "$TMP/plan.json" &&
+		expect_grep "mode $mode placed" 'layer 1: host, 0 slots; host experts [0-9.]+ MiB placed on node 0 \(measured there' &&
+		expect_grep "mode $mode says sim" '^device: sim' &&
+		expect_ok "compare mode $mode" "$CMP" "$TMP/m$mode.npy" "$M/y-h256-n4-layer1.npy" 5e-2
+done
+expect_fail "bad mode" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 1 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/mx.npy" --mode fast
+expect_fail "plan without mode" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 1 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/mx.npy" --plan "$TMP/plan.json"
 expect_fail "device unknown" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
 	--input "$M/x-h256-n4.npy" --output "$TMP/dx.npy" --device tpu
 expect_fail "device and ref" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \

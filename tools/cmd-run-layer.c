@@ -4,13 +4,15 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tools/tools.h"
 
 static void help(void)
 {
-	printf("usage: hotset run-layer --model FILE --layer L --input X.npy --output Y.npy [--ref | --device D]\n\n"
+	printf("usage: hotset run-layer --model FILE --layer L --input X.npy --output Y.npy\n"
+	       "                        [--ref | --device D | --mode M [--device D] [--plan P.json] [--q Q]]\n\n"
 	       "Runs the MoE block of one layer (router, top-k, gating, experts, weighted sum; no\n"
 	       "norm, no residual) on float32 hidden states [n, n_embd] read from X.npy and\n"
 	       "writes float32 [n, n_embd] to Y.npy. Use it to check hotset against your own\n"
@@ -24,6 +26,12 @@ static void help(void)
 	       "                  their scalar twins)\n"
 	       "  --device D      run the experts on a device instead: sim (the CPU imitating\n"
 	       "                  a device: same contract, for tests) or cuda (device 0)\n"
+	       "  --mode M        run it in the hybrid runtime: cpu (host experts on the CPU),\n"
+	       "                  stream (missed experts copied to the device), hybrid (a share\n"
+	       "                  q streamed, the rest on the CPU) or auto (the plan's modes);\n"
+	       "                  prints where the layer's experts were and what each lane did\n"
+	       "  --plan P.json   the placement (`hotset plan -o`); default: planned now\n"
+	       "  --q Q           hybrid: share of the missed experts streamed (0..1)\n"
 	       "  -h, --help      this text\n");
 }
 
@@ -33,10 +41,15 @@ int hs_cmd_run_layer(int argc, char **argv)
 		{ "model", required_argument, NULL, 'm' }, { "layer", required_argument, NULL, 'l' },
 		{ "input", required_argument, NULL, 'i' }, { "output", required_argument, NULL, 'o' },
 		{ "ref", no_argument, NULL, 'r' },         { "device", required_argument, NULL, 'd' },
+		{ "mode", required_argument, NULL, 'M' },  { "plan", required_argument, NULL, 'p' },
+		{ "q", required_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL, *device = NULL;
+	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL, *device = NULL, *mode_s = NULL,
+		   *plan = NULL;
+	double q = -1;
+	hs_runtime *rt = NULL;
 	char desc[160] = "";
 	int c, layer, rc = 1, ref = 0;
 	int64_t rows, cols;
@@ -52,6 +65,12 @@ int hs_cmd_run_layer(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'r': ref = 1; break;
 		case 'd': device = optarg; break;
+		case 'M': mode_s = optarg; break;
+		case 'p': plan = optarg; break;
+		case 'q':
+			if (hs_cli_parse_num("run-layer", "--q", optarg, 0, 1, &q))
+				return 1;
+			break;
 		case 'h': help(); return 0;
 		default: return hs_cli_usage_error("run-layer");
 		}
@@ -88,11 +107,37 @@ int hs_cmd_run_layer(int argc, char **argv)
 		goto out;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (ref && device) {
-		hs_cli_fail("run-layer", "give --ref or --device, not both");
+	if (ref && (device || mode_s)) {
+		hs_cli_fail("run-layer", "--ref runs the reference alone: no --device or --mode with it");
 		goto out;
 	}
+	if ((plan || q >= 0) && !mode_s) {
+		hs_cli_fail("run-layer", "--plan and --q go with --mode");
+		goto out;
+	}
+	if (mode_s) {
+		static const struct {
+			const char *name;
+			enum hs_mode mode;
+		} modes[] = { { "cpu", HS_MODE_CPU_COMPUTE }, { "stream", HS_MODE_PCIE_STREAM },
+			      { "hybrid", HS_MODE_HYBRID }, { "auto", HS_MODE_NONE } };
+		struct hs_runtime_opts ro = { .device = device, .plan_path = plan, .mode = HS_MODE_NONE, .q = q,
+					      .max_tokens = (int)rows, .admit_per_step = 1 };
+		size_t i = 0;
+		while (i < 4 && strcmp(modes[i].name, mode_s))
+			i++;
+		if (i == 4) {
+			hs_cli_fail("run-layer", "--mode %s: cpu, stream, hybrid or auto", mode_s);
+			goto out;
+		}
+		ro.mode = modes[i].mode;
+		if (hs_runtime_open(model, &ro, &rt)) {
+			hs_cli_fail("run-layer", "%s", hs_last_error());
+			goto out;
+		}
+	}
 	if ((ref      ? hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y)
+	     : rt     ? hs_runtime_forward(rt, layer, (int)rows, x, NULL, NULL, y)
 	     : device ? hs_moe_forward_device(m, layer, (int)rows, x, NULL, NULL, y, device, desc, sizeof desc)
 		      : hs_moe_forward_cpu(m, layer, (int)rows, x, NULL, NULL, y, 0)) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
@@ -103,7 +148,17 @@ int hs_cmd_run_layer(int argc, char **argv)
 		hs_cli_fail("run-layer", "%s", hs_last_error());
 		goto out;
 	}
-	if (device) /* what ran it is part of the result: sim output says "sim" */
+	if (rt) {
+		struct hs_layer_report r;
+		hs_runtime_layer_report(rt, layer, &r);
+		fputs(hs_runtime_describe(rt), stdout);
+		printf("run-layer: layer %d, %lld tokens, mode %s: %ld pairs, %ld hits on the device, %ld misses on the "
+		       "CPU, %ld streamed; %.1f MiB read from host memory, %.1f MiB copied to the device\n",
+		       layer, (long long)rows, mode_s, r.pairs, r.hits, r.misses_cpu, r.misses_streamed,
+		       r.host_bytes_read / 1048576.0, r.pcie_bytes / 1048576.0);
+		printf("run-layer: lanes busy (ms): host %.2f, cpu %.2f, device %.2f, copy %.2f; layer %.2f ms\n",
+		       1e3 * r.busy_s[0], 1e3 * r.busy_s[1], 1e3 * r.busy_s[2], 1e3 * r.busy_s[3], 1e3 * r.wall_s);
+	} else if (device) /* what ran it is part of the result: sim output says "sim" */
 		printf("run-layer: layer %d, %lld tokens on device %s\n", layer, (long long)rows, desc);
 	if (hs_cli.verbose)
 		fprintf(stderr, "run-layer: layer %d, %lld tokens, %s, %.3f s\n", layer, (long long)rows,
@@ -111,6 +166,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	rc = 0;
 out:
+	hs_runtime_close(rt);
 	free(x);
 	free(y);
 	hs_model_free(m);

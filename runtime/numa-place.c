@@ -1,0 +1,141 @@
+/* Host experts placed on a NUMA node: a layer's expert tensors are read
+ * from the file with large pread()s into anonymous memory bound to the node
+ * (a file mapping would put page-cache pages wherever the faulting thread
+ * runs, or leave them where an earlier reader cached them), the file's
+ * page cache for those ranges is dropped afterwards, and the placement is
+ * verified by asking the kernel where sampled pages live (move_pages with
+ * no target nodes only queries). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hotset.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+#include "runtime/numa.h"
+
+#define READ_CHUNK ((size_t)64 << 20)
+#define MAX_SAMPLES 4096
+
+static int read_range(int fd, const char *path, uint64_t off, size_t n, uint8_t *dst)
+{
+	size_t done = 0;
+	while (done < n) {
+		size_t want = n - done < READ_CHUNK ? n - done : READ_CHUNK;
+		ssize_t r = pread(fd, dst + done, want, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return hs__error(EIO, "%s: read of %zu bytes at offset %llu failed: %s", path, want,
+					 (unsigned long long)(off + done), r < 0 ? strerror(errno) : "end of file");
+		done += (size_t)r;
+	}
+	/* these bytes now live in node memory: the page cache copy is not needed */
+	posix_fadvise(fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+int hs__numa_where(const void *p, size_t bytes, uint64_t *node_bytes, int max_nodes)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (bytes + (size_t)page - 1) / (size_t)page, step = pages / MAX_SAMPLES + 1, n = 0;
+	void *addr[MAX_SAMPLES + 1];
+	int status[MAX_SAMPLES + 1];
+
+	memset(node_bytes, 0, sizeof *node_bytes * max_nodes);
+	if (!bytes)
+		return 0;
+	for (size_t i = 0; i < pages && n <= MAX_SAMPLES; i += step)
+		addr[n++] = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(page - 1)) + i * (size_t)page;
+	if (numa_available() < 0) { /* no NUMA in this kernel: everything is node 0 */
+		node_bytes[0] = bytes;
+		return 0;
+	}
+	if (move_pages(0, (unsigned long)n, addr, NULL, status, 0) != 0)
+		return hs__error(EIO, "move_pages (query): %s", strerror(errno));
+	int counted = 0;
+	uint64_t per[HS_MAX_NODES] = { 0 };
+	for (size_t i = 0; i < n; i++)
+		if (status[i] >= 0 && status[i] < max_nodes && status[i] < HS_MAX_NODES) {
+			per[status[i]]++;
+			counted++;
+		}
+	for (int j = 0; j < max_nodes && j < HS_MAX_NODES; j++)
+		node_bytes[j] = counted ? (uint64_t)((double)bytes * per[j] / n) : 0;
+	return 0;
+}
+
+int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_host_layer *out)
+{
+	const struct hs_moe_layer *l = hs__model_layer(m, layer);
+	const struct hs_gguf *g = hs__model_gguf(m);
+	const char *path = hs__model_path(m);
+	struct {
+		const void *src;
+		size_t n;
+	} part[6];
+	size_t total = 0, at = 0;
+	int fd, rc = 0;
+
+	memset(out, 0, sizeof *out);
+	if (!l)
+		return hs__error(EINVAL, "layer %d has no experts", layer);
+	const size_t E = (size_t)l->n_experts, F = (size_t)l->n_ff, D = (size_t)l->n_embd;
+	part[0].src = l->gate, part[0].n = E * l->gate_stride;
+	part[1].src = l->up, part[1].n = E * l->up_stride;
+	part[2].src = l->down, part[2].n = E * l->down_stride;
+	part[3].src = l->gate_b, part[3].n = l->gate_b ? E * F * 4 : 0;
+	part[4].src = l->up_b, part[4].n = l->up_b ? E * F * 4 : 0;
+	part[5].src = l->down_b, part[5].n = l->down_b ? E * D * 4 : 0;
+	for (int i = 0; i < 6; i++)
+		total += (part[i].n + 63) & ~(size_t)63;
+	out->mem = hs__numa_alloc_on(os_node, total);
+	if (!out->mem)
+		return -ENOMEM;
+	out->bytes = total;
+	out->os_node = os_node;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = hs__error(EIO, "%s: cannot open to place layer %d: %s", path, layer, strerror(errno));
+		goto fail;
+	}
+	const uint8_t *copy[6];
+	for (int i = 0; i < 6; i++) {
+		copy[i] = part[i].n ? out->mem + at : NULL;
+		if (part[i].n &&
+		    (rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n, out->mem + at)))
+			break;
+		at += (part[i].n + 63) & ~(size_t)63;
+	}
+	close(fd);
+	if (rc)
+		goto fail;
+	out->l = *l;
+	out->l.gate = copy[0];
+	out->l.up = copy[1];
+	out->l.down = copy[2];
+	out->l.gate_b = (const float *)(const void *)copy[3];
+	out->l.up_b = (const float *)(const void *)copy[4];
+	out->l.down_b = (const float *)(const void *)copy[5];
+	if ((rc = hs__numa_where(out->mem, out->bytes, out->node_bytes, HS_MAX_NODES)))
+		goto fail;
+	return 0;
+fail:
+	hs__numa_free(out->mem, out->bytes);
+	memset(out, 0, sizeof *out);
+	return rc;
+}
+
+void hs__host_layer_free(struct hs_host_layer *h)
+{
+	if (h->mem)
+		hs__numa_free(h->mem, h->bytes);
+	memset(h, 0, sizeof *h);
+}

@@ -1,0 +1,421 @@
+/* The hybrid runtime's public face: a model loaded with the plan's
+ * placement, each MoE layer a hybrid layer (device + CPU pool) or a CPU-only
+ * layer, forward() per layer, reports.  See README "Runtime". */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels/kernels.h"
+#include "hotset.h"
+#include "runtime/error.h"
+#include "runtime/hybrid.h"
+#include "runtime/model.h"
+#include "runtime/numa.h"
+
+struct rt_layer {
+	int moe;                      /* 1 for MoE layers */
+	struct hs_plan_layer plan;
+	struct hs_host_layer host;    /* host copy of the experts (host layers) */
+	const struct hs_moe_layer *view; /* what the CPU reads: the host copy or the model mapping */
+	int device;                   /* 1 = a hybrid layer on the device */
+	struct hs_hybrid h;
+	int *last_used;               /* [slots] step a cache slot was last hit */
+	struct hs_layer_report rep;
+};
+
+struct hs_runtime {
+	hs_model *m;
+	struct hs_device *d;
+	struct hs_pool *pool;
+	struct hs_plan plan;
+	struct hs_runtime_opts o;
+	int n_layers;
+	struct rt_layer *layers;
+	void *cscratch;               /* CPU-only layers */
+	size_t cscratch_b;
+	char *desc;
+	size_t desc_len, desc_cap;
+};
+
+static void say(hs_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(hs_runtime *rt, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof line)
+		n = sizeof line - 1;
+	if (rt->desc_len + (size_t)n + 2 > rt->desc_cap) {
+		size_t cap = rt->desc_cap ? 2 * rt->desc_cap + (size_t)n : 1024;
+		char *d = realloc(rt->desc, cap);
+		if (!d)
+			return;
+		rt->desc = d;
+		rt->desc_cap = cap;
+	}
+	memcpy(rt->desc + rt->desc_len, line, (size_t)n);
+	rt->desc_len += (size_t)n;
+	rt->desc[rt->desc_len++] = '\n';
+	rt->desc[rt->desc_len] = '\0';
+}
+
+static void progress(hs_runtime *rt, const char *what, double f)
+{
+	if (rt->o.progress)
+		rt->o.progress(what, f, rt->o.progress_ctx);
+}
+
+const char *hs_runtime_describe(const hs_runtime *rt)
+{
+	return rt->desc ? rt->desc : "";
+}
+
+void hs_runtime_close(hs_runtime *rt)
+{
+	if (!rt)
+		return;
+	for (int i = 0; rt->layers && i < rt->n_layers; i++) {
+		struct rt_layer *L = &rt->layers[i];
+		if (L->device)
+			hs__hybrid_close(&L->h);
+		hs__host_layer_free(&L->host);
+		free(L->last_used);
+	}
+	free(rt->layers);
+	hs__pool_free(rt->pool);
+	hs_device_close(rt->d);
+	hs_model_free(rt->m);
+	free(rt->cscratch);
+	free(rt->desc);
+	free(rt);
+}
+
+/* The plan: from the file, or made now for this machine and device. */
+static int get_plan(hs_runtime *rt)
+{
+	if (rt->o.plan_path)
+		return hs_plan_load(rt->o.plan_path, &rt->plan);
+	struct hs_model_desc *md = calloc(1, sizeof *md);
+	struct hs_profile *pf = calloc(1, sizeof *pf);
+	hs_topology *t = NULL;
+	int rc = -ENOMEM;
+	if (!md || !pf)
+		goto out;
+	if ((rc = hs_model_desc_from_model(rt->m, md)))
+		goto out;
+	if (rt->o.profile) {
+		*pf = *rt->o.profile;
+	} else {
+		if ((rc = hs_topology_open(NULL, &t)) || (rc = hs_profile_from_topology(t, pf)))
+			goto out;
+	}
+	struct hs_plan_opts po = { .gpu = -1, .ctx = 8192, .kv_type = HS_KV_F16, .ubatch = 512, .host_layers = -1 };
+	if (rt->d) { /* plan for the device actually opened */
+		uint64_t fr = 0, tot = 0;
+		rt->d->ops->mem_info(rt->d->dev, &fr, &tot);
+		if (pf->n_gpus == 0) {
+			pf->n_gpus = 1;
+			memset(&pf->gpus[0], 0, sizeof pf->gpus[0]);
+			pf->gpus[0].cuda_index = -1;
+		}
+		snprintf(pf->gpus[0].name, sizeof pf->gpus[0].name, "%s", rt->d->ops->describe(rt->d->dev));
+		pf->gpus[0].memory_total_bytes = tot;
+		pf->gpus[0].memory_free_bytes = fr;
+		po.gpu = 0;
+	}
+	rc = hs_plan_make(md, pf, &po, &rt->plan);
+out:
+	hs_topology_free(t);
+	free(md);
+	free(pf);
+	return rc;
+}
+
+static int setup_layer(hs_runtime *rt, int li)
+{
+	struct rt_layer *L = &rt->layers[li];
+	const struct hs_moe_layer *ml = hs__model_layer(rt->m, li);
+	const int E = ml->n_experts, K = ml->n_used;
+	int rc;
+
+	L->view = ml;
+	L->rep.layer = li;
+	L->rep.placement = L->plan.placement;
+	L->rep.os_node = -1;
+	if (L->plan.placement != HS_PLACEMENT_GPU) {
+		/* host experts on the plan's node; the model mapping if that fails */
+		int node = L->plan.n_numa_nodes ? L->plan.numa_nodes[0] : 0;
+		if ((rc = hs__host_layer_load(rt->m, li, node, &L->host)) == 0) {
+			L->view = &L->host.l;
+			L->rep.os_node = node;
+			L->rep.host_expert_bytes = L->host.bytes;
+			memcpy(L->rep.node_bytes, L->host.node_bytes, sizeof L->rep.node_bytes);
+		} else {
+			say(rt, "warning: layer %d: host experts stay in the file mapping (%s)", li, hs_last_error());
+		}
+	}
+	if (!rt->d)
+		return 0;
+	int n_cached = L->plan.placement == HS_PLACEMENT_GPU ? E : L->plan.slots;
+	int n_staging = L->plan.placement == HS_PLACEMENT_GPU ? 0 : (2 * K < E - n_cached ? 2 * K : E - n_cached);
+	if (n_cached > E - n_staging)
+		n_cached = E - n_staging;
+	if (n_cached + n_staging < 1)
+		return 0;
+	rc = hs__hybrid_open(&L->h, L->view, rt->d, rt->pool, rt->o.max_tokens, n_cached, n_staging);
+	if (rc == -ENOMEM && L->plan.placement == HS_PLACEMENT_GPU) {
+		/* not all resident: keep it on the host with what fits as cache */
+		say(rt, "warning: layer %d: the device cannot hold all %d experts (%s); it runs from host memory", li, E,
+		    hs_last_error());
+		return 0;
+	}
+	if (rc) {
+		say(rt, "warning: layer %d: no device side (%s); the CPU computes all its experts", li, hs_last_error());
+		return 0;
+	}
+	L->device = 1;
+	L->rep.slots = n_cached;
+	L->last_used = calloc(n_cached > 0 ? n_cached : 1, sizeof *L->last_used);
+	if (!L->last_used)
+		return hs__error(ENOMEM, "runtime: out of memory");
+	/* resident layers: every expert uploaded; cache layers: the first
+	 * experts until admissions replace them by use */
+	for (int s = 0; s < n_cached; s++)
+		if ((rc = hs__hybrid_cache(&L->h, s, s)))
+			return rc;
+	return 0;
+}
+
+int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, hs_runtime **out)
+{
+	hs_runtime *rt = calloc(1, sizeof *rt);
+	int rc;
+
+	*out = NULL;
+	if (!rt)
+		return hs__error(ENOMEM, "runtime: out of memory");
+	if (opts)
+		rt->o = *opts;
+	else
+		rt->o.q = -1;
+	if (rt->o.max_tokens <= 0)
+		rt->o.max_tokens = 512;
+	if (rt->o.admit_per_step < 0)
+		rt->o.admit_per_step = 0;
+	if ((rc = hs_model_open(model_path, &rt->m)))
+		goto fail;
+	const struct hs_model_info *in = hs_model_info(rt->m);
+	if (hs_device_open(rt->o.device, 0, &rt->d)) {
+		say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
+		rt->d = NULL;
+	} else {
+		say(rt, "device: %s", rt->d->ops->describe(rt->d->dev));
+	}
+	if ((rc = get_plan(rt)))
+		goto fail;
+	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && rt->o.plan_path)
+		say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
+	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
+	if ((rc = hs__pool_create(threads, NULL, 0, &rt->pool)))
+		goto fail;
+	rt->n_layers = in->n_layers;
+	rt->layers = calloc(rt->n_layers, sizeof *rt->layers);
+	if (!rt->layers) {
+		rc = hs__error(ENOMEM, "runtime: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < rt->plan.n_layers; i++) {
+		int b = rt->plan.layers[i].layer;
+		if (b < 0 || b >= rt->n_layers || !hs_model_layer_is_moe(rt->m, b)) {
+			rc = hs__error(EINVAL, "plan: layer %d is not a MoE layer of %s", b, model_path);
+			goto fail;
+		}
+		rt->layers[b].plan = rt->plan.layers[i];
+		rt->layers[b].moe = 1;
+	}
+	for (int li = 0; li < rt->n_layers; li++) {
+		if (!hs_model_layer_is_moe(rt->m, li))
+			continue;
+		if (!rt->layers[li].moe) {
+			rc = hs__error(EINVAL, "plan: it does not place MoE layer %d of %s", li, model_path);
+			goto fail;
+		}
+		char what[64];
+		snprintf(what, sizeof what, "loading layer %d", li);
+		progress(rt, what, (double)li / rt->n_layers);
+		if ((rc = setup_layer(rt, li)))
+			goto fail;
+		struct rt_layer *L = &rt->layers[li];
+		if (L->rep.os_node >= 0)
+			say(rt, "layer %d: %s, %d slots%s; host experts %.1f MiB placed on node %d (measured there: %.1f MiB)",
+			    li, hs_placement_name(L->plan.placement), L->rep.slots, L->device ? "" : " (CPU only)",
+			    L->rep.host_expert_bytes / 1048576.0, L->rep.os_node,
+			    L->rep.node_bytes[L->rep.os_node < HS_MAX_NODES ? L->rep.os_node : 0] / 1048576.0);
+		else
+			say(rt, "layer %d: %s, %d slots%s", li, hs_placement_name(L->plan.placement), L->rep.slots,
+			    L->device ? "" : " (CPU only)");
+	}
+	progress(rt, "loaded", 1.0);
+	*out = rt;
+	return 0;
+fail:
+	hs_runtime_close(rt);
+	return rc;
+}
+
+struct cpu_ctx {
+	struct hs_ffn_job *job;
+	struct hs_pool *pool;
+};
+
+static void cpu_steps(void *ctx, int ith, int nth)
+{
+	struct cpu_ctx *c = ctx;
+	hs_ffn_step_quantize(c->job, ith, nth);
+	hs__pool_barrier(c->pool);
+	hs_ffn_step_gate_up(c->job, ith, nth);
+	hs__pool_barrier(c->pool);
+	hs_ffn_step_down(c->job, ith, nth);
+}
+
+static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x, const int32_t *ids,
+		       const float *weights, float *y)
+{
+	const struct hs_moe_layer *l = L->view;
+	int32_t *rid = NULL;
+	float *rw = NULL;
+	int rc;
+	size_t need = (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63;
+
+	if (need > rt->cscratch_b) {
+		free(rt->cscratch);
+		rt->cscratch = aligned_alloc(64, need);
+		rt->cscratch_b = rt->cscratch ? need : 0;
+		if (!rt->cscratch)
+			return hs__error(ENOMEM, "runtime: no memory for CPU scratch");
+	}
+	if (!ids) {
+		rid = malloc(sizeof *rid * (size_t)n * l->n_used);
+		rw = malloc(sizeof *rw * (size_t)n * l->n_used);
+		if (!rid || !rw || (rc = hs__moe_route_ref(l, n, x, rid, rw)) != 0) {
+			free(rid);
+			free(rw);
+			return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
+		}
+		ids = rid;
+		weights = rw;
+	}
+	struct hs_ffn_job job = { .layer = l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids, .weights = weights,
+				  .y = y, .scratch = rt->cscratch };
+	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
+	if (!(rc = hs_ffn_prepare(&job))) {
+		struct cpu_ctx c = { &job, rt->pool };
+		hs__pool_run(rt->pool, cpu_steps, &c);
+		L->rep.pairs += job.n_pairs;
+		L->rep.misses_cpu += job.n_pairs;
+		L->rep.host_bytes_read += (uint64_t)job.n_active * hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, 0).bytes;
+	}
+	free(rid);
+	free(rw);
+	return rc;
+}
+
+/* LRU admission after a step: up to admit_per_step missed experts with the
+ * most pairs replace the least recently hit cache slots. */
+static void admit(hs_runtime *rt, struct rt_layer *L, int n, long step)
+{
+	struct hs_hybrid *h = &L->h;
+	const int E = L->view->n_experts, P = n * L->view->n_used;
+	if (!rt->o.admit_per_step || h->n_cached == 0)
+		return;
+	/* hits of this step refresh their slots */
+	for (int s = 0; s < h->n_cached; s++) {
+		int e = h->slots->expert_in[s];
+		if (e >= 0 && h->route[e] == 1)
+			L->last_used[s] = (int)step;
+	}
+	for (int a = 0; a < rt->o.admit_per_step; a++) {
+		int best = -1, best_count = 0;
+		for (int e = 0; e < E; e++) {
+			if (h->route[e] == 1 || h->slots->slot_of_host[e] >= 0)
+				continue;
+			int c = 0;
+			for (int p = 0; p < P; p++)
+				c += h->ids_cpu[p] == e;
+			if (c > best_count) {
+				best_count = c;
+				best = e;
+			}
+		}
+		if (best < 0)
+			return;
+		int victim = 0;
+		for (int s = 1; s < h->n_cached; s++)
+			if (L->last_used[s] < L->last_used[victim])
+				victim = s;
+		if (L->last_used[victim] == (int)step || hs__hybrid_cache(h, victim, best))
+			return; /* nothing cold to replace, or the upload failed: keep the cache as it is */
+		L->last_used[victim] = (int)step;
+		L->rep.admitted++;
+		for (int p = 0; p < P; p++) /* counted once */
+			if (h->ids_cpu[p] == best)
+				h->ids_cpu[p] = -1;
+	}
+}
+
+int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
+		       float *y)
+{
+	if (layer < 0 || layer >= rt->n_layers || !rt->layers[layer].moe)
+		return hs__error(EINVAL, "forward: layer %d is not a MoE layer (0..%d)", layer, rt->n_layers - 1);
+	if (n < 1 || n > rt->o.max_tokens)
+		return hs__error(EINVAL, "forward: %d tokens; the runtime was opened for 1..%d", n, rt->o.max_tokens);
+	struct rt_layer *L = &rt->layers[layer];
+	L->rep.steps++;
+	if (!L->device)
+		return cpu_forward(rt, L, n, x, ids, weights, y);
+	/* the mode: forced, or the plan's for this batch size */
+	enum hs_mode mode = rt->o.mode;
+	double q = rt->o.q;
+	int decode = n < rt->plan.ubatch / 16 + 1;
+	if (mode == HS_MODE_NONE) {
+		mode = decode ? rt->plan.decode_mode : rt->plan.prefill_mode;
+		if (q < 0)
+			q = decode ? rt->plan.decode_q : rt->plan.prefill_q;
+	}
+	if (mode == HS_MODE_NONE)
+		mode = HS_MODE_CPU_COMPUTE; /* a resident layer: every expert is a hit */
+	if (q < 0)
+		q = mode == HS_MODE_PCIE_STREAM ? 1 : mode == HS_MODE_HYBRID ? 0.5 : 0;
+	struct hs_layer_stats st;
+	int rc = hs__hybrid_forward(&L->h, n, x, ids, weights, y, mode, q, &st);
+	if (rc)
+		return rc;
+	L->rep.pairs += st.pairs;
+	L->rep.hits += st.hits;
+	L->rep.misses_cpu += st.misses_cpu;
+	L->rep.misses_streamed += st.misses_streamed;
+	L->rep.host_bytes_read += st.host_bytes;
+	L->rep.pcie_bytes += st.pcie_bytes;
+	L->rep.wall_s += st.wall_s;
+	for (int i = 0; i < 4; i++)
+		L->rep.busy_s[i] += st.busy_s[i];
+	admit(rt, L, n, L->rep.steps);
+	return 0;
+}
+
+int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_report *out)
+{
+	if (layer < 0 || layer >= rt->n_layers || !rt->layers[layer].moe)
+		return hs__error(EINVAL, "report: layer %d is not a MoE layer", layer);
+	*out = rt->layers[layer].rep;
+	return 0;
+}
