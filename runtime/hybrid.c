@@ -360,6 +360,12 @@ static void cpu_steps(void *ctx, int ith, int nth)
 	hs_ffn_step_down(c->job, ith, nth);
 }
 
+void hs__ffn_run_pool(struct hs_ffn_job *job, struct hs_pool *pool)
+{
+	struct cpu_ctx c = { job, pool };
+	hs__pool_run(pool, cpu_steps, &c);
+}
+
 /* CPU lane: misses from host memory on the pool */
 static int t_cpu(void *ctx)
 {
@@ -376,8 +382,7 @@ static int t_cpu(void *ctx)
 	if ((rc = hs_ffn_prepare(&s->job)))
 		return rc;
 	s->st->host_bytes = (uint64_t)s->job.n_active * h->pack.bytes;
-	struct cpu_ctx c = { &s->job, h->pool };
-	hs__pool_run(h->pool, cpu_steps, &c);
+	hs__ffn_run_pool(&s->job, h->pool);
 	return 0;
 }
 

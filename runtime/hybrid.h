@@ -65,4 +65,8 @@ int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert);
 int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t *ids, const float *weights,
 		       float *y, enum hs_mode mode, double q, struct hs_layer_stats *st);
 
+/* The fused FFN's three steps on the pool (the job prepared). */
+struct hs_ffn_job;
+void hs__ffn_run_pool(struct hs_ffn_job *job, struct hs_pool *pool);
+
 #endif

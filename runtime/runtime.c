@@ -271,21 +271,6 @@ fail:
 	return rc;
 }
 
-struct cpu_ctx {
-	struct hs_ffn_job *job;
-	struct hs_pool *pool;
-};
-
-static void cpu_steps(void *ctx, int ith, int nth)
-{
-	struct cpu_ctx *c = ctx;
-	hs_ffn_step_quantize(c->job, ith, nth);
-	hs__pool_barrier(c->pool);
-	hs_ffn_step_gate_up(c->job, ith, nth);
-	hs__pool_barrier(c->pool);
-	hs_ffn_step_down(c->job, ith, nth);
-}
-
 static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x, const int32_t *ids,
 		       const float *weights, float *y)
 {
@@ -317,8 +302,7 @@ static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x
 				  .y = y, .scratch = rt->cscratch };
 	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
 	if (!(rc = hs_ffn_prepare(&job))) {
-		struct cpu_ctx c = { &job, rt->pool };
-		hs__pool_run(rt->pool, cpu_steps, &c);
+		hs__ffn_run_pool(&job, rt->pool);
 		L->rep.pairs += job.n_pairs;
 		L->rep.misses_cpu += job.n_pairs;
 		L->rep.host_bytes_read += (uint64_t)job.n_active * hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, 0).bytes;

@@ -16,16 +16,7 @@
 
 #include "hotset.h"
 #include "tests/hs-test.h"
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-	double num = 0, den = 0;
-	for (size_t i = 0; i < n; i++) {
-		num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		den += (double)b[i] * b[i];
-	}
-	return sqrt(num / den);
-}
+#include "tests/layer-util.h"
 
 int main(void)
 {
