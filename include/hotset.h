@@ -434,6 +434,29 @@ int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_rep
 /* Lines saying what was loaded where and what was lost; owned by rt. */
 const char *hs_runtime_describe(const hs_runtime *rt);
 
+/* ---- expert cache policies ------------------------------------------------------ */
+
+enum hs_cache_policy { HS_CACHE_NONE, HS_CACHE_LRU, HS_CACHE_LFU, HS_CACHE_LFRU, HS_CACHE_STATIC, HS_CACHE_BELADY };
+
+struct hs_cache_result {
+	long accesses, hits;       /* (token, expert) pairs */
+	long admissions;           /* uploads into the cache */
+};
+
+/* Replays one layer's routing through a cache of `slots` experts: step s
+ * uses the distinct experts experts[off[s] .. off[s + 1]) with pairs[i]
+ * (token, expert) pairs each.  Misses are admitted after the step, busiest
+ * first, at most admit_cap per step (-1: no cap).  With freq (a routing
+ * profile) every policy starts warm with the `slots` experts of largest
+ * freq[e], and STATIC keeps them; without, policies start empty (STATIC
+ * needs freq).  BELADY is the offline bound from the same start: after each
+ * step it keeps the experts needed soonest, even dropping one the step used
+ * (the online policies may not), so no policy beats it.  -EINVAL for an expert outside the layer or
+ * listed twice in a step. */
+int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admit_cap, int n_steps, const int *off,
+		      const int32_t *experts, const int *pairs, const float *freq, struct hs_cache_result *out);
+const char *hs_cache_policy_name(enum hs_cache_policy p);
+
 /* ---- sharing the GPU ------------------------------------------------------ */
 
 /* Reports a device's free and total memory (the real one asks CUDA; tests
