@@ -394,6 +394,7 @@ typedef struct hs_runtime hs_runtime;
 struct hs_runtime_opts {
 	const char *device;        /* "sim", "cuda", or NULL ($HOTSET_DEVICE, else cuda if present, else sim) */
 	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
+	const char *trace_path;    /* record every forward()'s routing here (NULL: no trace) */
 	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
 	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
 	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's */
@@ -456,6 +457,39 @@ struct hs_cache_result {
 int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admit_cap, int n_steps, const int *off,
 		      const int32_t *experts, const int *pairs, const float *freq, struct hs_cache_result *out);
 const char *hs_cache_policy_name(enum hs_cache_policy p);
+
+/* ---- routing traces (docs/trace-format.md) ------------------------------------------ */
+
+typedef struct hs_trace hs_trace;
+typedef struct hs_trace_writer hs_trace_writer;
+
+/* Writes to "<path>.part"; close with keep = 1 renames it to path, keep = 0
+ * deletes it (nothing half-written is left). */
+int hs_trace_writer_open(const char *path, int n_experts, int n_used, hs_trace_writer **out);
+/* One record: ids[n_tokens][n_used] (-1 = none) and their weights. */
+int hs_trace_writer_add(hs_trace_writer *w, int step, int layer, int n_tokens, const int32_t *ids,
+			const float *weights);
+int hs_trace_writer_close(hs_trace_writer *w, int keep);
+/* Reads a whole trace; -EIO naming the byte offset of a broken record. */
+int hs_trace_load(const char *path, hs_trace **out);
+void hs_trace_free(hs_trace *t);
+void hs_trace_info(const hs_trace *t, int *n_records, int *n_experts, int *n_used);
+/* Record i; the arrays are owned by t. */
+int hs_trace_record(const hs_trace *t, int i, int *step, int *layer, int *n_tokens, const int32_t **ids,
+		    const float **weights);
+/* step,layer,token,slot,expert,weight per line, through "<path>.part". */
+int hs_trace_write_csv(const hs_trace *t, const char *path);
+/* A synthetic trace: n_layers layers of n_experts (n_used per token), each
+ * layer's popularity a Zipf curve whose top_n experts take top_share of the
+ * slots (a different hot set per layer), and with probability `locality`
+ * a token reuses an expert of the layer's previous step. */
+int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used, int steps, int tokens, int top_n,
+		      double top_share, double locality, uint64_t seed);
+
+/* Predicted decode tokens/s of a plan's MoE part when its host layers hit
+ * their GPU copies at hit_rate[i] (one per plan layer; GPU layers ignore
+ * theirs), with the plan's own figures and decode mode.  Pure. */
+double hs_plan_project(const struct hs_plan *p, const double *hit_rate);
 
 /* ---- sharing the GPU ------------------------------------------------------ */
 

@@ -251,27 +251,36 @@ struct lcost {
 	double q;      /* hybrid: share of misses streamed */
 };
 
+/* Decode seconds of one host layer by mode, from the bytes it reads from
+ * host memory (misses) and from GPU memory (hits), the rates of the CPU
+ * kernel, pinned copies, host memory and GPU memory, and the disk time of
+ * thrashing pages.  One formula for planning and for projections. */
+static void decode_costs(double miss_b, double hit_b, double Bc, double Bp, double Br, double Bg, double disk,
+			 int gpu, struct lcost *r)
+{
+	double hit_t = gpu ? hit_b / Bg : 0;
+	memset(r, 0, sizeof *r);
+	if (!gpu) {
+		r->t[HS_MODE_CPU_COMPUTE] = miss_b / Bc + disk;
+		r->t[HS_MODE_PCIE_STREAM] = r->t[HS_MODE_HYBRID] = INFINITY;
+		return;
+	}
+	r->t[HS_MODE_CPU_COMPUTE] = fmax(miss_b / Bc + disk, hit_t) + T_SYNC_S;
+	r->t[HS_MODE_PCIE_STREAM] = fmax(miss_b / Bp + disk, hit_t) + miss_b / Bg + T_SYNC_S;
+	/* both read the same DRAM: together they cannot pass its read bandwidth */
+	double rate = fmin(Bc + Bp, Br);
+	r->q = Bp / (Bp + Bc);
+	r->t[HS_MODE_HYBRID] = fmax(miss_b / rate + disk, hit_t) + T_SYNC_S;
+}
+
 /* Decode time of one host layer on node j with hit rate h.  A share
  * `thrash` of the node's host experts is over its RAM budget: the page
  * cache evicts them, so that share of the reads comes from disk. */
 static void host_decode(const struct ctx *c, int j, double h, double thrash, struct lcost *r)
 {
-	double m = c->k * (1 - h), hits = c->k * h;
-	double miss_b = m * c->S, hit_t = c->g ? hits * c->S / c->Bg : 0;
+	double miss_b = c->k * (1 - h) * c->S, hit_b = c->k * h * c->S;
 	double disk = thrash > 0 ? miss_b * thrash / (ASSUME_DISK_GBPS * 1e9) : 0;
-
-	memset(r, 0, sizeof *r);
-	if (!c->g) {
-		r->t[HS_MODE_CPU_COMPUTE] = miss_b / c->Bc[j] + disk;
-		r->t[HS_MODE_PCIE_STREAM] = r->t[HS_MODE_HYBRID] = INFINITY;
-		return;
-	}
-	r->t[HS_MODE_CPU_COMPUTE] = fmax(miss_b / c->Bc[j] + disk, hit_t) + T_SYNC_S;
-	r->t[HS_MODE_PCIE_STREAM] = fmax(miss_b / c->Bp[j] + disk, hit_t) + miss_b / c->Bg + T_SYNC_S;
-	/* both read the same DRAM: together they cannot pass its read bandwidth */
-	double rate = fmin(c->Bc[j] + c->Bp[j], c->Br[j]);
-	r->q = c->Bp[j] / (c->Bp[j] + c->Bc[j]);
-	r->t[HS_MODE_HYBRID] = fmax(miss_b / rate + disk, hit_t) + T_SYNC_S;
+	decode_costs(miss_b, hit_b, c->Bc[j], c->g ? c->Bp[j] : 1, c->Br[j], c->g ? c->Bg : 1, disk, c->g != NULL, r);
 }
 
 static double gpu_decode(const struct ctx *c)
@@ -841,4 +850,28 @@ out_free:
 	free(best);
 	free(k);
 	return rc;
+}
+
+double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
+{
+	const struct hs_plan_predicted *f = &p->predicted;
+	const double kS = p->n_host_layers ? (double)f->host_bytes_per_token / p->n_host_layers : 0;
+	const double Bc = f->cpu_kernel_gbps * 1e9, Bp = f->pcie_gbps * 1e9, Br = f->host_read_gbps * 1e9;
+	const double Bg = f->gpu_mem_gbps * 1e9;
+	const int gpu = p->gpu >= 0 && Bp > 0 && Bg > 0;
+	double t = 0;
+
+	for (int i = 0; i < p->n_layers; i++) {
+		if (p->layers[i].placement == HS_PLACEMENT_GPU) {
+			t += p->layers[i].decode_ms / 1e3;
+			continue;
+		}
+		double h = hit_rate[i] < 0 ? 0 : hit_rate[i] > 1 ? 1 : hit_rate[i];
+		struct lcost r;
+		decode_costs(kS * (1 - h), kS * h, Bc > 0 ? Bc : 1, Bp > 0 ? Bp : 1, Br > 0 ? Br : 1, Bg > 0 ? Bg : 1, 0,
+			     gpu, &r);
+		enum hs_mode m = p->decode_mode == HS_MODE_NONE ? HS_MODE_CPU_COMPUTE : p->decode_mode;
+		t += r.t[gpu ? m : HS_MODE_CPU_COMPUTE];
+	}
+	return t > 0 ? 1 / t : 0;
 }

@@ -39,6 +39,8 @@ struct hs_runtime {
 	size_t cscratch_b;
 	char *desc;
 	size_t desc_len, desc_cap;
+	hs_trace_writer *trace;
+	long trace_step;
 };
 
 static void say(hs_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -90,6 +92,8 @@ void hs_runtime_close(hs_runtime *rt)
 		free(L->last_used);
 	}
 	free(rt->layers);
+	if (rt->trace)
+		hs_trace_writer_close(rt->trace, 1);
 	hs__pool_free(rt->pool);
 	hs_device_close(rt->d);
 	hs_model_free(rt->m);
@@ -263,6 +267,17 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			say(rt, "layer %d: %s, %d slots%s", li, hs_placement_name(L->plan.placement), L->rep.slots,
 			    L->device ? "" : " (CPU only)");
 	}
+	if (rt->o.trace_path) {
+		int E = 0, K = 0;
+		for (int li = 0; li < rt->n_layers && !E; li++)
+			if (rt->layers[li].moe) {
+				E = hs__model_layer(rt->m, li)->n_experts;
+				K = hs__model_layer(rt->m, li)->n_used;
+			}
+		if ((rc = hs_trace_writer_open(rt->o.trace_path, E, K, &rt->trace)))
+			goto fail;
+		say(rt, "recording routing to %s", rt->o.trace_path);
+	}
 	progress(rt, "loaded", 1.0);
 	*out = rt;
 	return 0;
@@ -355,6 +370,9 @@ static void admit(hs_runtime *rt, struct rt_layer *L, int n, long step)
 	}
 }
 
+static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x, const int32_t *ids,
+			 const float *weights, float *y);
+
 int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
 		       float *y)
 {
@@ -363,6 +381,43 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 	if (n < 1 || n > rt->o.max_tokens)
 		return hs__error(EINVAL, "forward: %d tokens; the runtime was opened for 1..%d", n, rt->o.max_tokens);
 	struct rt_layer *L = &rt->layers[layer];
+	int32_t *rid = NULL;
+	float *rw = NULL;
+	int rc;
+	if (rt->trace) { /* route here, record, and hand the ids on */
+		if (!ids) {
+			rid = malloc(sizeof *rid * (size_t)n * L->view->n_used);
+			rw = malloc(sizeof *rw * (size_t)n * L->view->n_used);
+			if (!rid || !rw || (rc = hs__moe_route_ref(L->view, n, x, rid, rw))) {
+				free(rid);
+				free(rw);
+				return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
+			}
+			ids = rid;
+			weights = rw;
+		}
+		/* a step is one pass over the layers: it advances at the first MoE layer */
+		int first = 0;
+		while (!rt->layers[first].moe)
+			first++;
+		if (layer == first)
+			rt->trace_step++;
+		rc = hs_trace_writer_add(rt->trace, (int)rt->trace_step, layer, n, ids, weights);
+		if (rc) {
+			free(rid);
+			free(rw);
+			return rc;
+		}
+	}
+	rc = layer_forward(rt, L, n, x, ids, weights, y);
+	free(rid);
+	free(rw);
+	return rc;
+}
+
+static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x, const int32_t *ids,
+			 const float *weights, float *y)
+{
 	L->rep.steps++;
 	if (!L->device)
 		return cpu_forward(rt, L, n, x, ids, weights, y);

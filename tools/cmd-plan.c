@@ -235,7 +235,7 @@ int hs_cmd_plan(int argc, char **argv)
 		rc = hs_cli_fail("plan", "out of memory");
 		goto out;
 	}
-	optind = 1;
+	optind = 0; /* re-initialises getopt (argument permutation too) */
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;

@@ -62,7 +62,7 @@ int hs_cmd_tune(int argc, char **argv)
 
 	if (!p)
 		return hs_cli_fail("tune", "out of memory");
-	optind = 1;
+	optind = 0; /* re-initialises getopt (argument permutation too) */
 	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
