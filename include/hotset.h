@@ -395,6 +395,8 @@ struct hs_runtime_opts {
 	const char *device;        /* "sim", "cuda", or NULL ($HOTSET_DEVICE, else cuda if present, else sim) */
 	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
 	const char *trace_path;    /* record every forward()'s routing here (NULL: no trace) */
+	const char *replay_path;   /* a trace whose routing replaces the router (ids NULL in forward);
+				      each layer takes its records in order */
 	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
 	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
 	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's */

@@ -41,6 +41,8 @@ struct hs_runtime {
 	size_t desc_len, desc_cap;
 	hs_trace_writer *trace;
 	long trace_step;
+	hs_trace *replay;
+	int *replay_next;             /* per layer: the next trace record to look at */
 };
 
 static void say(hs_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -94,6 +96,8 @@ void hs_runtime_close(hs_runtime *rt)
 	free(rt->layers);
 	if (rt->trace)
 		hs_trace_writer_close(rt->trace, 1);
+	hs_trace_free(rt->replay);
+	free(rt->replay_next);
 	hs__pool_free(rt->pool);
 	hs_device_close(rt->d);
 	hs_model_free(rt->m);
@@ -278,6 +282,25 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			goto fail;
 		say(rt, "recording routing to %s", rt->o.trace_path);
 	}
+	if (rt->o.replay_path) {
+		int nr, E, K;
+		if ((rc = hs_trace_load(rt->o.replay_path, &rt->replay)))
+			goto fail;
+		hs_trace_info(rt->replay, &nr, &E, &K);
+		for (int li = 0; li < rt->n_layers; li++)
+			if (rt->layers[li].moe &&
+			    (E != hs__model_layer(rt->m, li)->n_experts || K != hs__model_layer(rt->m, li)->n_used)) {
+				rc = hs__error(EINVAL, "replay %s: %d experts, %d used; layer %d has %d and %d",
+					       rt->o.replay_path, E, K, li, hs__model_layer(rt->m, li)->n_experts,
+					       hs__model_layer(rt->m, li)->n_used);
+				goto fail;
+			}
+		if (!(rt->replay_next = calloc(rt->n_layers, sizeof *rt->replay_next))) {
+			rc = hs__error(ENOMEM, "runtime: out of memory");
+			goto fail;
+		}
+		say(rt, "routing replayed from %s (%d records)", rt->o.replay_path, nr);
+	}
 	progress(rt, "loaded", 1.0);
 	*out = rt;
 	return 0;
@@ -384,6 +407,26 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 	int32_t *rid = NULL;
 	float *rw = NULL;
 	int rc;
+	if (rt->replay && !ids) { /* the trace's next record for this layer routes */
+		int nr, E, K, step, lay, nt;
+		const int32_t *tid;
+		const float *tw;
+		hs_trace_info(rt->replay, &nr, &E, &K);
+		int i = rt->replay_next[layer];
+		for (; i < nr; i++) {
+			hs_trace_record(rt->replay, i, &step, &lay, &nt, &tid, &tw);
+			if (lay == layer)
+				break;
+		}
+		if (i == nr)
+			return hs__error(ERANGE, "replay %s: no more records for layer %d", rt->o.replay_path, layer);
+		if (nt != n)
+			return hs__error(EINVAL, "replay %s: record %d of layer %d has %d tokens, forward got %d",
+					 rt->o.replay_path, i, layer, nt, n);
+		rt->replay_next[layer] = i + 1;
+		ids = tid;
+		weights = tw;
+	}
 	if (rt->trace) { /* route here, record, and hand the ids on */
 		if (!ids) {
 			rid = malloc(sizeof *rid * (size_t)n * L->view->n_used);

@@ -40,6 +40,18 @@ expect_ok "record" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --
 expect_ok "recorded csv" "$HOTSET" trace csv "$TMP/r.trace" -o "$TMP/r.csv"
 [ "$(wc -l <"$TMP/r.csv")" -eq 17 ] || fail "recorded trace: $(wc -l <"$TMP/r.csv") lines, expected 4 tokens x 4 + 1"
 
+# replaying that trace routes the same way: the same output, bit for bit
+expect_ok "replay" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 --input "$M/x-h256-n4.npy" \
+	--output "$TMP/y2.npy" --mode cpu --device sim --replay "$TMP/r.trace"
+expect_grep "replay said" 'routing replayed from'
+cmp -s "$TMP/y.npy" "$TMP/y2.npy" || fail "replayed routing gave another output"
+expect_fail "replay other layer" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 1 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/y3.npy" --mode cpu --device sim --replay "$TMP/r.trace"
+expect_grep "replay message" 'no more records for layer 1' "$TMP/err"
+expect_fail "replay shape" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/y3.npy" --mode cpu --device sim --replay "$TMP/t.trace"
+expect_grep "replay shape message" 'record 0 of layer 0 has 2 tokens, forward got 4' "$TMP/err"
+
 # broken files: one line each
 head -c 100 "$TMP/t.trace" >"$TMP/cut.trace"
 expect_fail "truncated" "$HOTSET" trace stats "$TMP/cut.trace"

@@ -33,6 +33,7 @@ static void help(void)
 	       "  --plan P.json   the placement (`hotset plan -o`); default: planned now\n"
 	       "  --q Q           hybrid: share of the missed experts streamed (0..1)\n"
 	       "  --trace FILE    with --mode: record the layer's routing (see `hotset trace`)\n"
+	       "  --replay FILE   with --mode: route by the trace's next record for the layer\n"
 	       "  -h, --help      this text\n");
 }
 
@@ -44,11 +45,12 @@ int hs_cmd_run_layer(int argc, char **argv)
 		{ "ref", no_argument, NULL, 'r' },         { "device", required_argument, NULL, 'd' },
 		{ "mode", required_argument, NULL, 'M' },  { "plan", required_argument, NULL, 'p' },
 		{ "q", required_argument, NULL, 'q' },     { "trace", required_argument, NULL, 'T' },
+		{ "replay", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *model = NULL, *in = NULL, *out = NULL, *layer_s = NULL, *device = NULL, *mode_s = NULL,
-		   *plan = NULL, *trace = NULL;
+		   *plan = NULL, *trace = NULL, *replay = NULL;
 	double q = -1;
 	hs_runtime *rt = NULL;
 	char desc[160] = "";
@@ -68,6 +70,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 		case 'd': device = optarg; break;
 		case 'M': mode_s = optarg; break;
 		case 'T': trace = optarg; break;
+		case 'R': replay = optarg; break;
 		case 'p': plan = optarg; break;
 		case 'q':
 			if (hs_cli_parse_num("run-layer", "--q", optarg, 0, 1, &q))
@@ -113,8 +116,8 @@ int hs_cmd_run_layer(int argc, char **argv)
 		hs_cli_fail("run-layer", "--ref runs the reference alone: no --device or --mode with it");
 		goto out;
 	}
-	if ((plan || q >= 0 || trace) && !mode_s) {
-		hs_cli_fail("run-layer", "--plan, --q and --trace go with --mode");
+	if ((plan || q >= 0 || trace || replay) && !mode_s) {
+		hs_cli_fail("run-layer", "--plan, --q, --trace and --replay go with --mode");
 		goto out;
 	}
 	if (mode_s) {
@@ -123,7 +126,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 			enum hs_mode mode;
 		} modes[] = { { "cpu", HS_MODE_CPU_COMPUTE }, { "stream", HS_MODE_PCIE_STREAM },
 			      { "hybrid", HS_MODE_HYBRID }, { "auto", HS_MODE_NONE } };
-		struct hs_runtime_opts ro = { .device = device, .plan_path = plan, .trace_path = trace, .mode = HS_MODE_NONE, .q = q,
+		struct hs_runtime_opts ro = { .device = device, .plan_path = plan, .trace_path = trace, .replay_path = replay, .mode = HS_MODE_NONE, .q = q,
 					      .max_tokens = (int)rows, .admit_per_step = 1 };
 		size_t i = 0;
 		while (i < 4 && strcmp(modes[i].name, mode_s))
