@@ -403,6 +403,9 @@ struct hs_runtime_opts {
 	int max_tokens;            /* the largest batch forward() gets (default 512) */
 	int threads;               /* CPU workers (default: the plan's) */
 	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */
+	const char *cache_policy;  /* "lru" (NULL), "lfu", "lfru", "static" or "none" */
+	const float *routing_freq; /* optional [MoE layers][experts] routing profile: caches start
+				      with each layer's most used experts (static keeps them) */
 	hs_progress_fn progress;   /* loading progress, may be NULL */
 	void *progress_ctx;
 };

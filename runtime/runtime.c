@@ -24,6 +24,10 @@ struct rt_layer {
 	int device;                   /* 1 = a hybrid layer on the device */
 	struct hs_hybrid h;
 	int *last_used;               /* [slots] step a cache slot was last hit */
+	long *count;                  /* [experts] pairs routed so far (LFU) */
+	double *score;                /* [experts] recency-weighted pairs (LFRU) */
+	long *score_at;               /* [experts] step the score was decayed to */
+	int moe_index;                /* its row in the routing profile */
 	struct hs_layer_report rep;
 };
 
@@ -92,6 +96,9 @@ void hs_runtime_close(hs_runtime *rt)
 			hs__hybrid_close(&L->h);
 		hs__host_layer_free(&L->host);
 		free(L->last_used);
+		free(L->count);
+		free(L->score);
+		free(L->score_at);
 	}
 	free(rt->layers);
 	if (rt->trace)
@@ -192,13 +199,33 @@ static int setup_layer(hs_runtime *rt, int li)
 	L->device = 1;
 	L->rep.slots = n_cached;
 	L->last_used = calloc(n_cached > 0 ? n_cached : 1, sizeof *L->last_used);
-	if (!L->last_used)
+	L->count = calloc(E, sizeof *L->count);
+	L->score = calloc(E, sizeof *L->score);
+	L->score_at = calloc(E, sizeof *L->score_at);
+	if (!L->last_used || !L->count || !L->score || !L->score_at)
 		return hs__error(ENOMEM, "runtime: out of memory");
-	/* resident layers: every expert uploaded; cache layers: the first
-	 * experts until admissions replace them by use */
-	for (int s = 0; s < n_cached; s++)
-		if ((rc = hs__hybrid_cache(&L->h, s, s)))
+	/* resident layers: every expert uploaded.  Cache layers: the most used
+	 * experts of the routing profile, else the first ones, until admissions
+	 * replace them by use */
+	const float *freq = rt->o.routing_freq ? rt->o.routing_freq + (size_t)L->moe_index * E : NULL;
+	char *taken = calloc(E, 1);
+	if (!taken)
+		return hs__error(ENOMEM, "runtime: out of memory");
+	for (int s = 0; s < n_cached; s++) {
+		int e = s;
+		if (freq && L->plan.placement != HS_PLACEMENT_GPU) {
+			e = -1;
+			for (int j = 0; j < E; j++)
+				if (!taken[j] && (e < 0 || freq[j] > freq[e]))
+					e = j;
+		}
+		taken[e] = 1;
+		if ((rc = hs__hybrid_cache(&L->h, s, e))) {
+			free(taken);
 			return rc;
+		}
+	}
+	free(taken);
 	return 0;
 }
 
@@ -218,6 +245,12 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		rt->o.max_tokens = 512;
 	if (rt->o.admit_per_step < 0)
 		rt->o.admit_per_step = 0;
+	if (rt->o.cache_policy && strcmp(rt->o.cache_policy, "lru") && strcmp(rt->o.cache_policy, "lfu") &&
+	    strcmp(rt->o.cache_policy, "lfru") && strcmp(rt->o.cache_policy, "static") &&
+	    strcmp(rt->o.cache_policy, "none")) {
+		rc = hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", rt->o.cache_policy);
+		goto fail;
+	}
 	if ((rc = hs_model_open(model_path, &rt->m)))
 		goto fail;
 	const struct hs_model_info *in = hs_model_info(rt->m);
@@ -248,6 +281,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		}
 		rt->layers[b].plan = rt->plan.layers[i];
 		rt->layers[b].moe = 1;
+		rt->layers[b].moe_index = i;
 	}
 	for (int li = 0; li < rt->n_layers; li++) {
 		if (!hs_model_layer_is_moe(rt->m, li))
@@ -350,20 +384,43 @@ static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x
 	return rc;
 }
 
-/* LRU admission after a step: up to admit_per_step missed experts with the
- * most pairs replace the least recently hit cache slots. */
+/* Admission after a step: up to admit_per_step missed experts with the
+ * most pairs replace the policy's victim among the slots this step did not
+ * hit: LRU the least recently hit, LFU the fewest pairs so far, LFRU the
+ * lowest recency-weighted pairs.  Static and none admit nothing. */
+#define LFRU_DECAY 0.9
+
+static double lfru_now(const struct rt_layer *L, int e, long step)
+{
+	double s = L->score[e];
+	for (long t = L->score_at[e]; t < step && s > 0; t++)
+		s *= LFRU_DECAY;
+	return s;
+}
+
 static void admit(hs_runtime *rt, struct rt_layer *L, int n, long step)
 {
 	struct hs_hybrid *h = &L->h;
 	const int E = L->view->n_experts, P = n * L->view->n_used;
-	if (!rt->o.admit_per_step || h->n_cached == 0)
-		return;
-	/* hits of this step refresh their slots */
+	const char *pol = rt->o.cache_policy ? rt->o.cache_policy : "lru";
+	const int32_t *hit_ids = h->hids, *stream_ids = h->hids + h->hids_b / sizeof(int32_t);
+
+	/* what this step routed, wherever it ran: pairs per expert */
+	for (int p = 0; p < P; p++) {
+		int e = hit_ids[p] >= 0 ? hit_ids[p] : stream_ids[p] >= 0 ? stream_ids[p] : h->ids_cpu[p];
+		if (e < 0)
+			continue;
+		L->count[e]++;
+		L->score[e] = lfru_now(L, e, step) + 1;
+		L->score_at[e] = step;
+	}
 	for (int s = 0; s < h->n_cached; s++) {
 		int e = h->slots->expert_in[s];
 		if (e >= 0 && h->route[e] == 1)
 			L->last_used[s] = (int)step;
 	}
+	if (!rt->o.admit_per_step || h->n_cached == 0 || !strcmp(pol, "static") || !strcmp(pol, "none"))
+		return;
 	for (int a = 0; a < rt->o.admit_per_step; a++) {
 		int best = -1, best_count = 0;
 		for (int e = 0; e < E; e++) {
@@ -379,11 +436,21 @@ static void admit(hs_runtime *rt, struct rt_layer *L, int n, long step)
 		}
 		if (best < 0)
 			return;
-		int victim = 0;
-		for (int s = 1; s < h->n_cached; s++)
-			if (L->last_used[s] < L->last_used[victim])
+		int victim = -1;
+		double vv = 0;
+		for (int s = 0; s < h->n_cached; s++) {
+			int e = h->slots->expert_in[s];
+			if (L->last_used[s] == (int)step && step > 0)
+				continue; /* hit this step */
+			double v = !strcmp(pol, "lfu")	 ? (double)(e >= 0 ? L->count[e] : -1)
+				   : !strcmp(pol, "lfru") ? (e >= 0 ? lfru_now(L, e, step) : -1)
+							  : (double)L->last_used[s];
+			if (victim < 0 || v < vv) {
 				victim = s;
-		if (L->last_used[victim] == (int)step || hs__hybrid_cache(h, victim, best))
+				vv = v;
+			}
+		}
+		if (victim < 0 || hs__hybrid_cache(h, victim, best))
 			return; /* nothing cold to replace, or the upload failed: keep the cache as it is */
 		L->last_used[victim] = (int)step;
 		L->rep.admitted++;

@@ -81,6 +81,59 @@ int main(void)
 		CHECK(hs_runtime_forward(rt, 0, 5, x, NULL, NULL, y) == -EINVAL, "5 tokens accepted (max 4)");
 		hs_runtime_close(rt);
 	}
+	/* a cache of 8 slots per layer under each policy: random batches against
+	 * the reference; none and static admit nothing, the others do */
+	{
+		static struct hs_plan cp;
+		char cpath[64];
+		hs_model *mm = NULL;
+		hs_model_open(model, &mm);
+		cp = plan;
+		cp.total_slots = 0;
+		for (int i = 0; i < cp.n_layers; i++) {
+			cp.layers[i].placement = HS_PLACEMENT_HOST_CACHE;
+			cp.layers[i].slots = 8;
+			cp.total_slots += 8;
+		}
+		snprintf(cpath, sizeof cpath, "/tmp/hs-test-cplan-%d.json", (int)getpid());
+		CHECK(hs_plan_save(&cp, cpath) == 0, "%s", hs_last_error());
+		static const char *const pols[] = { "lru", "lfu", "lfru", "static", "none" };
+		float *freq = malloc(sizeof *freq * 2 * 32), ref1[4 * 256], xr[4 * 256];
+		for (int i = 0; i < 64; i++)
+			freq[i] = (float)((i * 7) % 32);
+		for (int pi = 0; pi < 5; pi++) {
+			struct hs_runtime_opts co = { .device = "sim", .plan_path = cpath, .mode = HS_MODE_HYBRID, .q = 0.3,
+						      .max_tokens = 4, .admit_per_step = 2, .cache_policy = pols[pi],
+						      .routing_freq = pi == 3 ? freq : NULL };
+			hs_runtime *crt = NULL;
+			CHECK(hs_runtime_open(model, &co, &crt) == 0, "%s: %s", pols[pi], hs_last_error());
+			if (!crt)
+				continue;
+			for (int step = 0; step < 12; step++)
+				for (int l = 0; l < 2; l++) {
+					for (int i = 0; i < 4 * 256; i++)
+						xr[i] = x[i] * (float)(1 + ((step * 31 + i * 7) % 13) - 6) / 4.0f;
+					CHECK(hs_runtime_forward(crt, l, 4, xr, NULL, NULL, y) == 0, "%s", hs_last_error());
+					CHECK(hs_moe_ref(mm, l, 4, xr, NULL, NULL, ref1) == 0, "%s", hs_last_error());
+					double e = rel_l2(y, ref1, 4 * 256);
+					CHECK(e < 0.05, "policy %s step %d layer %d: rel L2 %.3g", pols[pi], step, l, e);
+				}
+			struct hs_layer_report rp;
+			hs_runtime_layer_report(crt, 0, &rp);
+			CHECK(rp.slots == 8, "slots %d", rp.slots);
+			if (pi >= 3)
+				CHECK(rp.admitted == 0, "%s admitted %ld", pols[pi], rp.admitted);
+			else
+				CHECK(rp.admitted > 0, "%s admitted nothing", pols[pi]);
+			hs_runtime_close(crt);
+		}
+		struct hs_runtime_opts bad = { .device = "sim", .plan_path = cpath, .cache_policy = "mru" };
+		hs_runtime *brt = NULL;
+		CHECK(hs_runtime_open(model, &bad, &brt) == -EINVAL && strstr(hs_last_error(), "mru"), "%s", hs_last_error());
+		free(freq);
+		unlink(cpath);
+		hs_model_free(mm);
+	}
 	/* planned now for the sim device: the tiny model fits, all resident */
 	struct hs_runtime_opts o = { .device = "sim", .q = -1, .max_tokens = 4 };
 	hs_runtime *rt = NULL;
