@@ -7,7 +7,9 @@
  *
  * Settings ($HOTSET_SIM_*): VRAM_GIB (capacity, default 8), PCIE_GBPS
  * (copy bandwidth in GB/s, default unlimited), PCIE_US (latency per copy),
- * THREADS (CPU threads of one expert launch, default 1). */
+ * THREADS (CPU threads of one expert launch, default 1).  Fault injection
+ * for tests: FAIL_PIN=1 refuses every pinning, FAIL_FFN_AFTER=N lets N
+ * expert launches run and fails every later one (a device lost mid-run). */
 #include "config.h"
 
 #include <errno.h>
@@ -30,6 +32,8 @@ struct hs_dev {
 	uint64_t total, used;
 	double gbps, latency_s;
 	int threads;
+	int fail_pin;
+	long fail_ffn_after, ffn_launches; /* -1: never */
 	char desc[96];
 };
 
@@ -44,6 +48,7 @@ struct task {
 	hs_event *ev;
 	uint64_t gen;
 	int on_device;        /* a copy inside device memory: not over the link */
+	int lost;             /* fault injection: this launch fails */
 	int rows, cols;
 	struct hs_dev_ffn ffn;
 };
@@ -119,6 +124,8 @@ static int sim_open(int index, hs_dev **out)
 	d->gbps = env_num("HOTSET_SIM_PCIE_GBPS", 0);
 	d->latency_s = env_num("HOTSET_SIM_PCIE_US", 0) * 1e-6;
 	d->threads = (int)env_num("HOTSET_SIM_THREADS", 1);
+	d->fail_pin = env_num("HOTSET_SIM_FAIL_PIN", 0) > 0;
+	d->fail_ffn_after = getenv("HOTSET_SIM_FAIL_FFN_AFTER") ? (long)env_num("HOTSET_SIM_FAIL_FFN_AFTER", -1) : -1;
 	if (d->threads < 1)
 		d->threads = 1;
 	describe_update(d);
@@ -206,10 +213,11 @@ static void sim_free(hs_dev *d, void *ptr)
 
 static int sim_host_register(hs_dev *d, void *ptr, size_t bytes, int read_only)
 {
-	(void)d;
 	(void)read_only;
 	if (!ptr || !bytes)
 		return hs__error(EINVAL, "sim device: cannot pin an empty range");
+	if (d->fail_pin)
+		return hs__error(EIO, "sim device: pinning %zu bytes refused (fault injection)", bytes);
 	return 0; /* host memory is device memory here; the common layer keeps the ranges */
 }
 
@@ -311,6 +319,8 @@ static int run_task(hs_queue *q, struct task *t)
 		return 0;
 	}
 	case T_FFN:
+		if (t->lost)
+			return hs__error(EIO, "sim device: lost (fault injection after %ld expert launches)", d->fail_ffn_after);
 		return run_ffn(d, &t->ffn);
 	}
 	return hs__error(EINVAL, "sim queue: unknown work item");
@@ -533,7 +543,11 @@ static int sim_ffn(hs_queue *q, const struct hs_dev_ffn *f)
 		return hs__error(EINVAL, "ffn: expert type %d (the device takes MXFP4 and Q8_0)", f->type);
 	if (f->n_embd % HS_QK || f->n_ff % HS_QK)
 		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of %d", f->n_embd, f->n_ff, HS_QK);
-	return push(q, &(struct task){ .kind = T_FFN, .ffn = *f });
+	hs_dev *d = q->d;
+	pthread_mutex_lock(&d->mu);
+	int lost = d->fail_ffn_after >= 0 && d->ffn_launches++ >= d->fail_ffn_after;
+	pthread_mutex_unlock(&d->mu);
+	return push(q, &(struct task){ .kind = T_FFN, .ffn = *f, .lost = lost });
 }
 
 const struct hs_dev_ops hs_dev_sim_ops = {

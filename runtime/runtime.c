@@ -194,6 +194,7 @@ static int setup_layer(hs_runtime *rt, int li)
 	}
 	if (rc) {
 		say(rt, "warning: layer %d: no device side (%s); the CPU computes all its experts", li, hs_last_error());
+		L->rep.cpu_only = 1;
 		return 0;
 	}
 	L->device = 1;
@@ -546,8 +547,16 @@ static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float 
 		q = mode == HS_MODE_PCIE_STREAM ? 1 : mode == HS_MODE_HYBRID ? 0.5 : 0;
 	struct hs_layer_stats st;
 	int rc = hs__hybrid_forward(&L->h, n, x, ids, weights, y, mode, q, &st);
-	if (rc)
-		return rc;
+	if (rc == -EINVAL)
+		return rc; /* the caller's input */
+	if (rc) { /* the device failed: this layer continues on the CPU */
+		say(rt, "warning: layer %d: the device failed (%s); its experts run on the CPU from now on",
+		    L->rep.layer, hs_last_error());
+		hs__hybrid_close(&L->h);
+		L->device = 0;
+		L->rep.cpu_only = 1;
+		return cpu_forward(rt, L, n, x, ids, weights, y);
+	}
 	L->rep.pairs += st.pairs;
 	L->rep.hits += st.hits;
 	L->rep.misses_cpu += st.misses_cpu;

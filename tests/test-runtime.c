@@ -155,6 +155,40 @@ int main(void)
 		CHECK(hs_runtime_forward(rt, 1, 4, x, NULL, NULL, y) == 0 && rel_l2(y, ref[1], 1024) < 0.05, "cpu only");
 		hs_runtime_close(rt);
 	}
+	/* fault injection on the sim device: pinning refused, no device memory,
+	 * the device lost after 3 expert launches.  Each degrades to the CPU
+	 * with a warning line, and the output stays right. */
+	static const struct {
+		const char *var, *val, *said;
+	} faults[] = {
+		{ "HOTSET_SIM_FAIL_PIN", "1", "no device side" },
+		{ "HOTSET_SIM_VRAM_GIB", "0.0001", "no device side" },
+		{ "HOTSET_SIM_FAIL_FFN_AFTER", "3", "the device failed" },
+	};
+	for (size_t fi = 0; fi < sizeof faults / sizeof faults[0]; fi++) {
+		struct hs_runtime_opts fo = { .device = "sim", .plan_path = plan_path, .mode = HS_MODE_HYBRID, .q = 0.5,
+					      .max_tokens = 4 };
+		hs_runtime *frt = NULL;
+		setenv(faults[fi].var, faults[fi].val, 1);
+		CHECK(hs_runtime_open(model, &fo, &frt) == 0, "%s: %s", faults[fi].var, hs_last_error());
+		unsetenv(faults[fi].var);
+		if (!frt)
+			continue;
+		for (int step = 0; step < 4; step++)
+			for (int l = 0; l < 2; l++) {
+				CHECK(hs_runtime_forward(frt, l, 4, x, NULL, NULL, y) == 0, "%s: %s", faults[fi].var,
+				      hs_last_error());
+				CHECK(rel_l2(y, ref[l], 1024) < 0.05, "%s step %d layer %d: wrong output", faults[fi].var, step,
+				      l);
+			}
+		struct hs_layer_report rp;
+		hs_runtime_layer_report(frt, 1, &rp);
+		CHECK(rp.cpu_only, "%s: layer 1 not on the CPU", faults[fi].var);
+		CHECK(strstr(hs_runtime_describe(frt), faults[fi].said) != NULL, "%s: description: %s", faults[fi].var,
+		      hs_runtime_describe(frt));
+		hs_runtime_close(frt);
+	}
+
 	/* a plan for another model's layers */
 	plan.layers[1].layer = 7;
 	hs_plan_save(&plan, plan_path);
