@@ -399,7 +399,8 @@ struct hs_runtime_opts {
 				      each layer takes its records in order */
 	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
 	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
-	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's */
+	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's, or with
+				      a forced hybrid mode the live estimate B_copy / (B_copy + B_cpu) */
 	int max_tokens;            /* the largest batch forward() gets (default 512) */
 	int threads;               /* CPU workers (default: the plan's) */
 	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */

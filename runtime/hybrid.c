@@ -124,12 +124,36 @@ fail:
 	return rc ? rc : hs__error(ENOMEM, "hybrid: out of memory");
 }
 
+int hs__hybrid_can_direct(const struct hs_hybrid *h)
+{
+	const struct hs_moe_layer *l = h->l;
+	return l->pool && l->pool_stride == h->pack.bytes && !memcmp(&l->pack, &h->pack, sizeof h->pack);
+}
+
+static const uint8_t *host_block(const struct hs_hybrid *h, int e)
+{
+	return h->l->pool + (size_t)h->l->slot_of[e] * h->l->pool_stride;
+}
+
+int hs__hybrid_admit(struct hs_hybrid *h, int slot, int expert)
+{
+	if (!h->direct)
+		return hs__hybrid_cache(h, slot, expert);
+	if (slot < 0 || slot >= h->n_cached || expert < 0 || expert >= h->l->n_experts)
+		return hs__error(EINVAL, "hybrid: slot %d / expert %d", slot, expert);
+	return hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, h->qc);
+}
+
 int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert)
 {
 	if (slot < 0 || slot >= h->n_cached)
 		return hs__error(EINVAL, "hybrid: cache slot %d outside 0..%d", slot, h->n_cached - 1);
 	if (expert < 0 || expert >= h->l->n_experts)
 		return hs__error(EINVAL, "hybrid: expert %d outside 0..%d", expert, h->l->n_experts - 1);
+	if (h->direct) {
+		int rc = hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, h->qc);
+		return rc ? rc : h->d->ops->queue_sync(h->qx);
+	}
 	hs__expert_pack(h->l, expert, &h->pack, h->hpack);
 	int rc = hs_slots_upload(h->slots, slot, expert, h->hpack, h->qx, h->qc);
 	return rc ? rc : h->d->ops->queue_sync(h->qx);
@@ -261,18 +285,20 @@ static int t_stream(void *ctx)
 	struct step *s = ctx;
 	struct hs_hybrid *h = s->h;
 	for (int i = 0; i < s->n_streamed; i++) {
-		uint8_t *src = h->hpack + (size_t)i * h->pack.bytes;
+		const uint8_t *src = h->direct ? host_block(h, s->streamed[i]) : h->hpack + (size_t)i * h->pack.bytes;
 		int slot, rc, e;
 		do { /* the next staging slot that no hit of this step needs */
 			slot = h->n_cached + h->next_staging++ % h->n_staging;
 			e = h->slots->expert_in[slot];
 		} while (e >= 0 && h->route[e] != 0);
-		hs__expert_pack(h->l, s->streamed[i], &h->pack, src);
+		if (!h->direct) /* packed into pinned staging first */
+			hs__expert_pack(h->l, s->streamed[i], &h->pack, h->hpack + (size_t)i * h->pack.bytes);
 		if ((rc = hs_slots_upload(h->slots, slot, s->streamed[i], src, h->qx, h->qc)))
 			return rc;
 		s->stream_slot[i] = slot;
 	}
-	/* the pinned staging is reused next step: the copies must be done */
+	/* done when the copies are (the pinned staging is reused next step, and
+	 * the time is the live copy-speed estimate) */
 	return s->n_streamed ? h->d->ops->queue_sync(h->qx) : 0;
 }
 
@@ -409,8 +435,10 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		return hs__error(EINVAL, "hybrid: give both ids and weights, or neither");
 	if (mode != HS_MODE_CPU_COMPUTE && mode != HS_MODE_PCIE_STREAM && mode != HS_MODE_HYBRID)
 		return hs__error(EINVAL, "hybrid: mode %s", hs_mode_name(mode));
-	if (!(q >= 0 && q <= 1))
+	if (!(q <= 1) || (q < 0 && mode != HS_MODE_HYBRID))
 		return hs__error(EINVAL, "hybrid: streamed share %g outside 0..1", q);
+	if (q < 0) /* live: the share that lets both lanes finish together */
+		q = h->est_cpu_bps > 0 && h->est_copy_bps > 0 ? h->est_copy_bps / (h->est_copy_bps + h->est_cpu_bps) : 0.5;
 	memset(&s, 0, sizeof s);
 	s = (struct step){ .h = h, .n = n, .x = x, .ids = ids, .weights = weights, .y = y, .mode = mode, .q = q,
 			   .st = st ? st : &local };
@@ -427,6 +455,15 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 3, 4 }, .name = "combine" },
 	};
 	int rc = hs__graph_run(t, 6, &gs);
+	/* live speed estimates (exponential average) from what the lanes did */
+	if (!rc && t[4].t_end > t[4].t_start && s.st->host_bytes) {
+		double b = s.st->host_bytes / (t[4].t_end - t[4].t_start);
+		h->est_cpu_bps = h->est_cpu_bps > 0 ? 0.8 * h->est_cpu_bps + 0.2 * b : b;
+	}
+	if (!rc && t[1].t_end > t[1].t_start && s.st->pcie_bytes) {
+		double b = s.st->pcie_bytes / (t[1].t_end - t[1].t_start);
+		h->est_copy_bps = h->est_copy_bps > 0 ? 0.8 * h->est_copy_bps + 0.2 * b : b;
+	}
 	s.st->wall_s = gs.wall_s;
 	memcpy(s.st->busy_s, gs.busy_s, sizeof gs.busy_s);
 	s.st->overlap = gs.overlap;

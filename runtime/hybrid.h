@@ -33,6 +33,8 @@ struct hs_hybrid {
 	struct hs_slots *slots;         /* n_cached slots, then n_staging for streamed experts */
 	int n_cached, n_staging, next_staging;
 	struct hs_expert_pack pack;
+	int direct;                     /* the host view is packed and pinned: copies come straight from it */
+	double est_cpu_bps, est_copy_bps; /* live estimates: CPU expert bytes/s, copy bytes/s (0 = none yet) */
 	int max_n;
 	/* device buffers for max_n tokens */
 	void *dx, *dxq, *dids, *dw, *dy, *dscratch;
@@ -58,10 +60,20 @@ void hs__hybrid_close(struct hs_hybrid *h);
 /* Puts expert e into cache slot `slot` (from host memory, through pinned
  * staging). */
 int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert);
+/* The same, but when the host view is packed and pinned (h->direct) the
+ * copy is queued and not waited for: the compute queue waits for it, the
+ * caller does not (admissions off the critical path). */
+int hs__hybrid_admit(struct hs_hybrid *h, int slot, int expert);
+/* Whether the host view can be copied from directly (packed layout) and,
+ * pinned by the caller, use it from now on. */
+int hs__hybrid_can_direct(const struct hs_hybrid *h);
+
 /* y[n][n_embd] = the layer's MoE output for x with the given routing (ids
  * NULL: the layer's router).  mode: HS_MODE_CPU_COMPUTE (misses on the CPU),
  * HS_MODE_PCIE_STREAM (misses streamed to the device), HS_MODE_HYBRID
- * (a share q of the missed experts streamed, the rest on the CPU). */
+ * (a share q of the missed experts streamed, the rest on the CPU; q < 0:
+ * from the live estimates of both lanes' speeds, q* = B_copy / (B_copy +
+ * B_cpu), 0.5 until both were seen). */
 int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t *ids, const float *weights,
 		       float *y, enum hs_mode mode, double q, struct hs_layer_stats *st);
 

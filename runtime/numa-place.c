@@ -77,59 +77,65 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	const struct hs_moe_layer *l = hs__model_layer(m, layer);
 	const struct hs_gguf *g = hs__model_gguf(m);
 	const char *path = hs__model_path(m);
-	struct {
-		const void *src;
-		size_t n;
-	} part[6];
-	size_t total = 0, at = 0;
 	int fd, rc = 0;
 
 	memset(out, 0, sizeof *out);
 	if (!l)
 		return hs__error(EINVAL, "layer %d has no experts", layer);
-	const size_t E = (size_t)l->n_experts, F = (size_t)l->n_ff, D = (size_t)l->n_embd;
-	part[0].src = l->gate, part[0].n = E * l->gate_stride;
-	part[1].src = l->up, part[1].n = E * l->up_stride;
-	part[2].src = l->down, part[2].n = E * l->down_stride;
-	part[3].src = l->gate_b, part[3].n = l->gate_b ? E * F * 4 : 0;
-	part[4].src = l->up_b, part[4].n = l->up_b ? E * F * 4 : 0;
-	part[5].src = l->down_b, part[5].n = l->down_b ? E * D * 4 : 0;
-	for (int i = 0; i < 6; i++)
-		total += (part[i].n + 63) & ~(size_t)63;
-	out->mem = hs__numa_alloc_on(os_node, total);
-	if (!out->mem)
-		return -ENOMEM;
-	out->bytes = total;
+	/* the host copy is packed like a device slot (gate, up, down, biases
+	 * per expert), so a streamed or admitted expert is copied straight
+	 * from it, and the CPU kernels read it through the same view */
+	const int E = l->n_experts;
+	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);
+	const size_t F = (size_t)l->n_ff, D = (size_t)l->n_embd;
+	out->bytes = pack.bytes * (size_t)E;
+	out->mem = hs__numa_alloc_on(os_node, out->bytes);
+	out->identity = malloc(sizeof *out->identity * E);
+	if (!out->mem || !out->identity) {
+		rc = hs__error(ENOMEM, "layer %d: no memory for its host experts", layer);
+		goto fail;
+	}
 	out->os_node = os_node;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = hs__error(EIO, "%s: cannot open to place layer %d: %s", path, layer, strerror(errno));
 		goto fail;
 	}
-	const uint8_t *copy[6];
-	for (int i = 0; i < 6; i++) {
-		copy[i] = part[i].n ? out->mem + at : NULL;
-		if (part[i].n &&
-		    (rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n, out->mem + at)))
-			break;
-		at += (part[i].n + 63) & ~(size_t)63;
+	for (int e = 0; e < E && !rc; e++) {
+		uint8_t *blk = out->mem + (size_t)e * pack.bytes;
+		const struct {
+			const void *src;
+			size_t n, at;
+		} part[6] = {
+			{ l->gate + (size_t)e * l->gate_stride, l->gate_stride, pack.gate },
+			{ l->up + (size_t)e * l->up_stride, l->up_stride, pack.up },
+			{ l->down + (size_t)e * l->down_stride, l->down_stride, pack.down },
+			{ l->gate_b ? l->gate_b + (size_t)e * F : NULL, F * 4, pack.gate_b },
+			{ l->up_b ? l->up_b + (size_t)e * F : NULL, F * 4, pack.up_b },
+			{ l->down_b ? l->down_b + (size_t)e * D : NULL, D * 4, pack.down_b },
+		};
+		memset(blk, 0, pack.bytes);
+		for (int i = 0; i < 6 && !rc; i++)
+			if (part[i].src && (i < 3 || part[i].at))
+				rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n,
+						blk + part[i].at);
+		out->identity[e] = e;
 	}
 	close(fd);
 	if (rc)
 		goto fail;
 	out->l = *l;
-	out->l.gate = copy[0];
-	out->l.up = copy[1];
-	out->l.down = copy[2];
-	out->l.gate_b = (const float *)(const void *)copy[3];
-	out->l.up_b = (const float *)(const void *)copy[4];
-	out->l.down_b = (const float *)(const void *)copy[5];
+	out->l.gate = out->l.up = out->l.down = NULL;
+	out->l.gate_b = out->l.up_b = out->l.down_b = NULL;
+	out->l.pool = out->mem;
+	out->l.pool_stride = pack.bytes;
+	out->l.slot_of = out->identity;
+	out->l.pack = pack;
 	if ((rc = hs__numa_where(out->mem, out->bytes, out->node_bytes, HS_MAX_NODES)))
 		goto fail;
 	return 0;
 fail:
-	hs__numa_free(out->mem, out->bytes);
-	memset(out, 0, sizeof *out);
+	hs__host_layer_free(out);
 	return rc;
 }
 
@@ -137,5 +143,6 @@ void hs__host_layer_free(struct hs_host_layer *h)
 {
 	if (h->mem)
 		hs__numa_free(h->mem, h->bytes);
+	free(h->identity);
 	memset(h, 0, sizeof *h);
 }

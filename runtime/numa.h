@@ -23,13 +23,15 @@ int hs__bind_thread(const int *cpus, int n);
 /* Binds it to every CPU again. */
 int hs__unbind_thread(void);
 
-/* A layer's expert tensors (weights and biases) copied from the model
- * file into memory bound to one node, and the kernel view of that copy
- * (router and the rest still point into the model's mapping). */
+/* A layer's experts (weights and biases) copied from the model file into
+ * memory bound to one node, each packed like a device slot
+ * (hs__expert_pack_layout), and the kernel view of that copy (router and
+ * the rest still point into the model's mapping). */
 struct hs_host_layer {
 	struct hs_moe_layer l;
-	uint8_t *mem;
+	uint8_t *mem;                 /* the experts, packed like device slots */
 	size_t bytes;
+	int32_t *identity;            /* slot_of of the view: expert e is block e */
 	int os_node;
 	uint64_t node_bytes[HS_MAX_NODES]; /* where the pages are, measured (sampled) */
 };

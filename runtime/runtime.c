@@ -28,6 +28,7 @@ struct rt_layer {
 	double *score;                /* [experts] recency-weighted pairs (LFRU) */
 	long *score_at;               /* [experts] step the score was decayed to */
 	int moe_index;                /* its row in the routing profile */
+	int pinned;                   /* host.mem is pinned for DMA */
 	struct hs_layer_report rep;
 };
 
@@ -94,6 +95,8 @@ void hs_runtime_close(hs_runtime *rt)
 		struct rt_layer *L = &rt->layers[i];
 		if (L->device)
 			hs__hybrid_close(&L->h);
+		if (L->pinned)
+			hs_device_unpin(rt->d, L->host.mem, L->host.bytes);
 		hs__host_layer_free(&L->host);
 		free(L->last_used);
 		free(L->count);
@@ -199,6 +202,16 @@ static int setup_layer(hs_runtime *rt, int li)
 	}
 	L->device = 1;
 	L->rep.slots = n_cached;
+	/* host experts packed like slots: pin them and copy straight from them */
+	if (L->host.mem && hs__hybrid_can_direct(&L->h)) {
+		if (hs_device_pin(rt->d, L->host.mem, L->host.bytes, 0) == 0) {
+			L->pinned = 1;
+			L->h.direct = 1;
+		} else {
+			say(rt, "warning: layer %d: host experts not pinned (%s); streamed experts go through a staging copy",
+			    li, hs_last_error());
+		}
+	}
 	L->last_used = calloc(n_cached > 0 ? n_cached : 1, sizeof *L->last_used);
 	L->count = calloc(E, sizeof *L->count);
 	L->score = calloc(E, sizeof *L->score);
@@ -451,7 +464,7 @@ static void admit(hs_runtime *rt, struct rt_layer *L, int n, long step)
 				vv = v;
 			}
 		}
-		if (victim < 0 || hs__hybrid_cache(h, victim, best))
+		if (victim < 0 || hs__hybrid_admit(h, victim, best))
 			return; /* nothing cold to replace, or the upload failed: keep the cache as it is */
 		L->last_used[victim] = (int)step;
 		L->rep.admitted++;
@@ -543,8 +556,8 @@ static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float 
 	}
 	if (mode == HS_MODE_NONE)
 		mode = HS_MODE_CPU_COMPUTE; /* a resident layer: every expert is a hit */
-	if (q < 0)
-		q = mode == HS_MODE_PCIE_STREAM ? 1 : mode == HS_MODE_HYBRID ? 0.5 : 0;
+	if (q < 0 && mode != HS_MODE_HYBRID) /* hybrid without a q: from the live estimates */
+		q = mode == HS_MODE_PCIE_STREAM ? 1 : 0;
 	struct hs_layer_stats st;
 	int rc = hs__hybrid_forward(&L->h, n, x, ids, weights, y, mode, q, &st);
 	if (rc == -EINVAL)
