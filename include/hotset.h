@@ -425,7 +425,12 @@ struct hs_layer_report {
 	double wall_s, busy_s[4];  /* lanes: host, cpu, gpu, copy */
 };
 
-/* Loads a model for hybrid execution: host experts read into memory on the
+/* Ownership and threads: the runtime owns everything it loads; the caller
+ * owns x, ids, weights and y of each call.  One thread at a time may call
+ * a runtime (internally it runs its own lane and worker threads); separate
+ * runtimes are independent.
+ *
+ * Loads a model for hybrid execution: host experts read into memory on the
  * plan's node, resident experts uploaded, cache and staging slots set up.
  * A device that cannot be opened or holds less than planned degrades
  * layers to the CPU with a warning (hs_runtime_warnings()); never aborts.
@@ -438,6 +443,12 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 		       float *y);
 /* Report of a layer; -EINVAL if it is not a MoE layer. */
 int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_report *out);
+/* Changes the mode (HS_MODE_NONE: the plan's) and hybrid share (q < 0:
+ * the plan's or live) for later forward() calls. */
+int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q);
+/* Changes the cache policy ("lru", "lfu", "lfru", "static", "none") and
+ * the admissions per layer step for later calls. */
+int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step);
 /* Lines saying what was loaded where and what was lost; owned by rt. */
 const char *hs_runtime_describe(const hs_runtime *rt);
 

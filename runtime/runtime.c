@@ -279,8 +279,27 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && rt->o.plan_path)
 		say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
-	if ((rc = hs__pool_create(threads, NULL, 0, &rt->pool)))
-		goto fail;
+	/* workers bound to the cores of the plan's CPU node, one per core */
+	{
+		hs_topology *t = NULL;
+		int cpus[4096], n_cpus = 0;
+		if (hs_topology_open(NULL, &t) == 0) {
+			for (int i = 0; i < hs_topology_n_nodes(t); i++) {
+				const struct hs_numa_node *nd = hs_topology_node(t, i);
+				if (nd->os_index != rt->plan.cpu_node)
+					continue;
+				for (int c = 0; c < nd->n_cpus && n_cpus < 4096; c++)
+					cpus[n_cpus++] = nd->cpus[c];
+			}
+			hs_topology_free(t);
+		}
+		if (!n_cpus)
+			say(rt, "warning: node %d is not on this machine: CPU workers are not bound", rt->plan.cpu_node);
+		else
+			say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
+		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
+			goto fail;
+	}
 	rt->n_layers = in->n_layers;
 	rt->layers = calloc(rt->n_layers, sizeof *rt->layers);
 	if (!rt->layers) {
@@ -589,4 +608,25 @@ int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_rep
 		return hs__error(EINVAL, "report: layer %d is not a MoE layer", layer);
 	*out = rt->layers[layer].rep;
 	return 0;
+}
+
+int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q)
+{
+	if (mode < HS_MODE_NONE || mode > HS_MODE_HYBRID || q > 1)
+		return hs__error(EINVAL, "runtime: mode %d with q %g", mode, q);
+	rt->o.mode = mode;
+	rt->o.q = q;
+	return 0;
+}
+
+int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step)
+{
+	static const char *const known[] = { "lru", "lfu", "lfru", "static", "none" };
+	for (int i = 0; i < 5; i++)
+		if (policy && strcmp(policy, known[i]) == 0) {
+			rt->o.cache_policy = known[i];
+			rt->o.admit_per_step = admit_per_step < 0 ? 0 : admit_per_step;
+			return 0;
+		}
+	return hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", policy ? policy : "(null)");
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hotset.h"
 #include "tests/hs-test.h"
@@ -112,8 +113,49 @@ static void belady_bound(void)
 	}
 }
 
+/* a trace written and read back is the same, record by record */
+static void trace_roundtrip(void)
+{
+	char path[64];
+	hs_trace_writer *w;
+	hs_trace *t;
+	int32_t ids[3 * 4], all[20][12];
+	float wt[3 * 4];
+
+	snprintf(path, sizeof path, "/tmp/hs-test-trace-%d.trace", (int)getpid());
+	CHECK(hs_trace_writer_open(path, 16, 4, &w) == 0, "%s", hs_last_error());
+	for (int r = 0; r < 20; r++) {
+		for (int i = 0; i < 12; i++) {
+			all[r][i] = ids[i] = (int)(next() % 17) - 1;
+			wt[i] = (float)r + (float)i / 16;
+		}
+		CHECK(hs_trace_writer_add(w, r / 2, r % 2, 1 + r % 3, ids, wt) == 0, "%s", hs_last_error());
+	}
+	ids[0] = 16;
+	CHECK(hs_trace_writer_add(w, 0, 0, 1, ids, wt) == -EINVAL, "id 16 of 16 written");
+	CHECK(hs_trace_writer_close(w, 1) == 0, "%s", hs_last_error());
+	CHECK(hs_trace_load(path, &t) == 0, "%s", hs_last_error());
+	if (t) {
+		int nr, E, K;
+		hs_trace_info(t, &nr, &E, &K);
+		CHECK(nr == 20 && E == 16 && K == 4, "%d records, %d experts, %d used", nr, E, K);
+		for (int r = 0; r < nr; r++) {
+			int step, layer, n;
+			const int32_t *ri;
+			const float *rw;
+			hs_trace_record(t, r, &step, &layer, &n, &ri, &rw);
+			CHECK(step == r / 2 && layer == r % 2 && n == 1 + r % 3, "record %d: %d %d %d", r, step, layer, n);
+			for (int i = 0; i < n * 4; i++)
+				CHECK(rw[i] == (float)r + (float)i / 16 && ri[i] == all[r][i], "record %d value %d", r, i);
+		}
+		hs_trace_free(t);
+	}
+	unlink(path);
+}
+
 int main(void)
 {
+	trace_roundtrip();
 	hand_worked();
 	belady_bound();
 	return hs_test_end();

@@ -141,6 +141,30 @@ static void run_shape(struct hs_device *d, struct hs_pool *pool, const struct hs
 			      st.misses_cpu, st.experts_streamed, st.staging_free);
 		CHECK(st.wall_s > 0 && st.overlap > 0, "stats: wall %g overlap %g", st.wall_s, st.overlap);
 	}
+	/* slow queues: every device and copy item waits 3 ms first, so the CPU
+	 * lane finishes long before; nothing may be lost or reordered */
+	hs__sim_set_queue_delay(h.qc, 3000);
+	hs__sim_set_queue_delay(h.qx, 3000);
+	for (int step = 0; step < 4; step++) {
+		const int n = 7;
+		for (int i = 0; i < n * D; i++)
+			x[i] = frand();
+		for (int t = 0; t < n; t++)
+			for (int j = 0; j < K; j++) {
+				ids[t * K + j] = (int)(next() % (uint32_t)E);
+				w[t * K + j] = 0.5f;
+			}
+		for (int e = 0; e < n_cached; e++)
+			protect(&P, e, PROT_READ);
+		hs__moe_forward_ref(&P.l, n, x, ids, w, ref);
+		for (int e = 0; e < n_cached; e++)
+			protect(&P, e, PROT_NONE);
+		CHECK(hs__hybrid_forward(&h, n, x, ids, w, y, step % 2 ? HS_MODE_HYBRID : HS_MODE_PCIE_STREAM, 0.5, NULL) == 0,
+		      "%s", hs_last_error());
+		CHECK(rel_l2(y, ref, (size_t)n * D) < 0.05, "slow queues, step %d: wrong output", step);
+	}
+	hs__sim_set_queue_delay(h.qc, 0);
+	hs__sim_set_queue_delay(h.qx, 0);
 	/* bad input */
 	CHECK(hs__hybrid_forward(&h, max_n + 1, x, ids, w, y, HS_MODE_HYBRID, 0.5, NULL) == -EINVAL, "too many tokens");
 	CHECK(hs__hybrid_forward(&h, 1, x, ids, NULL, y, HS_MODE_HYBRID, 0.5, NULL) == -EINVAL, "ids without weights");

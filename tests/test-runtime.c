@@ -77,7 +77,15 @@ int main(void)
 		if (modes[mi] == HS_MODE_PCIE_STREAM)
 			CHECK(rp.misses_streamed > 0 && rp.pcie_bytes > 0, "stream mode did not stream");
 		CHECK(strstr(hs_runtime_describe(rt), "device: sim") != NULL, "describe: %s", hs_runtime_describe(rt));
+		CHECK(strstr(hs_runtime_describe(rt), "workers bound to node 0") != NULL, "describe: %s",
+		      hs_runtime_describe(rt));
 		CHECK(hs_runtime_forward(rt, 2, 4, x, NULL, NULL, y) == -EINVAL, "layer 2 accepted");
+		/* the setters: another mode and policy for the next calls, still right */
+		CHECK(hs_runtime_set_mode(rt, HS_MODE_PCIE_STREAM, 1) == 0 && hs_runtime_set_cache_policy(rt, "lfu", 1) == 0,
+		      "%s", hs_last_error());
+		CHECK(hs_runtime_forward(rt, 1, 4, x, NULL, NULL, y) == 0 && rel_l2(y, ref[1], 1024) < 0.05, "after set");
+		CHECK(hs_runtime_set_cache_policy(rt, "mru", 1) == -EINVAL && hs_runtime_set_mode(rt, HS_MODE_HYBRID, 2) == -EINVAL,
+		      "bad setters accepted");
 		CHECK(hs_runtime_forward(rt, 0, 5, x, NULL, NULL, y) == -EINVAL, "5 tokens accepted (max 4)");
 		hs_runtime_close(rt);
 	}
