@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hotset.h"
+#include "planner/planner.h"
 #include "runtime/error.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -184,6 +185,24 @@ static void figures(struct ctx *c)
 	}
 }
 
+double hs__zipf_alpha(int n, int top_n, double share)
+{
+	double lo = 0, hi = 8;
+	for (int it = 0; it < 60; it++) { /* bisection: the share grows with the exponent */
+		double a = (lo + hi) / 2, top = 0, all = 0;
+		for (int i = 0; i < n; i++) {
+			double v = pow(i + 1.0, -a);
+			all += v;
+			top += i < top_n ? v : 0;
+		}
+		if (top / all < share)
+			lo = a;
+		else
+			hi = a;
+	}
+	return (lo + hi) / 2;
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -202,24 +221,7 @@ static int curves(struct ctx *c, const struct hs_plan_opts *o)
 		free(f);
 		return hs__error(ENOMEM, "planner: no memory for %d x %d hit curves", L, E);
 	}
-	double alpha = 1.0;
-	if (!o->freq) {
-		/* Zipf exponent whose top DEFAULT_TOP of 128 take DEFAULT_TOP_SHARE */
-		double lo = 0, hi = 4;
-		for (int it = 0; it < 60; it++) {
-			double a = (lo + hi) / 2, top = 0, all = 0;
-			for (int i = 0; i < 128; i++) {
-				double v = pow(i + 1.0, -a);
-				all += v;
-				top += i < DEFAULT_TOP ? v : 0;
-			}
-			if (top / all < DEFAULT_TOP_SHARE)
-				lo = a;
-			else
-				hi = a;
-		}
-		alpha = (lo + hi) / 2;
-	}
+	const double alpha = o->freq ? 1.0 : hs__zipf_alpha(128, DEFAULT_TOP, DEFAULT_TOP_SHARE);
 	for (int l = 0; l < L; l++) {
 		double sum = 0;
 		for (int e = 0; e < E; e++) {

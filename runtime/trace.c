@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hotset.h"
+#include "planner/planner.h"
 #include "runtime/error.h"
 
 #define MAGIC "HSTRACE"
@@ -293,21 +294,7 @@ int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used,
 				 n_layers, steps, tokens, top_n, top_share, locality);
 	if ((rc = hs_trace_writer_open(path, n_experts, n_used, &w)))
 		return rc;
-	/* Zipf exponent whose top_n of n_experts take top_share */
-	double lo = 0, hi = 8;
-	for (int it = 0; it < 60; it++) {
-		double a = (lo + hi) / 2, top = 0, all = 0;
-		for (int i = 0; i < n_experts; i++) {
-			double v = pow(i + 1.0, -a);
-			all += v;
-			top += i < top_n ? v : 0;
-		}
-		if (top / all < top_share)
-			lo = a;
-		else
-			hi = a;
-	}
-	const double alpha = (lo + hi) / 2;
+	const double alpha = hs__zipf_alpha(n_experts, top_n, top_share);
 	double *cdf = malloc(sizeof *cdf * n_experts);
 	int *perm = malloc(sizeof *perm * (size_t)n_layers * n_experts);
 	int32_t *ids = malloc(sizeof *ids * (size_t)tokens * n_used), *prev = malloc(sizeof *prev * (size_t)n_layers * tokens * n_used);
