@@ -51,7 +51,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
 	unpinned(h->d, h->hy, h->hx_b);
-	unpinned(h->d, h->hids, 2 * h->hids_b);
+	unpinned(h->d, h->hids, (size_t)(2 + h->n_staging) * h->hids_b);
 	unpinned(h->d, h->hpack, h->hpack_b);
 	if (h->qc)
 		o->queue_destroy(h->qc);
@@ -99,13 +99,15 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	size_t sb = o->ffn_scratch_bytes(&f);
 	if ((rc = o->alloc(d->dev, h->hx_b, &h->dx)) ||
 	    (rc = o->alloc(d->dev, (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0), &h->dxq)) ||
-	    (rc = o->alloc(d->dev, 2 * h->hids_b, &h->dids)) || (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
+	    (rc = o->alloc(d->dev, (size_t)(2 + n_staging) * h->hids_b, &h->dids)) ||
+	    (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
 	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
 		goto fail;
 	h->hx = pinned(d, h->hx_b);
 	h->hw = pinned(d, h->hw_b);
 	h->hy = pinned(d, h->hx_b);
-	h->hids = pinned(d, 2 * h->hids_b); /* hits' ids, then the streamed experts' ids */
+	/* hits' ids, all streamed pairs' ids, then one list per streamed expert */
+	h->hids = pinned(d, (size_t)(2 + n_staging) * h->hids_b);
 	h->hpack = pinned(d, h->hpack_b);
 	size_t cs = (hs_ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
 	h->cscratch = aligned_alloc(64, cs ? cs : 64);
@@ -280,26 +282,44 @@ static int t_split(void *ctx)
 }
 
 /* copy lane: streamed experts into staging slots */
+static struct hs_dev_ffn device_ffn(struct step *s, const void *ids);
+
+/* copy lane: each streamed expert into a staging slot, and its launch
+ * queued right behind its copy, so the device computes expert i while
+ * expert i + 1 is on the way (the hits' launch is already queued) */
 static int t_stream(void *ctx)
 {
 	struct step *s = ctx;
 	struct hs_hybrid *h = s->h;
+	const struct hs_dev_ops *o = h->d->ops;
+	const size_t P = (size_t)s->n * h->l->n_used, W = h->hids_b / sizeof(int32_t);
+	const int32_t *all = h->hids + W;
 	for (int i = 0; i < s->n_streamed; i++) {
-		const uint8_t *src = h->direct ? host_block(h, s->streamed[i]) : h->hpack + (size_t)i * h->pack.bytes;
+		const int ex = s->streamed[i];
+		const uint8_t *src = h->direct ? host_block(h, ex) : h->hpack + (size_t)i * h->pack.bytes;
 		int slot, rc, e;
 		do { /* the next staging slot that no hit of this step needs */
 			slot = h->n_cached + h->next_staging++ % h->n_staging;
 			e = h->slots->expert_in[slot];
 		} while (e >= 0 && h->route[e] != 0);
 		if (!h->direct) /* packed into pinned staging first */
-			hs__expert_pack(h->l, s->streamed[i], &h->pack, h->hpack + (size_t)i * h->pack.bytes);
-		if ((rc = hs_slots_upload(h->slots, slot, s->streamed[i], src, h->qx, h->qc)))
+			hs__expert_pack(h->l, ex, &h->pack, h->hpack + (size_t)i * h->pack.bytes);
+		if ((rc = hs_slots_upload(h->slots, slot, ex, src, h->qx, h->qc)))
 			return rc;
 		s->stream_slot[i] = slot;
+		/* this expert's pairs alone, launched once its copy is in */
+		int32_t *mine = h->hids + (size_t)(2 + i) * W;
+		for (size_t p = 0; p < P; p++)
+			mine[p] = all[p] == ex ? ex : -1;
+		uint8_t *dmine = (uint8_t *)h->dids + (size_t)(2 + i) * h->hids_b;
+		struct hs_dev_ffn f = device_ffn(s, dmine);
+		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dmine, mine, sizeof(int32_t) * P)) || (rc = o->ffn(h->qc, &f)) ||
+		    (rc = hs_slots_release(h->slots, slot, h->qc)))
+			return rc;
 	}
 	/* done when the copies are (the pinned staging is reused next step, and
 	 * the time is the live copy-speed estimate) */
-	return s->n_streamed ? h->d->ops->queue_sync(h->qx) : 0;
+	return s->n_streamed ? o->queue_sync(h->qx) : 0;
 }
 
 static struct hs_dev_ffn device_ffn(struct step *s, const void *ids)
@@ -341,30 +361,18 @@ static int t_gpu_hits(void *ctx)
 	return 0;
 }
 
-/* GPU lane, second launch: the streamed misses once their copies are in;
- * then the output comes back */
-static int t_gpu_stream(void *ctx)
+/* GPU lane, last: the output comes back once every launch has run */
+static int t_gpu_done(void *ctx)
 {
 	struct step *s = ctx;
 	struct hs_hybrid *h = s->h;
 	const struct hs_dev_ops *o = h->d->ops;
-	const size_t xb = sizeof(float) * (size_t)s->n * h->l->n_embd, P = (size_t)s->n * h->l->n_used;
+	const size_t xb = sizeof(float) * (size_t)s->n * h->l->n_embd;
 	int rc;
 
 	if (!s->n_hit_pairs && !s->n_stream_pairs) {
 		memset(h->hy, 0, xb);
 		return 0;
-	}
-	if (s->n_stream_pairs) {
-		uint8_t *dids2 = (uint8_t *)h->dids + h->hids_b;
-		struct hs_dev_ffn f = device_ffn(s, dids2);
-		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dids2, h->hids + h->hids_b / sizeof(int32_t),
-					  sizeof(int32_t) * P)) ||
-		    (rc = o->ffn(h->qc, &f)))
-			return rc;
-		for (int i = 0; i < s->n_streamed; i++)
-			if ((rc = hs_slots_release(h->slots, s->stream_slot[i], h->qc)))
-				return rc;
 	}
 	if ((rc = o->copy_d2h(h->qc, h->hy, h->dy, xb)))
 		return rc;
@@ -442,15 +450,15 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 	memset(&s, 0, sizeof s);
 	s = (struct step){ .h = h, .n = n, .x = x, .ids = ids, .weights = weights, .y = y, .mode = mode, .q = q,
 			   .st = st ? st : &local };
-	/* 0 split; 1 stream (copy lane) and 2 hits (gpu lane) after it; 3 the
-	 * streamed misses (gpu) after both; 4 cpu misses after the split; 5
-	 * combine after 3 and 4 */
+	/* 0 split; 1 the hits' launch (queued, not waited for); 2 the streamed
+	 * experts, each copied then launched (after 1: the output is zeroed and
+	 * the activations quantized by then); 3 the output back, after the
+	 * device ran everything; 4 the CPU's misses after the split; 5 combine */
 	struct hs_task t[6] = {
 		{ .lane = HS_LANE_HOST, .run = t_split, .ctx = &s, .name = "split" },
-		{ .lane = HS_LANE_COPY, .run = t_stream, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "stream" },
 		{ .lane = HS_LANE_GPU, .run = t_gpu_hits, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "device hits" },
-		{ .lane = HS_LANE_GPU, .run = t_gpu_stream, .ctx = &s, .n_deps = 2, .deps = { 1, 2 },
-		  .name = "device streamed" },
+		{ .lane = HS_LANE_COPY, .run = t_stream, .ctx = &s, .n_deps = 1, .deps = { 1 }, .name = "stream" },
+		{ .lane = HS_LANE_GPU, .run = t_gpu_done, .ctx = &s, .n_deps = 1, .deps = { 2 }, .name = "device done" },
 		{ .lane = HS_LANE_CPU, .run = t_cpu, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "cpu misses" },
 		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 3, 4 }, .name = "combine" },
 	};
@@ -460,8 +468,8 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		double b = s.st->host_bytes / (t[4].t_end - t[4].t_start);
 		h->est_cpu_bps = h->est_cpu_bps > 0 ? 0.8 * h->est_cpu_bps + 0.2 * b : b;
 	}
-	if (!rc && t[1].t_end > t[1].t_start && s.st->pcie_bytes) {
-		double b = s.st->pcie_bytes / (t[1].t_end - t[1].t_start);
+	if (!rc && t[2].t_end > t[2].t_start && s.st->pcie_bytes) {
+		double b = s.st->pcie_bytes / (t[2].t_end - t[2].t_start);
 		h->est_copy_bps = h->est_copy_bps > 0 ? 0.8 * h->est_copy_bps + 0.2 * b : b;
 	}
 	s.st->wall_s = gs.wall_s;
