@@ -47,6 +47,10 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	o->free(h->d->dev, h->dw);
 	o->free(h->d->dev, h->dy);
 	o->free(h->d->dev, h->dscratch);
+	for (int i = 0; h->ev && i < 2 * (1 + h->n_staging); i++)
+		if (h->ev[i])
+			o->event_destroy(h->ev[i]);
+	free(h->ev);
 	hs_slots_free(h->slots);
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
@@ -94,6 +98,13 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 		goto fail;
 	if ((rc = hs_slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
 		goto fail;
+	if (!(h->ev = calloc((size_t)2 * (1 + n_staging), sizeof *h->ev))) {
+		rc = hs__error(ENOMEM, "hybrid: out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < 2 * (1 + n_staging); i++)
+		if ((rc = o->event_create(d->dev, &h->ev[i])))
+			goto fail;
 	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
 				.n_used = K, .n = max_n };
 	size_t sb = o->ffn_scratch_bytes(&f);
@@ -176,6 +187,8 @@ struct step {
 	int streamed[256], stream_slot[256];
 	int n_streamed, n_cpu_pairs, n_hit_pairs, n_stream_pairs;
 	int n_hit_slots;          /* slots in h->hit_slot */
+	char timed[257];          /* launch k was bracketed by h->ev[2k], h->ev[2k + 1] */
+	double device_s;          /* the device's time in expert launches */
 	struct hs_ffn_job job;
 };
 
@@ -313,9 +326,11 @@ static int t_stream(void *ctx)
 			mine[p] = all[p] == ex ? ex : -1;
 		uint8_t *dmine = (uint8_t *)h->dids + (size_t)(2 + i) * h->hids_b;
 		struct hs_dev_ffn f = device_ffn(s, dmine);
-		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dmine, mine, sizeof(int32_t) * P)) || (rc = o->ffn(h->qc, &f)) ||
-		    (rc = hs_slots_release(h->slots, slot, h->qc)))
+		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dmine, mine, sizeof(int32_t) * P)) ||
+		    (rc = o->event_record(h->ev[2 + 2 * i], h->qc)) || (rc = o->ffn(h->qc, &f)) ||
+		    (rc = o->event_record(h->ev[3 + 2 * i], h->qc)) || (rc = hs_slots_release(h->slots, slot, h->qc)))
 			return rc;
+		s->timed[1 + i] = 1;
 	}
 	/* done when the copies are (the pinned staging is reused next step, and
 	 * the time is the live copy-speed estimate) */
@@ -352,8 +367,11 @@ static int t_gpu_hits(void *ctx)
 	if (!s->n_hit_pairs)
 		return 0;
 	struct hs_dev_ffn f = device_ffn(s, h->dids);
-	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) || (rc = o->ffn(h->qc, &f)))
+	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) ||
+	    (rc = o->event_record(h->ev[0], h->qc)) || (rc = o->ffn(h->qc, &f)) ||
+	    (rc = o->event_record(h->ev[1], h->qc)))
 		return rc;
+	s->timed[0] = 1;
 	/* the slots this launch reads are not reused before it has finished */
 	for (int i = 0; i < s->n_hit_slots; i++)
 		if ((rc = hs_slots_release(h->slots, h->hit_slot[i], h->qc)))
@@ -374,9 +392,15 @@ static int t_gpu_done(void *ctx)
 		memset(h->hy, 0, xb);
 		return 0;
 	}
-	if ((rc = o->copy_d2h(h->qc, h->hy, h->dy, xb)))
+	if ((rc = o->copy_d2h(h->qc, h->hy, h->dy, xb)) || (rc = o->queue_sync(h->qc)))
 		return rc;
-	return o->queue_sync(h->qc);
+	s->device_s = 0;
+	for (int k = 0; k <= s->n_streamed; k++) {
+		float ms = 0;
+		if (s->timed[k] && o->event_elapsed_ms(h->ev[2 * k], h->ev[2 * k + 1], &ms) == 0)
+			s->device_s += ms / 1e3;
+	}
+	return 0;
 }
 
 struct cpu_ctx {
@@ -474,6 +498,12 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 	}
 	s.st->wall_s = gs.wall_s;
 	memcpy(s.st->busy_s, gs.busy_s, sizeof gs.busy_s);
-	s.st->overlap = gs.overlap;
+	/* the GPU lane thread mostly queues and waits: its busy time is what the
+	 * device spent in the launches */
+	s.st->busy_s[HS_LANE_GPU] = s.device_s;
+	double sum = 0;
+	for (int i = 0; i < HS_N_LANES; i++)
+		sum += s.st->busy_s[i];
+	s.st->overlap = gs.wall_s > 0 ? sum / gs.wall_s : 0;
 	return rc;
 }

@@ -22,7 +22,8 @@ struct hs_layer_stats {
 	int staging_free;      /* staging slots no hit of this step needed */
 	uint64_t host_bytes;   /* expert bytes the CPU read */
 	uint64_t pcie_bytes;   /* expert bytes copied to the device */
-	double wall_s, busy_s[HS_N_LANES], overlap;
+	double wall_s, busy_s[HS_N_LANES], overlap; /* the GPU lane's busy time is the device's
+						       expert launches, timed with events */
 };
 
 struct hs_hybrid {
@@ -49,6 +50,7 @@ struct hs_hybrid {
 	int32_t *ids_cpu;
 	int *route;                     /* per expert: 0 cpu, 1 device (hit), 2 streamed this step */
 	int *hit_slot;                  /* slots read by this step's hits */
+	hs_event **ev;                  /* [2 (1 + n_staging)]: around each launch, for device busy time */
 };
 
 /* Sets up the device side of layer l for batches of up to max_n tokens:
