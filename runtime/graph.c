@@ -1,4 +1,5 @@
-/* The DAG executor (see graph.h): one thread per lane that has tasks; the
+/* The DAG executor (see graph.h): one thread per non-host lane, kept alive
+ * between runs (a layer step is far too short to start threads for); the
  * calling thread runs the host lane itself.  A lane takes its tasks in
  * index order, waiting for each one's dependencies, which keeps every lane
  * FIFO like a device queue and makes the schedule reproducible. */
@@ -25,11 +26,6 @@ struct run {
 	char msg[256];
 	double t0;
 	double busy[HS_N_LANES];
-};
-
-struct lane_arg {
-	struct run *r;
-	enum hs_lane lane;
 };
 
 static double now_s(void)
@@ -84,19 +80,94 @@ static void run_lane(struct run *r, enum hs_lane lane)
 	}
 }
 
+/* ---- persistent lane threads ---------------------------------------------- */
+
+struct hs_lanes {
+	pthread_t th[HS_N_LANES];
+	int n_started;
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	unsigned gen;
+	int stop, pending;
+	struct run *cur;
+};
+
+struct lane_arg {
+	struct hs_lanes *ls;
+	enum hs_lane lane;
+};
+
 static void *lane_main(void *arg)
 {
 	struct lane_arg *la = arg;
-	run_lane(la->r, la->lane);
+	struct hs_lanes *ls = la->ls;
+	unsigned seen = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	for (;;) {
+		while (ls->gen == seen && !ls->stop)
+			pthread_cond_wait(&ls->go, &ls->mu);
+		if (ls->stop)
+			break;
+		seen = ls->gen;
+		struct run *r = ls->cur;
+		pthread_mutex_unlock(&ls->mu);
+		run_lane(r, la->lane);
+		pthread_mutex_lock(&ls->mu);
+		if (--ls->pending == 0)
+			pthread_cond_signal(&ls->done);
+	}
+	pthread_mutex_unlock(&ls->mu);
+	free(la);
 	return NULL;
 }
 
-int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats)
+void hs__lanes_free(struct hs_lanes *ls)
+{
+	if (!ls)
+		return;
+	pthread_mutex_lock(&ls->mu);
+	ls->stop = 1;
+	pthread_cond_broadcast(&ls->go);
+	pthread_mutex_unlock(&ls->mu);
+	for (int i = 0; i < ls->n_started; i++)
+		pthread_join(ls->th[i], NULL);
+	pthread_cond_destroy(&ls->go);
+	pthread_cond_destroy(&ls->done);
+	pthread_mutex_destroy(&ls->mu);
+	free(ls);
+}
+
+int hs__lanes_create(struct hs_lanes **out)
+{
+	struct hs_lanes *ls = calloc(1, sizeof *ls);
+
+	*out = NULL;
+	if (!ls)
+		return hs__error(ENOMEM, "graph: out of memory");
+	pthread_mutex_init(&ls->mu, NULL);
+	pthread_cond_init(&ls->go, NULL);
+	pthread_cond_init(&ls->done, NULL);
+	for (int l = HS_LANE_HOST + 1; l < HS_N_LANES; l++) {
+		struct lane_arg *la = malloc(sizeof *la);
+		if (la)
+			*la = (struct lane_arg){ ls, (enum hs_lane)l };
+		int rc = la ? pthread_create(&ls->th[ls->n_started], NULL, lane_main, la) : ENOMEM;
+		if (rc) {
+			free(la);
+			hs__lanes_free(ls);
+			return hs__error(EAGAIN, "graph: cannot start a lane thread: %s", strerror(rc));
+		}
+		ls->n_started++;
+	}
+	*out = ls;
+	return 0;
+}
+
+int hs__graph_run_on(struct hs_lanes *ls, struct hs_task *tasks, int n, struct hs_graph_stats *stats)
 {
 	struct run r;
-	pthread_t th[HS_N_LANES];
-	struct lane_arg args[HS_N_LANES];
-	int used[HS_N_LANES] = { 0 }, started[HS_N_LANES] = { 0 }, rc = 0;
+	int rc = 0;
 
 	for (int i = 0; i < n; i++) {
 		if (tasks[i].lane < 0 || tasks[i].lane >= HS_N_LANES || tasks[i].n_deps < 0 ||
@@ -107,7 +178,6 @@ int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats)
 			if (tasks[i].deps[d] < 0 || tasks[i].deps[d] >= i)
 				return hs__error(EINVAL, "graph: task %d depends on %d (dependencies come first)", i,
 						 tasks[i].deps[d]);
-		used[tasks[i].lane] = 1;
 		tasks[i].t_start = tasks[i].t_end = 0;
 		tasks[i].rc = 0;
 	}
@@ -120,35 +190,19 @@ int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats)
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
 	r.t0 = now_s();
-	for (int l = HS_LANE_HOST + 1; l < HS_N_LANES; l++) {
-		if (!used[l])
-			continue;
-		args[l] = (struct lane_arg){ &r, (enum hs_lane)l };
-		if (pthread_create(&th[l], NULL, lane_main, &args[l]) == 0) {
-			started[l] = 1;
-			continue;
-		}
-		/* no thread for this lane: stop the others and give up */
-		pthread_mutex_lock(&r.mu);
-		r.failed = n + 1;
-		pthread_cond_broadcast(&r.cv);
-		pthread_mutex_unlock(&r.mu);
-		break;
-	}
-	pthread_mutex_lock(&r.mu);
-	int stopped = r.failed;
-	pthread_mutex_unlock(&r.mu);
-	if (!stopped)
-		run_lane(&r, HS_LANE_HOST);
-	for (int l = HS_LANE_HOST + 1; l < HS_N_LANES; l++)
-		if (started[l])
-			pthread_join(th[l], NULL);
-	if (r.failed == n + 1) {
-		pthread_cond_destroy(&r.cv);
-		pthread_mutex_destroy(&r.mu);
-		free(r.done);
-		return hs__error(EAGAIN, "graph: cannot start a lane thread");
-	}
+	/* wake the lanes; the caller is the host lane */
+	pthread_mutex_lock(&ls->mu);
+	ls->cur = &r;
+	ls->pending = ls->n_started;
+	ls->gen++;
+	pthread_cond_broadcast(&ls->go);
+	pthread_mutex_unlock(&ls->mu);
+	run_lane(&r, HS_LANE_HOST);
+	pthread_mutex_lock(&ls->mu);
+	while (ls->pending > 0)
+		pthread_cond_wait(&ls->done, &ls->mu);
+	ls->cur = NULL;
+	pthread_mutex_unlock(&ls->mu);
 	double wall = now_s() - r.t0;
 	if (stats) {
 		double sum = 0;
@@ -167,5 +221,16 @@ int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats)
 	pthread_cond_destroy(&r.cv);
 	pthread_mutex_destroy(&r.mu);
 	free(r.done);
+	return rc;
+}
+
+int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats)
+{
+	struct hs_lanes *ls;
+	int rc = hs__lanes_create(&ls);
+	if (rc)
+		return rc;
+	rc = hs__graph_run_on(ls, tasks, n, stats);
+	hs__lanes_free(ls);
 	return rc;
 }

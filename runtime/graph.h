@@ -30,10 +30,17 @@ struct hs_graph_stats {
 	double overlap;            /* sum of lane busy time / wall time (1 = no overlap) */
 };
 
+/* Lane threads that live across runs: one per non-host lane, waiting. */
+struct hs_lanes;
+int hs__lanes_create(struct hs_lanes **out);
+void hs__lanes_free(struct hs_lanes *ls);
+/* Runs the tasks on those threads (one run at a time per hs_lanes). */
+int hs__graph_run_on(struct hs_lanes *ls, struct hs_task *tasks, int n, struct hs_graph_stats *stats);
+
 /* Runs the tasks (deps must point to lower indices: a topological order).
  * Stops scheduling after the first failure; returns that task's rc (its
  * message in hs_last_error()), else 0.  -EINVAL for a bad dependency. */
-int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats);
+int hs__graph_run(struct hs_task *tasks, int n, struct hs_graph_stats *stats); /* with lanes of its own */
 
 const char *hs__lane_name(enum hs_lane lane);
 

@@ -51,6 +51,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 		if (h->ev[i])
 			o->event_destroy(h->ev[i]);
 	free(h->ev);
+	hs__lanes_free(h->lanes);
 	hs_slots_free(h->slots);
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
@@ -94,7 +95,8 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	h->hw_b = sizeof(float) * (size_t)max_n * K;
 	h->hids_b = sizeof(int32_t) * (size_t)max_n * K;
 	h->hpack_b = h->pack.bytes * (size_t)(n_staging > 0 ? n_staging : 1);
-	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)))
+	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)) ||
+	    (rc = hs__lanes_create(&h->lanes)))
 		goto fail;
 	if ((rc = hs_slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
 		goto fail;
@@ -486,7 +488,7 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		{ .lane = HS_LANE_CPU, .run = t_cpu, .ctx = &s, .n_deps = 1, .deps = { 0 }, .name = "cpu misses" },
 		{ .lane = HS_LANE_HOST, .run = t_combine, .ctx = &s, .n_deps = 2, .deps = { 3, 4 }, .name = "combine" },
 	};
-	int rc = hs__graph_run(t, 6, &gs);
+	int rc = hs__graph_run_on(h->lanes, t, 6, &gs);
 	/* live speed estimates (exponential average) from what the lanes did */
 	if (!rc && t[4].t_end > t[4].t_start && s.st->host_bytes) {
 		double b = s.st->host_bytes / (t[4].t_end - t[4].t_start);

@@ -51,6 +51,7 @@ struct hs_hybrid {
 	int *route;                     /* per expert: 0 cpu, 1 device (hit), 2 streamed this step */
 	int *hit_slot;                  /* slots read by this step's hits */
 	hs_event **ev;                  /* [2 (1 + n_staging)]: around each launch, for device busy time */
+	struct hs_lanes *lanes;         /* the task graph's lane threads, kept for every step */
 };
 
 /* Sets up the device side of layer l for batches of up to max_n tokens:

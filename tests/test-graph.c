@@ -1,6 +1,7 @@
 /* Checks the CPU worker pool (every slice runs once per job, the barrier
  * holds every worker until all arrive, jobs back to back) and the DAG
- * executor on random graphs over the four lanes with random delays: every
+ * executor (lane threads kept across runs, and fresh ones) on random graphs
+ * over the four lanes with random delays: every
  * task runs exactly once, after all its dependencies, lanes stay FIFO, a
  * failure stops its dependants and comes back with its message, bad
  * dependencies are refused.  Also run under ThreadSanitizer. */
@@ -107,6 +108,8 @@ static int node_run(void *ctx)
 
 static void graph_tests(void)
 {
+	struct hs_lanes *lanes;
+	CHECK(hs__lanes_create(&lanes) == 0, "%s", hs_last_error());
 	for (int g = 0; g < 150; g++) {
 		int n = 1 + (int)(next() % 40), fail_at = g % 5 == 4 ? (int)(next() % (uint32_t)n) : -1;
 		struct hs_task *t = calloc(n, sizeof *t);
@@ -125,7 +128,8 @@ static void graph_tests(void)
 				t[i].run = node_run;
 		}
 		struct hs_graph_stats st;
-		int rc = hs__graph_run(t, n, &st);
+		/* odd graphs on lane threads kept across runs, even ones on fresh threads */
+		int rc = g % 2 ? hs__graph_run_on(lanes, t, n, &st) : hs__graph_run(t, n, &st);
 		if (fail_at < 0) {
 			CHECK(rc == 0, "graph %d: %s", g, hs_last_error());
 			CHECK(st.wall_s >= 0 && st.overlap >= 0, "stats");
@@ -166,6 +170,8 @@ static void graph_tests(void)
 	}
 	struct hs_task bad[2] = { { .lane = HS_LANE_CPU }, { .lane = HS_LANE_GPU, .n_deps = 1, .deps = { 1 } } };
 	CHECK(hs__graph_run(bad, 2, NULL) == -EINVAL, "a self dependency was accepted");
+	CHECK(hs__graph_run_on(lanes, bad, 2, NULL) == -EINVAL, "a self dependency was accepted (kept lanes)");
+	hs__lanes_free(lanes);
 }
 
 int main(void)
