@@ -231,18 +231,23 @@ static int sim_host_unregister(hs_dev *d, void *ptr, size_t bytes)
 
 /* ---- queues ---------------------------------------------------------------- */
 
+static void layer_of(const struct hs_dev_ffn *f, struct hs_moe_layer *l)
+{
+	memset(l, 0, sizeof *l);
+	l->arch = f->arch;
+	l->n_embd = f->n_embd;
+	l->n_ff = f->n_ff;
+	l->n_experts = f->n_experts;
+	l->n_used = f->n_used;
+	l->type = f->type;
+}
+
 static int run_ffn(hs_dev *d, const struct hs_dev_ffn *f)
 {
 	struct hs_moe_layer l;
 	int rc;
 
-	memset(&l, 0, sizeof l);
-	l.arch = f->arch;
-	l.n_embd = f->n_embd;
-	l.n_ff = f->n_ff;
-	l.n_experts = f->n_experts;
-	l.n_used = f->n_used;
-	l.type = f->type;
+	layer_of(f, &l);
 	l.pool = f->pool;
 	l.pool_stride = f->pool_stride;
 	l.slot_of = f->slot_of;
@@ -519,16 +524,6 @@ static int sim_quantize(hs_queue *q, const float *x, int n_rows, int n_cols, voi
 	return push(q, &(struct task){ .kind = T_QUANTIZE, .src = x, .dst = xq, .rows = n_rows, .cols = n_cols });
 }
 
-static void layer_of(const struct hs_dev_ffn *f, struct hs_moe_layer *l)
-{
-	memset(l, 0, sizeof *l);
-	l->arch = f->arch;
-	l->n_embd = f->n_embd;
-	l->n_ff = f->n_ff;
-	l->n_experts = f->n_experts;
-	l->n_used = f->n_used;
-	l->type = f->type;
-}
 
 static size_t sim_ffn_scratch(const struct hs_dev_ffn *f)
 {
