@@ -356,6 +356,8 @@ struct hs_plan {
 		uint64_t miss_bytes_per_token;  /* the same after expected cache hits */
 		uint64_t gpu_bytes_per_token;   /* expert bytes the GPU reads per token */
 		double host_read_gbps, cpu_kernel_gbps, pcie_gbps, gpu_mem_gbps; /* the figures used */
+		uint64_t expert_bytes;          /* one expert, and the routing shape, for projections */
+		int n_experts, n_used;          /* (0 in plans written before they were recorded) */
 		char bound[48];                 /* what limits decode */
 	} predicted;
 	struct hs_plan_memory {
@@ -400,7 +402,8 @@ struct hs_runtime_opts {
 	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
 	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
 	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's, or with
-				      a forced hybrid mode the live estimate B_copy / (B_copy + B_cpu) */
+				      a forced hybrid mode the cost model's share from live estimates of
+				      the CPU, copy and device speeds and each step's hits and misses */
 	int max_tokens;            /* the largest batch forward() gets (default 512) */
 	int threads;               /* CPU workers (default: the plan's) */
 	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */

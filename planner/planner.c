@@ -2,7 +2,7 @@
  * statistics) -> where every expert lives, which mode each phase uses, and
  * the predicted speed and memory.  Pure code: no hardware is touched, so
  * it runs the same for this machine and for a profile of another one.
- * The cost model is DESIGN.md §5; docs/planner.md explains every figure. */
+ * The cost model is DESIGN.md §5; docs/cost-model.md explains every figure. */
 #include "config.h"
 
 #include <errno.h>
@@ -31,7 +31,7 @@
 #define REMOTE_READ_SHARE 0.5      /* remote / local read bandwidth when unmeasured */
 #define ASSUME_DISK_GBPS 2.0       /* page-cache refills from an NVMe disk, for host experts over the RAM budget */
 
-/* Fixed costs of the cost model (see docs/planner.md). */
+/* Fixed costs of the cost model (see docs/cost-model.md). */
 #define T_SYNC_S 25e-6             /* CPU<->GPU hand-off of one host layer (x up, y down, events) */
 #define T_LAUNCH_S 5e-6            /* one GPU expert launch */
 #define VRAM_MARGIN (256.0 * MiB)
@@ -248,49 +248,7 @@ static int curves(struct ctx *c, const struct hs_plan_opts *o)
 
 /* ---- per-layer costs ------------------------------------------------------ */
 
-struct lcost {
-	double t[4];   /* decode seconds per token by mode (index = enum hs_mode) */
-	double q;      /* hybrid: share of misses streamed */
-};
-
-/* Decode seconds of one host layer by mode, from the bytes it reads from
- * host memory (misses) and from GPU memory (hits), the rates of the CPU
- * kernel, pinned copies, host memory and GPU memory, and the disk time of
- * thrashing pages.  One formula for planning and for projections. */
-static void decode_costs(double miss_b, double hit_b, double Bc, double Bp, double Br, double Bg, double disk,
-			 int gpu, struct lcost *r)
-{
-	double hit_t = gpu ? hit_b / Bg : 0;
-	memset(r, 0, sizeof *r);
-	if (!gpu) {
-		r->t[HS_MODE_CPU_COMPUTE] = miss_b / Bc + disk;
-		r->t[HS_MODE_PCIE_STREAM] = r->t[HS_MODE_HYBRID] = INFINITY;
-		return;
-	}
-	r->t[HS_MODE_CPU_COMPUTE] = fmax(miss_b / Bc + disk, hit_t) + T_SYNC_S;
-	r->t[HS_MODE_PCIE_STREAM] = fmax(miss_b / Bp + disk, hit_t) + miss_b / Bg + T_SYNC_S;
-	/* both read the same DRAM: together they cannot pass its read bandwidth */
-	double rate = fmin(Bc + Bp, Br);
-	r->q = Bp / (Bp + Bc);
-	r->t[HS_MODE_HYBRID] = fmax(miss_b / rate + disk, hit_t) + T_SYNC_S;
-}
-
-/* Decode time of one host layer on node j with hit rate h.  A share
- * `thrash` of the node's host experts is over its RAM budget: the page
- * cache evicts them, so that share of the reads comes from disk. */
-static void host_decode(const struct ctx *c, int j, double h, double thrash, struct lcost *r)
-{
-	double miss_b = c->k * (1 - h) * c->S, hit_b = c->k * h * c->S;
-	double disk = thrash > 0 ? miss_b * thrash / (ASSUME_DISK_GBPS * 1e9) : 0;
-	decode_costs(miss_b, hit_b, c->Bc[j], c->g ? c->Bp[j] : 1, c->Br[j], c->g ? c->Bg : 1, disk, c->g != NULL, r);
-}
-
-static double gpu_decode(const struct ctx *c)
-{
-	return c->k * c->S / c->Bg + T_LAUNCH_S;
-}
-
-/* Distinct experts a ubatch of U tokens touches among n equally likely
+/* Distinct experts a batch of U tokens touches among n equally likely
  * ones with `per_token` picks each. */
 static double touched(double n, double per_token, double U)
 {
@@ -302,37 +260,113 @@ static double touched(double n, double per_token, double U)
 	return n * (1 - pow(1 - p, U));
 }
 
+double hs__hybrid_share(double a, double g0, double g, double p)
+{
+	/* (1 - q) a falls with q, max(g0 + q g, q p) rises: they meet at the
+	 * smaller of the two crossings */
+	if (a <= g0 || a <= 0)
+		return 0;
+	double q1 = (a - g0) / (a + g), q2 = p > 0 ? a / (a + p) : 1;
+	double q = fmin(q1, q2);
+	return q < 0 ? 0 : q > 1 ? 1 : q;
+}
+
+void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, struct hs__cost *out)
+{
+	const double pairs = w->U * w->k, h = w->h < 0 ? 0 : w->h > 1 ? 1 : w->h;
+	/* distinct experts read: the misses from host memory, the hits from the device */
+	const double Dm = touched(w->E - w->slots, w->k * (1 - h), w->U);
+	const double Dh = touched(w->slots, w->k * h, w->U);
+	/* each lane: the longer of reading its experts and computing its pairs */
+	const double a = fmax(Dm * w->S / r->cpu_Bps, w->flop_pair * pairs * (1 - h) / r->cpu_flops) + w->disk_s;
+	memset(out, 0, sizeof *out);
+	out->miss_experts = Dm;
+	out->hit_experts = Dh;
+	if (!r->gpu) {
+		out->t[HS_MODE_CPU_COMPUTE] = a;
+		out->t[HS_MODE_PCIE_STREAM] = out->t[HS_MODE_HYBRID] = INFINITY;
+		out->bound[HS_MODE_CPU_COMPUTE] = "CPU compute";
+		return;
+	}
+	const double g0 = fmax(Dh * w->S / r->gpu_Bps, w->flop_pair * pairs * h / r->gpu_flops);
+	const double g = fmax(Dm * w->S / r->gpu_Bps, w->flop_pair * pairs * (1 - h) / r->gpu_flops);
+	const double p = Dm * w->S / r->pcie_Bps + w->disk_s;
+	/* a streamed expert is computed right behind its copy: the last one's
+	 * compute (or the first one's copy) is not hidden */
+	const double tail = Dm > 0 ? fmin(g, p) / fmax(Dm, 1) : 0;
+
+	out->t[HS_MODE_CPU_COMPUTE] = fmax(a, g0) + T_SYNC_S;
+	out->bound[HS_MODE_CPU_COMPUTE] = a >= g0 ? "CPU compute" : "GPU";
+	out->t[HS_MODE_PCIE_STREAM] = fmax(g0 + g, p) + tail + T_SYNC_S;
+	out->bound[HS_MODE_PCIE_STREAM] = p >= g0 + g ? "PCIe" : "GPU";
+
+	/* hybrid: the best of the balanced share (which ignores the tail) and
+	 * the two ends; the CPU and the copies read the same DRAM, so together
+	 * they cannot pass its read bandwidth */
+	const double dram = Dm * w->S / r->read_Bps, qs[3] = { hs__hybrid_share(a, g0, g, p), 0, 1 };
+	out->t[HS_MODE_HYBRID] = INFINITY;
+	for (int i = 0; i < 3; i++) {
+		const double q = qs[i], cpu = (1 - q) * a, gpu = g0 + q * g + (q > 0 && g >= p ? tail : 0);
+		const double copy = q * p + (q > 0 && g < p ? tail : 0);
+		const double th = fmax(fmax(cpu, gpu), fmax(copy, dram));
+		if (th + T_SYNC_S >= out->t[HS_MODE_HYBRID])
+			continue;
+		out->q = q;
+		out->t[HS_MODE_HYBRID] = th + T_SYNC_S;
+		out->bound[HS_MODE_HYBRID] = th == dram && dram > 0 ? "host bandwidth"
+					     : th == cpu		? (q > 0 ? "CPU compute + PCIe" : "CPU compute")
+					     : th == copy		? "PCIe"
+									: "GPU";
+	}
+}
+
+static struct hs__rates rates_of(const struct ctx *c, int j)
+{
+	struct hs__rates r = { .cpu_Bps = c->Bc[j], .cpu_flops = c->Fc[j], .read_Bps = c->Br[j], .gpu = c->g != NULL };
+	if (c->g) {
+		r.pcie_Bps = c->Bp[j];
+		r.gpu_Bps = c->Bg;
+		r.gpu_flops = c->Fg;
+	}
+	return r;
+}
+
+/* Costs of a host layer on node j for U tokens with hit rate h.  A share
+ * `thrash` of the node's host experts is over its RAM budget: the page
+ * cache evicts them, so that share of the reads comes from disk. */
+static void host_cost(const struct ctx *c, int j, double h, int slots, double U, double thrash, struct hs__cost *r)
+{
+	struct hs__rates rt = rates_of(c, j);
+	struct hs__layer_step w = { .S = c->S, .flop_pair = 2 * c->P_e, .E = c->E, .k = c->k, .slots = slots,
+				    .h = h, .U = U };
+	if (thrash > 0)
+		w.disk_s = touched(c->E - slots, c->k * (1 - h), U) * c->S * thrash / (ASSUME_DISK_GBPS * 1e9);
+	hs__layer_cost(&rt, &w, r);
+}
+
+static double gpu_decode(const struct ctx *c)
+{
+	return c->k * c->S / c->Bg + T_LAUNCH_S;
+}
+
 /* Prefill time of one host layer for U tokens; *mode and *q say the choice. */
 static double host_prefill(const struct ctx *c, int j, double h, int slots, double U, enum hs_mode *mode,
 			   double *q)
 {
-	double pairs = U * c->k, flop = 2 * c->P_e;
-	double C = flop * pairs * (1 - h) / c->Fc[j];
-	if (!c->g) {
-		*mode = HS_MODE_CPU_COMPUTE;
-		*q = 0;
-		return C;
-	}
-	double G = flop * pairs * h / c->Fg;
-	double Gm = flop * pairs * (1 - h) / c->Fg;
-	double T = touched(c->E - slots, c->k * (1 - h), U) * c->S / c->Bp[j];
-	double t_cpu = fmax(C, G) + T_SYNC_S;
-	double t_stream = fmax(T, G) + Gm + T_SYNC_S;
-	double a = C + T > 0 ? C / (C + T) : 0; /* share of miss experts streamed */
-	double t_hyb = fmax(C * (1 - a), G + T * a + Gm * a) + T_SYNC_S;
-
+	struct hs__cost r;
+	host_cost(c, j, h, slots, U, 0, &r);
 	*mode = HS_MODE_CPU_COMPUTE;
 	*q = 0;
-	double best = t_cpu;
-	if (t_stream < best) {
-		best = t_stream;
+	double best = r.t[HS_MODE_CPU_COMPUTE];
+	if (r.t[HS_MODE_PCIE_STREAM] < best) {
+		best = r.t[HS_MODE_PCIE_STREAM];
 		*mode = HS_MODE_PCIE_STREAM;
 		*q = 1;
 	}
-	if (t_hyb < best) {
-		best = t_hyb;
+	if (r.t[HS_MODE_HYBRID] < best) {
+		best = r.t[HS_MODE_HYBRID];
 		*mode = HS_MODE_HYBRID;
-		*q = a;
+		*q = r.q;
 	}
 	return best;
 }
@@ -380,8 +414,9 @@ static double layer_decode(const struct ctx *c, const struct cand *k, int l, enu
 {
 	if (!k->host[l])
 		return gpu_decode(c);
-	struct lcost r;
-	host_decode(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + k->slots[l]], k->thrash[k->node[l]], &r);
+	struct hs__cost r;
+	host_cost(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + k->slots[l]], k->slots[l], 1, k->thrash[k->node[l]],
+		  &r);
 	return r.t[mode];
 }
 
@@ -492,8 +527,8 @@ static int build(const struct ctx *c, const struct hs_plan_opts *o, int n, struc
 		for (int s = 0; s <= given; s++) {
 			if (s > 0 && s < MIN_SLOTS_PER_K * c->k)
 				continue;
-			struct lcost r;
-			host_decode(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + s], k->thrash[k->node[l]], &r);
+			struct hs__cost r;
+			host_cost(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + s], s, 1, k->thrash[k->node[l]], &r);
 			double t = fmin(r.t[HS_MODE_CPU_COMPUTE], r.t[HS_MODE_HYBRID]);
 			if (t < best_t - 1e-12) {
 				best_t = t;
@@ -560,8 +595,8 @@ static void fill_plan(const struct ctx *c, const struct hs_plan_opts *o, const s
 
 	p->decode_mode = k->n_host > 0 ? k->mode : HS_MODE_NONE;
 	if (p->decode_mode == HS_MODE_HYBRID) {
-		struct lcost r;
-		host_decode(c, c->cpu_node, 0, 0, &r);
+		struct hs__cost r;
+		host_cost(c, c->cpu_node, 0, 0, 1, 0, &r);
 		p->decode_q = r.q;
 	}
 	p->prefill_mode = HS_MODE_NONE;
@@ -579,6 +614,9 @@ static void fill_plan(const struct ctx *c, const struct hs_plan_opts *o, const s
 	p->predicted.miss_bytes_per_token = (uint64_t)llround(miss_b);
 	p->predicted.gpu_bytes_per_token = (uint64_t)llround(gpu_b);
 	p->predicted.host_read_gbps = c->Br[c->cpu_node] / 1e9;
+	p->predicted.expert_bytes = (uint64_t)c->S;
+	p->predicted.n_experts = c->E;
+	p->predicted.n_used = c->k;
 	p->predicted.decode_host_bound_tok_s = host_b > 0 ? c->Br[c->cpu_node] / host_b : 0;
 	p->predicted.cpu_kernel_gbps = c->Bc[c->cpu_node] / 1e9;
 	p->predicted.pcie_gbps = c->g ? c->Bp[c->cpu_node] / 1e9 : 0;
@@ -860,7 +898,13 @@ double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 	const double kS = p->n_host_layers ? (double)f->host_bytes_per_token / p->n_host_layers : 0;
 	const double Bc = f->cpu_kernel_gbps * 1e9, Bp = f->pcie_gbps * 1e9, Br = f->host_read_gbps * 1e9;
 	const double Bg = f->gpu_mem_gbps * 1e9;
-	const int gpu = p->gpu >= 0 && Bp > 0 && Bg > 0;
+	const struct hs__rates r = { .cpu_Bps = Bc > 0 ? Bc : 1, .cpu_flops = 1, .read_Bps = Br > 0 ? Br : 1,
+				     .pcie_Bps = Bp > 0 ? Bp : 1, .gpu_Bps = Bg > 0 ? Bg : 1, .gpu_flops = 1,
+				     .gpu = p->gpu >= 0 && Bp > 0 && Bg > 0 };
+	/* the expert shape when the plan records it; else one expert of k S
+	 * bytes among very many (decode reads the same bytes, the pipeline
+	 * tail is counted whole) */
+	const int known = f->expert_bytes > 0 && f->n_used > 0 && f->n_experts > 0;
 	double t = 0;
 
 	for (int i = 0; i < p->n_layers; i++) {
@@ -868,12 +912,13 @@ double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 			t += p->layers[i].decode_ms / 1e3;
 			continue;
 		}
-		double h = hit_rate[i] < 0 ? 0 : hit_rate[i] > 1 ? 1 : hit_rate[i];
-		struct lcost r;
-		decode_costs(kS * (1 - h), kS * h, Bc > 0 ? Bc : 1, Bp > 0 ? Bp : 1, Br > 0 ? Br : 1, Bg > 0 ? Bg : 1, 0,
-			     gpu, &r);
+		struct hs__layer_step w = { .S = known ? (double)f->expert_bytes : kS, .E = known ? f->n_experts : 1 << 30,
+					    .k = known ? f->n_used : 1, .slots = p->layers[i].slots, .h = hit_rate[i],
+					    .U = 1 };
+		struct hs__cost c;
+		hs__layer_cost(&r, &w, &c);
 		enum hs_mode m = p->decode_mode == HS_MODE_NONE ? HS_MODE_CPU_COMPUTE : p->decode_mode;
-		t += r.t[gpu ? m : HS_MODE_CPU_COMPUTE];
+		t += c.t[r.gpu ? m : HS_MODE_CPU_COMPUTE];
 	}
 	return t > 0 ? 1 / t : 0;
 }

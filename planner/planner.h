@@ -6,4 +6,43 @@
  * take `share` of the total: the default skew and `trace gen` use it. */
 double hs__zipf_alpha(int n, int top_n, double share);
 
+/* The cost model of one host layer (DESIGN.md §5), shared by the planner,
+ * `trace project`, `hotset bench` and the runtime's live hybrid share. */
+struct hs__rates {
+	double cpu_Bps, cpu_flops; /* CPU expert kernel: expert bytes/s at 1 token, FLOP/s at a batch */
+	double read_Bps;           /* host memory read bandwidth */
+	double pcie_Bps;           /* pinned host-to-device copies */
+	double gpu_Bps, gpu_flops; /* device expert kernel: bytes/s, FLOP/s */
+	int gpu;                   /* 0: no device, every expert on the CPU */
+};
+
+/* One step of a host layer: U tokens pick k of E experts each; `slots` of
+ * them are cached on the device and take a share h of the (token, expert)
+ * pairs; S bytes per expert, flop_pair FLOPs per pair; disk_s seconds of
+ * page-cache refills for the misses (0 = none). */
+struct hs__layer_step {
+	double S, flop_pair;
+	int E, k, slots;
+	double h, U, disk_s;
+};
+
+struct hs__cost {
+	double t[4];             /* seconds by mode (index = enum hs_mode; 0 unused) */
+	const char *bound[4];    /* what limits each mode */
+	double q;                /* hybrid: share of missed experts streamed */
+	double miss_experts, hit_experts; /* distinct experts read from host and device memory */
+};
+
+/* Each lane takes the longer of reading its experts and computing its
+ * pairs; cpu-compute = max(CPU, device hits), pcie-stream = max(device
+ * hits + misses, copies) + the pipeline's tail, hybrid = the share q that
+ * lets the CPU and the device side finish together, held to host memory's
+ * read bandwidth.  A fixed hand-off cost is added with a device. */
+void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, struct hs__cost *out);
+
+/* The hybrid share q in [0, 1] minimising max((1-q) a, g0 + q g, q p):
+ * a = CPU time of all misses, g0 = device time of the hits, g = device
+ * time of all misses, p = copy time of all misses. */
+double hs__hybrid_share(double a, double g0, double g, double p);
+
 #endif

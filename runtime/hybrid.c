@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "planner/planner.h"
 #include "runtime/error.h"
 #include "runtime/hybrid.h"
 
@@ -242,6 +243,17 @@ static int t_split(void *ctx)
 	/* streamed: the missed experts with the most pairs first (most work per
 	 * byte copied); as many as the mode asks and the staging slots hold */
 	qsort(count, n_missed, 2 * sizeof(int), cmp_desc_count);
+	if (s->mode == HS_MODE_HYBRID && s->q < 0) { /* live: the planner's split with this step's counts */
+		int n_hit = 0;
+		for (int e = 0; e < E; e++)
+			n_hit += h->route[e] == 1;
+		double mb = (double)n_missed * h->pack.bytes, hb = (double)n_hit * h->pack.bytes;
+		if (h->est_cpu_bps > 0 && h->est_copy_bps > 0 && h->est_gpu_bps > 0)
+			s->q = hs__hybrid_share(mb / h->est_cpu_bps, hb / h->est_gpu_bps, mb / h->est_gpu_bps,
+						mb / h->est_copy_bps);
+		else
+			s->q = 0.5; /* until every lane has been seen once */
+	}
 	int want = s->mode == HS_MODE_PCIE_STREAM ? n_missed
 		   : s->mode == HS_MODE_HYBRID	   ? (int)(s->q * n_missed + 0.5)
 						   : 0;
@@ -471,8 +483,6 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		return hs__error(EINVAL, "hybrid: mode %s", hs_mode_name(mode));
 	if (!(q <= 1) || (q < 0 && mode != HS_MODE_HYBRID))
 		return hs__error(EINVAL, "hybrid: streamed share %g outside 0..1", q);
-	if (q < 0) /* live: the share that lets both lanes finish together */
-		q = h->est_cpu_bps > 0 && h->est_copy_bps > 0 ? h->est_copy_bps / (h->est_copy_bps + h->est_cpu_bps) : 0.5;
 	memset(&s, 0, sizeof s);
 	s = (struct step){ .h = h, .n = n, .x = x, .ids = ids, .weights = weights, .y = y, .mode = mode, .q = q,
 			   .st = st ? st : &local };
@@ -498,6 +508,12 @@ int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t
 		double b = s.st->pcie_bytes / (t[2].t_end - t[2].t_start);
 		h->est_copy_bps = h->est_copy_bps > 0 ? 0.8 * h->est_copy_bps + 0.2 * b : b;
 	}
+	const double dev_b = (double)(s.st->experts_streamed + s.n_hit_slots) * h->pack.bytes;
+	if (!rc && s.device_s > 0 && dev_b > 0) {
+		double b = dev_b / s.device_s;
+		h->est_gpu_bps = h->est_gpu_bps > 0 ? 0.8 * h->est_gpu_bps + 0.2 * b : b;
+	}
+	s.st->q = s.q;
 	s.st->wall_s = gs.wall_s;
 	memcpy(s.st->busy_s, gs.busy_s, sizeof gs.busy_s);
 	/* the GPU lane thread mostly queues and waits: its busy time is what the

@@ -20,6 +20,7 @@ struct hs_layer_stats {
 	int pairs, hits, misses_cpu, misses_streamed; /* routed (token, expert) pairs */
 	int experts_streamed;
 	int staging_free;      /* staging slots no hit of this step needed */
+	double q;              /* the share of misses this step streamed (asked for, or live) */
 	uint64_t host_bytes;   /* expert bytes the CPU read */
 	uint64_t pcie_bytes;   /* expert bytes copied to the device */
 	double wall_s, busy_s[HS_N_LANES], overlap; /* the GPU lane's busy time is the device's
@@ -35,7 +36,8 @@ struct hs_hybrid {
 	int n_cached, n_staging, next_staging;
 	struct hs_expert_pack pack;
 	int direct;                     /* the host view is packed and pinned: copies come straight from it */
-	double est_cpu_bps, est_copy_bps; /* live estimates: CPU expert bytes/s, copy bytes/s (0 = none yet) */
+	double est_cpu_bps, est_copy_bps, est_gpu_bps; /* live estimates: expert bytes/s of the CPU, the
+							   copies and the device (0 = none yet) */
 	int max_n;
 	/* device buffers for max_n tokens */
 	void *dx, *dxq, *dids, *dw, *dy, *dscratch;
@@ -75,8 +77,9 @@ int hs__hybrid_can_direct(const struct hs_hybrid *h);
  * NULL: the layer's router).  mode: HS_MODE_CPU_COMPUTE (misses on the CPU),
  * HS_MODE_PCIE_STREAM (misses streamed to the device), HS_MODE_HYBRID
  * (a share q of the missed experts streamed, the rest on the CPU; q < 0:
- * from the live estimates of both lanes' speeds, q* = B_copy / (B_copy +
- * B_cpu), 0.5 until both were seen). */
+ * the cost model's share, hs__hybrid_share(), from live estimates of the
+ * CPU's, the copies' and the device's speeds and this step's hits and
+ * misses; 0.5 until every lane was seen). */
 int hs__hybrid_forward(struct hs_hybrid *h, int n, const float *x, const int32_t *ids, const float *weights,
 		       float *y, enum hs_mode mode, double q, struct hs_layer_stats *st);
 

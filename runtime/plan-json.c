@@ -58,6 +58,9 @@ char *hs_plan_to_json(const struct hs_plan *p)
 			  "gpu_bytes_per_token", (json_int_t)q->gpu_bytes_per_token, "bound", q->bound, "figures",
 			  "host_read_gbps", q->host_read_gbps, "cpu_kernel_gbps", q->cpu_kernel_gbps, "pcie_gbps",
 			  q->pcie_gbps, "gpu_mem_gbps", q->gpu_mem_gbps));
+	json_object_set_new(json_object_get(root, "predicted"), "expert",
+			    json_pack("{s:I, s:i, s:i}", "bytes", (json_int_t)q->expert_bytes, "n_experts", q->n_experts,
+				      "n_used", q->n_used));
 	for (int j = 0; j < p->memory.n_nodes; j++)
 		json_array_append_new(nodes, json_pack("{s:i, s:I}", "node", p->memory.node_os_index[j], "bytes",
 						       (json_int_t)p->memory.ram_node_bytes[j]));
@@ -205,6 +208,11 @@ static int parse(struct hs_json_in *in, json_t *root, struct hs_plan *p)
 		   (rc = hs__json_num(in, f, "cpu_kernel_gbps", "predicted.figures", 0, 1e6, 0, &q->cpu_kernel_gbps)) ||
 		   (rc = hs__json_num(in, f, "pcie_gbps", "predicted.figures", 0, 1e6, 0, &q->pcie_gbps)) ||
 		   (rc = hs__json_num(in, f, "gpu_mem_gbps", "predicted.figures", 0, 1e6, 0, &q->gpu_mem_gbps)))))
+		return rc;
+	json_t *ex = json_object_get(o, "expert");
+	if (ex && ((rc = hs__json_u64(in, ex, "bytes", "predicted.expert", 1, &q->expert_bytes)) ||
+		   (rc = hs__json_int(in, ex, "n_experts", "predicted.expert", 0, 1 << 20, 1, &q->n_experts)) ||
+		   (rc = hs__json_int(in, ex, "n_used", "predicted.expert", 0, 1 << 20, 1, &q->n_used))))
 		return rc;
 
 	o = json_object_get(root, "memory");

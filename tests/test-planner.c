@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hotset.h"
+#include "planner/planner.h"
 #include "tests/hs-test.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -450,8 +451,50 @@ static void from_file(void)
 	hs_model_free(mf);
 }
 
+/* The hybrid share against a brute-force search, and hybrid never slower
+ * than the modes it interpolates (q = 0 is cpu-compute, q = 1 is
+ * pcie-stream) while host memory does not bind. */
+static void cost_model(void)
+{
+	uint64_t r = 99;
+	for (int it = 0; it < 2000; it++) {
+		double v[4];
+		for (int i = 0; i < 4; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			v[i] = (double)(r >> 40) / (1 << 24) * (i == 1 && it % 5 == 0 ? 0 : 10);
+		}
+		double a = v[0], g0 = v[1], g = v[2], p = v[3];
+		double q = hs__hybrid_share(a, g0, g, p);
+		double best = INFINITY;
+		for (int i = 0; i <= 10000; i++) {
+			double x = i / 10000.0;
+			best = fmin(best, fmax((1 - x) * a, fmax(g0 + x * g, x * p)));
+		}
+		double got = fmax((1 - q) * a, fmax(g0 + q * g, q * p));
+		CHECK(q >= 0 && q <= 1 && got <= best + 1e-3 * (a + g + p + g0), "a %g g0 %g g %g p %g: q %g gives %g, best %g",
+		      a, g0, g, p, q, got, best);
+
+		struct hs__rates rt = { .cpu_Bps = 1e9 + v[0] * 1e9, .cpu_flops = 1e11, .read_Bps = 1e15,
+					.pcie_Bps = 1e9 + v[1] * 1e9, .gpu_Bps = 1e9 + v[2] * 1e10, .gpu_flops = 1e13,
+					.gpu = 1 };
+		struct hs__layer_step w = { .S = 13e6, .flop_pair = 2 * 3 * 2880.0 * 2880, .E = 128, .k = 4,
+					    .slots = (int)(v[3] * 12), .h = v[3] / 10, .U = it % 3 ? 1 : 1 + it % 512 };
+		struct hs__cost c;
+		hs__layer_cost(&rt, &w, &c);
+		CHECK(c.t[HS_MODE_HYBRID] <= fmin(c.t[HS_MODE_CPU_COMPUTE], c.t[HS_MODE_PCIE_STREAM]) * (1 + 1e-9),
+		      "hybrid %g, cpu %g, stream %g", c.t[HS_MODE_HYBRID], c.t[HS_MODE_CPU_COMPUTE],
+		      c.t[HS_MODE_PCIE_STREAM]);
+		CHECK(w.U > 1 || fabs(c.miss_experts - w.k * (1 - w.h)) < 1e-9, "decode reads k (1 - h) experts");
+	}
+	/* worked example: a = 4, no hits, device twice as fast, copies as fast
+	 * as the CPU: q* = min(4 / 6, 4 / 8) = 0.5 */
+	CHECK(fabs(hs__hybrid_share(4, 0, 2, 4) - 0.5) < 1e-12, "q* %g", hs__hybrid_share(4, 0, 2, 4));
+	CHECK(hs__hybrid_share(1, 2, 1, 1) == 0, "hits longer than the CPU: nothing streamed");
+}
+
 int main(void)
 {
+	cost_model();
 	reference_a6000();
 	small_gpu();
 	dual_socket();
