@@ -396,6 +396,7 @@ typedef struct hs_runtime hs_runtime;
 struct hs_runtime_opts {
 	const char *device;        /* "sim", "cuda", or NULL ($HOTSET_DEVICE, else cuda if present, else sim) */
 	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
+	const struct hs_plan *plan; /* or a plan in memory (copied at open); wins over plan_path */
 	const char *trace_path;    /* record every forward()'s routing here (NULL: no trace) */
 	const char *replay_path;   /* a trace whose routing replaces the router (ids NULL in forward);
 				      each layer takes its records in order */
@@ -452,6 +453,10 @@ int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q);
 /* Changes the cache policy ("lru", "lfu", "lfru", "static", "none") and
  * the admissions per layer step for later calls. */
 int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step);
+/* Puts every cache back as it was at open (the routing profile's most
+ * used experts, else the first ones) and zeroes the layer reports, so
+ * runs that follow start alike. */
+int hs_runtime_reset(hs_runtime *rt);
 /* Lines saying what was loaded where and what was lost; owned by rt. */
 const char *hs_runtime_describe(const hs_runtime *rt);
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ struct hs_queue {
 	int err;              /* sticky error of queued work, reported once */
 	char msg[256];
 	double delay_s;       /* tests: every task waits this long first */
+	pthread_cond_t work;  /* its worker waits here for work (d->cv: for progress) */
 };
 
 struct hs_event {
@@ -195,6 +197,12 @@ static int sim_alloc(hs_dev *d, size_t bytes, void **ptr)
 	}
 	memcpy(p, &need, sizeof need);
 	*ptr = p + 256;
+	/* large buffers (expert slots) on 2 MiB pages where the kernel allows:
+	 * a GPU reads its memory without the host's TLB misses */
+	const uintptr_t lo = ((uintptr_t)p + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+	const uintptr_t hi = ((uintptr_t)p + need) & ~(uintptr_t)((2u << 20) - 1);
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 	return 0;
 }
 
@@ -338,8 +346,8 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
-		while (!q->head && !q->stop)
-			pthread_cond_wait(&d->cv, &d->mu);
+		while (!q->head && !q->stop) /* its own signal: idle queues sleep through others' progress */
+			pthread_cond_wait(&q->work, &d->mu);
 		if (!q->head)
 			break;
 		struct task *t = q->head;
@@ -372,7 +380,9 @@ static int sim_queue_create(hs_dev *d, hs_queue **out)
 	if (!q)
 		return hs__error(ENOMEM, "sim queue: out of memory");
 	q->d = d;
+	pthread_cond_init(&q->work, NULL);
 	if ((rc = pthread_create(&q->thread, NULL, worker, q))) {
+		pthread_cond_destroy(&q->work);
 		free(q);
 		return hs__error(rc, "sim queue: cannot start its thread: %s", strerror(rc));
 	}
@@ -386,9 +396,10 @@ static void sim_queue_destroy(hs_queue *q)
 		return;
 	pthread_mutex_lock(&q->d->mu);
 	q->stop = 1; /* the worker finishes what was queued, then leaves */
-	pthread_cond_broadcast(&q->d->cv);
+	pthread_cond_signal(&q->work);
 	pthread_mutex_unlock(&q->d->mu);
 	pthread_join(q->thread, NULL);
+	pthread_cond_destroy(&q->work);
 	free(q);
 }
 
@@ -412,7 +423,7 @@ static int push(hs_queue *q, struct task *t)
 		q->head = n;
 	q->tail = n;
 	q->enqueued++;
-	pthread_cond_broadcast(&q->d->cv);
+	pthread_cond_signal(&q->work);
 	pthread_mutex_unlock(&q->d->mu);
 	return 0;
 }

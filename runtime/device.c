@@ -229,12 +229,28 @@ int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, h
 		return rc;
 	if ((rc = hs_dev_copy_h2d(s->d, copy_q, s->pool + (size_t)slot * s->slot_bytes, src, s->slot_bytes)) ||
 	    (rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + expert, &s->consts[slot], sizeof(int32_t))) ||
-	    (rc = o->event_record(s->ready[slot], copy_q)) || (rc = o->queue_wait(compute_q, s->ready[slot])))
+	    (rc = o->event_record(s->ready[slot], copy_q)) || (compute_q && (rc = o->queue_wait(compute_q, s->ready[slot]))))
 		return rc;
 	if (old >= 0)
 		s->slot_of_host[old] = -1;
 	s->slot_of_host[expert] = slot;
 	s->expert_in[slot] = expert;
+	return 0;
+}
+
+int hs_slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q)
+{
+	if (slot < 0 || slot >= s->n_slots)
+		return hs__error(EINVAL, "slots: slot %d outside %d", slot, s->n_slots);
+	int old = s->expert_in[slot], rc;
+	if (old < 0)
+		return 0;
+	if (s->released_valid[slot] && (rc = s->d->ops->queue_wait(copy_q, s->released[slot])))
+		return rc;
+	if ((rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
+		return rc;
+	s->slot_of_host[old] = -1;
+	s->expert_in[slot] = -1;
 	return 0;
 }
 

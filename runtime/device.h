@@ -140,9 +140,13 @@ void hs_slots_free(struct hs_slots *s);
 /* Uploads expert `expert` (packed, at pinned host memory src) into slot:
  * copy_q first waits until the slot's last readers are done, evicts the
  * expert that was there (its table entry becomes -1), copies, points the
- * table at the slot and records `ready`; compute_q waits for it. */
+ * table at the slot and records `ready`; compute_q waits for it (NULL:
+ * nothing waits; the caller checks `ready` before it launches kernels that
+ * read the expert). */
 int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
 		    hs_queue *compute_q);
+/* Empties slot (after its last readers): its expert is no longer found. */
+int hs_slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q);
 /* After launching kernels on q that read slot: they must finish before the
  * slot is reused. */
 int hs_slots_release(struct hs_slots *s, int slot, hs_queue *q);

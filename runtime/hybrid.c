@@ -157,7 +157,16 @@ int hs__hybrid_admit(struct hs_hybrid *h, int slot, int expert)
 		return hs__hybrid_cache(h, slot, expert);
 	if (slot < 0 || slot >= h->n_cached || expert < 0 || expert >= h->l->n_experts)
 		return hs__error(EINVAL, "hybrid: slot %d / expert %d", slot, expert);
-	return hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, h->qc);
+	/* the compute queue does not wait for it: until the copy is in, the
+	 * split counts the expert as a CPU miss (see in_flight) */
+	return hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, NULL);
+}
+
+/* Whether expert e sits in a slot whose upload is still on its way. */
+static int in_flight(const struct hs_hybrid *h, int e)
+{
+	const int slot = h->slots->slot_of_host[e];
+	return slot >= 0 && h->d->ops->event_query(h->slots->ready[slot]) != 1;
 }
 
 int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert)
@@ -233,7 +242,12 @@ static int t_split(void *ctx)
 	}
 	int n_missed = 0;
 	for (int e = 0; e < E; e++) {
-		h->route[e] = count[2 * e] && h->slots->slot_of_host[e] >= 0; /* a hit: cached or still staged */
+		/* a hit: cached or still staged, and its copy is in */
+		h->route[e] = count[2 * e] && h->slots->slot_of_host[e] >= 0 && !in_flight(h, e);
+		if (count[2 * e] && !h->route[e] && h->slots->slot_of_host[e] >= 0) {
+			h->route[e] = 3; /* on its way into a slot: the CPU's (it cannot be streamed too) */
+			continue;
+		}
 		if (count[2 * e] && !h->route[e]) {
 			count[2 * n_missed] = count[2 * e];
 			count[2 * n_missed + 1] = e;
@@ -261,7 +275,7 @@ static int t_split(void *ctx)
 	int free_staging = 0;
 	for (int sl = h->n_cached; sl < h->n_cached + h->n_staging; sl++) {
 		int e = h->slots->expert_in[sl];
-		free_staging += e < 0 || h->route[e] != 1;
+		free_staging += e < 0 || h->route[e] == 0;
 	}
 	if (want > free_staging)
 		want = free_staging;

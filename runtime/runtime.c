@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,10 @@ void hs_runtime_close(hs_runtime *rt)
 /* The plan: from the file, or made now for this machine and device. */
 static int get_plan(hs_runtime *rt)
 {
+	if (rt->o.plan) {
+		rt->plan = *rt->o.plan;
+		return 0;
+	}
 	if (rt->o.plan_path)
 		return hs_plan_load(rt->o.plan_path, &rt->plan);
 	struct hs_model_desc *md = calloc(1, sizeof *md);
@@ -156,6 +161,8 @@ out:
 	free(pf);
 	return rc;
 }
+
+static int warm_fill(hs_runtime *rt, struct rt_layer *L);
 
 static int setup_layer(hs_runtime *rt, int li)
 {
@@ -218,14 +225,21 @@ static int setup_layer(hs_runtime *rt, int li)
 	L->score_at = calloc(E, sizeof *L->score_at);
 	if (!L->last_used || !L->count || !L->score || !L->score_at)
 		return hs__error(ENOMEM, "runtime: out of memory");
-	/* resident layers: every expert uploaded.  Cache layers: the most used
-	 * experts of the routing profile, else the first ones, until admissions
-	 * replace them by use */
+	return warm_fill(rt, L);
+}
+
+/* Resident layers: every expert uploaded.  Cache layers: the most used
+ * experts of the routing profile, else the first ones, until admissions
+ * replace them by use. */
+static int warm_fill(hs_runtime *rt, struct rt_layer *L)
+{
+	const int E = L->view->n_experts, n_cached = L->h.n_cached;
 	const float *freq = rt->o.routing_freq ? rt->o.routing_freq + (size_t)L->moe_index * E : NULL;
 	char *taken = calloc(E, 1);
+	int rc = 0;
 	if (!taken)
 		return hs__error(ENOMEM, "runtime: out of memory");
-	for (int s = 0; s < n_cached; s++) {
+	for (int s = 0; s < n_cached && !rc; s++) {
 		int e = s;
 		if (freq && L->plan.placement != HS_PLACEMENT_GPU) {
 			e = -1;
@@ -234,12 +248,44 @@ static int setup_layer(hs_runtime *rt, int li)
 					e = j;
 		}
 		taken[e] = 1;
-		if ((rc = hs__hybrid_cache(&L->h, s, e))) {
-			free(taken);
-			return rc;
-		}
+		rc = hs__hybrid_cache(&L->h, s, e);
 	}
 	free(taken);
+	return rc;
+}
+
+int hs_runtime_reset(hs_runtime *rt)
+{
+	for (int li = 0; li < rt->n_layers; li++) {
+		struct rt_layer *L = &rt->layers[li];
+		if (!L->moe)
+			continue;
+		struct hs_layer_report keep = L->rep;
+		memset(&L->rep, 0, sizeof L->rep);
+		L->rep.layer = keep.layer;
+		L->rep.placement = keep.placement;
+		L->rep.slots = keep.slots;
+		L->rep.cpu_only = keep.cpu_only;
+		L->rep.os_node = keep.os_node;
+		L->rep.host_expert_bytes = keep.host_expert_bytes;
+		memcpy(L->rep.node_bytes, keep.node_bytes, sizeof keep.node_bytes);
+		if (!L->device)
+			continue;
+		const int E = L->view->n_experts;
+		memset(L->last_used, 0, sizeof *L->last_used * (size_t)(L->h.n_cached > 0 ? L->h.n_cached : 1));
+		memset(L->count, 0, sizeof *L->count * (size_t)E);
+		memset(L->score, 0, sizeof *L->score * (size_t)E);
+		memset(L->score_at, 0, sizeof *L->score_at * (size_t)E);
+		int rc = 0;
+		for (int sl = 0; sl < L->h.slots->n_slots && !rc; sl++) /* staging too: it counts as hits */
+			rc = hs_slots_evict(L->h.slots, sl, L->h.qx);
+		if (!rc)
+			rc = L->h.d->ops->queue_sync(L->h.qx);
+		if (!rc)
+			rc = warm_fill(rt, L);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -276,10 +322,12 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	}
 	if ((rc = get_plan(rt)))
 		goto fail;
-	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && rt->o.plan_path)
+	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && (rt->o.plan_path || rt->o.plan))
 		say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
 	/* workers bound to the cores of the plan's CPU node, one per core */
+	int free_cpus[4096];
+	int n_free = 0;
 	{
 		hs_topology *t = NULL;
 		int cpus[4096], n_cpus = 0;
@@ -299,6 +347,8 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
 		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
 			goto fail;
+		for (int c = threads; c < n_cpus; c++) /* what the workers leave */
+			free_cpus[n_free++] = cpus[c];
 	}
 	rt->n_layers = in->n_layers;
 	rt->layers = calloc(rt->n_layers, sizeof *rt->layers);
@@ -316,18 +366,26 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		rt->layers[b].moe = 1;
 		rt->layers[b].moe_index = i;
 	}
-	for (int li = 0; li < rt->n_layers; li++) {
+	/* The lane threads and the device's queue threads start while the layers
+	 * are set up and inherit this thread's CPUs: hold it to the CPUs the
+	 * workers leave, so the threads that drive the device do not land on a
+	 * worker's core (the scheduler wakes a thread next to its waker, and a
+	 * worker pinned there then shares its core) */
+	cpu_set_t saved;
+	int restore = n_free > 0 && sched_getaffinity(0, sizeof saved, &saved) == 0 &&
+		      hs__bind_thread(free_cpus, n_free) == 0;
+	for (int li = 0; li < rt->n_layers && !rc; li++) {
 		if (!hs_model_layer_is_moe(rt->m, li))
 			continue;
 		if (!rt->layers[li].moe) {
 			rc = hs__error(EINVAL, "plan: it does not place MoE layer %d of %s", li, model_path);
-			goto fail;
+			break;
 		}
 		char what[64];
 		snprintf(what, sizeof what, "loading layer %d", li);
 		progress(rt, what, (double)li / rt->n_layers);
 		if ((rc = setup_layer(rt, li)))
-			goto fail;
+			break;
 		struct rt_layer *L = &rt->layers[li];
 		if (L->rep.os_node >= 0)
 			say(rt, "layer %d: %s, %d slots%s; host experts %.1f MiB placed on node %d (measured there: %.1f MiB)",
@@ -338,6 +396,10 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			say(rt, "layer %d: %s, %d slots%s", li, hs_placement_name(L->plan.placement), L->rep.slots,
 			    L->device ? "" : " (CPU only)");
 	}
+	if (restore)
+		sched_setaffinity(0, sizeof saved, &saved);
+	if (rc)
+		goto fail;
 	if (rt->o.trace_path) {
 		int E = 0, K = 0;
 		for (int li = 0; li < rt->n_layers && !E; li++)

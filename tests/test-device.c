@@ -344,6 +344,40 @@ static void memory_rules(void)
 	free(plain);
 }
 
+/* Evicting a slot: its expert is no longer found, on the host mirror and
+ * in the device table; an upload nobody waits for (compute_q NULL) says
+ * when it is in through its `ready` event. */
+static void evict(void)
+{
+	const size_t sb = 4096;
+	struct hs_slots *s = NULL;
+	uint8_t *src = pinned(sb);
+	int32_t *table = pinned(sizeof(int32_t) * 4);
+	CHECK(hs_slots_create(dev, 2, 4, sb, qx, &s) == 0, "%s", hs_last_error());
+	if (!s)
+		return;
+	memset(src, 7, sb);
+	CHECK(hs_slots_upload(s, 0, 2, src, qx, NULL) == 0, "%s", hs_last_error());
+	CHECK(O->event_sync(s->ready[0]) == 0 && O->event_query(s->ready[0]) == 1, "ready after the upload");
+	CHECK(s->slot_of_host[2] == 0 && s->expert_in[0] == 2, "uploaded: table %d, slot holds %d", s->slot_of_host[2],
+	      s->expert_in[0]);
+	CHECK(hs_slots_evict(s, 0, qx) == 0, "%s", hs_last_error());
+	CHECK(s->slot_of_host[2] == -1 && s->expert_in[0] == -1, "evicted: table %d, slot holds %d", s->slot_of_host[2],
+	      s->expert_in[0]);
+	CHECK(O->copy_d2h(qx, table, s->slot_of, sizeof(int32_t) * 4) == 0 && O->queue_sync(qx) == 0, "%s",
+	      hs_last_error());
+	CHECK(table[2] == -1, "device table still points expert 2 at slot %d", table[2]);
+	CHECK(hs_slots_evict(s, 0, qx) == 0, "evicting an empty slot");
+	CHECK(hs_slots_evict(s, 2, qx) == -EINVAL, "slot 2 of 2 accepted");
+	/* the expert may go to another slot now */
+	CHECK(hs_slots_upload(s, 1, 2, src, qx, qc) == 0 && O->queue_sync(qx) == 0 && O->queue_sync(qc) == 0, "%s",
+	      hs_last_error());
+	CHECK(s->slot_of_host[2] == 1, "re-uploaded to slot %d", s->slot_of_host[2]);
+	hs_slots_free(s);
+	unpin_free(src, sb);
+	unpin_free(table, sizeof(int32_t) * 4);
+}
+
 int main(void)
 {
 	const char *backend = getenv("HS_TEST_DEVICE");
@@ -363,6 +397,7 @@ int main(void)
 	memory_rules();
 	events();
 	slot_reuse();
+	evict();
 	ffn_grid();
 	O->queue_destroy(qc);
 	O->queue_destroy(qx);

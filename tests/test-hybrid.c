@@ -184,6 +184,64 @@ static void run_shape(struct hs_device *d, struct hs_pool *pool, const struct hs
 	free(ids);
 }
 
+/* Admissions do not hold up the device: the compute queue does not wait
+ * for an admission's copy, and until the copy is in, the split gives the
+ * admitted expert to the CPU (the right output either way); once the copy
+ * is in, it is a hit. */
+static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
+{
+	struct paged P;
+	struct hs_hybrid h;
+	const int D = 128, F = 64, E = 16, K = 4, n_cached = 4, n_staging = 8;
+
+	if (make_paged(&P, &hs_arch_qwen3moe, HS_TYPE_Q8_0, D, F, E, K)) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	/* the host view packed like slots and pinned: admissions copy from it */
+	struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_Q8_0, D, F, 0);
+	uint8_t *packed = NULL;
+	int32_t ident[16];
+	CHECK(posix_memalign((void **)&packed, 4096, pack.bytes * E) == 0, "out of memory");
+	if (!packed)
+		return;
+	for (int e = 0; e < E; e++) {
+		hs__expert_pack(&P.l, e, &pack, packed + (size_t)e * pack.bytes);
+		ident[e] = e;
+	}
+	struct hs_moe_layer v = P.l;
+	v.pool = packed;
+	v.pool_stride = pack.bytes;
+	v.slot_of = ident;
+	v.pack = pack;
+	CHECK(hs__hybrid_open(&h, &v, d, pool, 1, n_cached, n_staging) == 0, "%s", hs_last_error());
+	CHECK(hs__hybrid_can_direct(&h) && hs_device_pin(d, packed, pack.bytes * E, 0) == 0, "direct copies");
+	h.direct = 1;
+	for (int sl = 0; sl < n_cached; sl++)
+		CHECK(hs__hybrid_cache(&h, sl, sl) == 0, "%s", hs_last_error());
+	float x[128], y[128], ref[128], w[4] = { 0.4f, 0.3f, 0.2f, 0.1f };
+	int32_t ids[4] = { 9, 1, 2, 3 }; /* expert 9 is being admitted; 1-3 are cached */
+	for (int i = 0; i < D; i++)
+		x[i] = frand();
+	CHECK(hs__moe_forward_ref(&P.l, 1, x, ids, w, ref) == 0, "%s", hs_last_error());
+	hs__sim_set_queue_delay(h.qx, 50000); /* the copy queue: 50 ms before each item */
+	CHECK(hs__hybrid_admit(&h, 0, 9) == 0, "%s", hs_last_error());
+	struct hs_layer_stats st;
+	CHECK(hs__hybrid_forward(&h, 1, x, ids, w, y, HS_MODE_CPU_COMPUTE, 0, &st) == 0, "%s", hs_last_error());
+	CHECK(st.hits == 3 && st.misses_cpu == 1, "in flight: %d hits, %d on the CPU (want 3 and 1)", st.hits,
+	      st.misses_cpu);
+	CHECK(rel_l2(y, ref, D) < 0.05, "in flight: wrong output");
+	hs__sim_set_queue_delay(h.qx, 0);
+	CHECK(h.d->ops->queue_sync(h.qx) == 0, "%s", hs_last_error());
+	CHECK(hs__hybrid_forward(&h, 1, x, ids, w, y, HS_MODE_CPU_COMPUTE, 0, &st) == 0, "%s", hs_last_error());
+	CHECK(st.hits == 4 && st.misses_cpu == 0, "after the copy: %d hits (want 4)", st.hits);
+	CHECK(rel_l2(y, ref, D) < 0.05, "after the copy: wrong output");
+	hs__hybrid_close(&h);
+	hs_device_unpin(d, packed, pack.bytes * E);
+	free(packed);
+	free_paged(&P);
+}
+
 int main(void)
 {
 	struct hs_device *d;
@@ -199,6 +257,7 @@ int main(void)
 	}
 	run_shape(d, pool, &hs_arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4);
 	run_shape(d, pool, &hs_arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8);
+	admission_in_flight(d, pool);
 	hs__pool_free(pool);
 	hs_device_close(d);
 	return hs_test_end();
