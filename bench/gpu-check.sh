@@ -5,7 +5,8 @@
 # decode kernel GB/s against device-to-device copies, prefill TFLOP/s,
 # pinned H2D against the PCIe link, masked-skip proportionality.  Writes the
 # full log to bench/results/gpu-check-DATE-COMMIT.txt and prints a short
-# table last.  Meant to finish in under 8 minutes.
+# table last, then `hotset bench` on the device.  Meant to finish in under 8
+# minutes.
 # usage: bench/gpu-check.sh [BUILD_DIR]   (default build-gpu; sim: DEVICE=sim)
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,6 +62,10 @@ say "== benchmark ($device)"
 cat "$build/bench-device.out" >>"$log"
 say ""
 sed -n '/^measurement/,$p' "$build/bench-device.out"
+say ""
+say "== hotset bench ($device): every mode, measured against predicted"
+XDG_CACHE_HOME="$build/cache" "$build/hotset" bench --device "$device" -q >"$build/bench.out" 2>&1 || status=1
+cat "$build/bench.out" | tee -a "$log"
 say "full log: $log"
 [ $status -eq 0 ] && say "gpu-check: all steps passed" || say "gpu-check: some steps FAILED (see the log)"
 exit $status

@@ -38,6 +38,7 @@
 #define VRAM_WORKSPACE (512.0 * MiB) /* attention and compute scratch of the non-expert part */
 #define RAM_MARGIN_MIN (1.0 * GiB)
 #define RAM_MARGIN_SHARE 0.05
+#define STAGING_PER_K 2            /* staging slots per expert of k (the runtime's, and their VRAM) */
 #define MIN_SLOTS_PER_K 2          /* a layer's cache needs >= 2k slots to help */
 #define DEFAULT_TOP 14             /* default skew: the 14 most used of 128 ... */
 #define DEFAULT_TOP_SHARE 0.54     /* ... take 54% of the slots (published 54-68%, low end) */
@@ -271,53 +272,85 @@ double hs__hybrid_share(double a, double g0, double g, double p)
 	return q < 0 ? 0 : q > 1 ? 1 : q;
 }
 
+/* x / rate, with rate <= 0 meaning "not measured, not limiting" (a
+ * compute rate nobody measured at a batch) */
+static double per(double x, double rate)
+{
+	return rate > 0 ? x / rate : 0;
+}
+
 void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, struct hs__cost *out)
 {
+	const double T_sync = r->sync_s > 0 ? r->sync_s : T_SYNC_S;
 	const double pairs = w->U * w->k, h = w->h < 0 ? 0 : w->h > 1 ? 1 : w->h;
 	/* distinct experts read: the misses from host memory, the hits from the device */
 	const double Dm = touched(w->E - w->slots, w->k * (1 - h), w->U);
 	const double Dh = touched(w->slots, w->k * h, w->U);
 	/* each lane: the longer of reading its experts and computing its pairs */
-	const double a = fmax(Dm * w->S / r->cpu_Bps, w->flop_pair * pairs * (1 - h) / r->cpu_flops) + w->disk_s;
+	const double a = fmax(Dm * w->S / r->cpu_Bps, per(w->flop_pair * pairs * (1 - h), r->cpu_flops)) + w->disk_s;
 	memset(out, 0, sizeof *out);
 	out->miss_experts = Dm;
 	out->hit_experts = Dh;
 	if (!r->gpu) {
-		out->t[HS_MODE_CPU_COMPUTE] = a;
+		out->t[HS_MODE_CPU_COMPUTE] = a + r->step_s;
 		out->t[HS_MODE_PCIE_STREAM] = out->t[HS_MODE_HYBRID] = INFINITY;
 		out->bound[HS_MODE_CPU_COMPUTE] = "CPU compute";
 		return;
 	}
-	const double g0 = fmax(Dh * w->S / r->gpu_Bps, w->flop_pair * pairs * h / r->gpu_flops);
-	const double g = fmax(Dm * w->S / r->gpu_Bps, w->flop_pair * pairs * (1 - h) / r->gpu_flops);
+	const double g0 = fmax(Dh * w->S / r->gpu_Bps, per(w->flop_pair * pairs * h, r->gpu_flops));
+	const double g = fmax(Dm * w->S / r->gpu_Bps, per(w->flop_pair * pairs * (1 - h), r->gpu_flops));
 	const double p = Dm * w->S / r->pcie_Bps + w->disk_s;
 	/* a streamed expert is computed right behind its copy: the last one's
 	 * compute (or the first one's copy) is not hidden */
 	const double tail = Dm > 0 ? fmin(g, p) / fmax(Dm, 1) : 0;
 
-	out->t[HS_MODE_CPU_COMPUTE] = fmax(a, g0) + T_SYNC_S;
-	out->bound[HS_MODE_CPU_COMPUTE] = a >= g0 ? "CPU compute" : "GPU";
-	out->t[HS_MODE_PCIE_STREAM] = fmax(g0 + g, p) + tail + T_SYNC_S;
-	out->bound[HS_MODE_PCIE_STREAM] = p >= g0 + g ? "PCIe" : "GPU";
+	/* admissions: copies on the copy lane in every mode */
+	const double adm = w->admit_experts * w->S / r->pcie_Bps;
+	/* a device on one shared core (the sim) runs its copies and kernels in turn */
+	const int serial = r->device_cores == 1;
+	/* the hand-off (x up, y down, events) when the device has work: it
+	 * delays the device side, the CPU works meanwhile */
+	const double sync0 = Dh > 0 ? T_sync : 0;
+	const double dev0 = serial ? sync0 + g0 + adm : fmax(sync0 + g0, adm);
+	out->t[HS_MODE_CPU_COMPUTE] = fmax(a, dev0);
+	out->bound[HS_MODE_CPU_COMPUTE] = a >= dev0 ? "CPU compute" : serial || sync0 + g0 >= adm ? "GPU" : "PCIe";
 
+	/* the runtime streams at most max_streamed experts a step (its staging
+	 * slots); the others stay on the CPU, in stream mode too */
+	const double qmax = w->max_streamed > 0 && Dm > w->max_streamed ? w->max_streamed / Dm : 1;
 	/* hybrid: the best of the balanced share (which ignores the tail) and
 	 * the two ends; the CPU and the copies read the same DRAM, so together
-	 * they cannot pass its read bandwidth */
-	const double dram = Dm * w->S / r->read_Bps, qs[3] = { hs__hybrid_share(a, g0, g, p), 0, 1 };
+	 * they cannot pass its read bandwidth (stream mode is q = qmax) */
+	const double dram = Dm * w->S / r->read_Bps;
+	const double q_bal = serial ? hs__hybrid_share(a, g0 + adm, g + p, 0) : hs__hybrid_share(a, g0, g, p);
+	const double qs[4] = { qmax, fmin(q_bal, qmax), 0, qmax };
 	out->t[HS_MODE_HYBRID] = INFINITY;
-	for (int i = 0; i < 3; i++) {
-		const double q = qs[i], cpu = (1 - q) * a, gpu = g0 + q * g + (q > 0 && g >= p ? tail : 0);
-		const double copy = q * p + (q > 0 && g < p ? tail : 0);
-		const double th = fmax(fmax(cpu, gpu), fmax(copy, dram));
-		if (th + T_SYNC_S >= out->t[HS_MODE_HYBRID])
+	for (int i = 0; i < 4; i++) {
+		const double q = qs[i], cpu = (1 - q) * a;
+		const double sync = Dh > 0 || q > 0 ? T_sync : 0;
+		double gpu = sync + g0 + q * g + (q > 0 && g >= p ? tail : 0);
+		double copy = adm + q * p + (q > 0 && g < p ? tail : 0);
+		if (serial)
+			gpu = copy = sync + g0 + q * g + adm + q * p;
+		const double th = fmax(fmax(cpu, gpu), fmax(copy, q < 1 ? dram : 0));
+		const char *bound = th == dram && dram > 0 && q < 1 ? "host bandwidth"
+				    : th == cpu		       ? (q > 0 ? "CPU compute + PCIe" : "CPU compute")
+				    : serial		       ? "device (one shared core)"
+				    : th == copy	       ? "PCIe"
+							       : "GPU";
+		if (i == 0) { /* stream mode */
+			out->t[HS_MODE_PCIE_STREAM] = th;
+			out->bound[HS_MODE_PCIE_STREAM] = bound;
+			continue;
+		}
+		if (th >= out->t[HS_MODE_HYBRID])
 			continue;
 		out->q = q;
-		out->t[HS_MODE_HYBRID] = th + T_SYNC_S;
-		out->bound[HS_MODE_HYBRID] = th == dram && dram > 0 ? "host bandwidth"
-					     : th == cpu		? (q > 0 ? "CPU compute + PCIe" : "CPU compute")
-					     : th == copy		? "PCIe"
-									: "GPU";
+		out->t[HS_MODE_HYBRID] = th;
+		out->bound[HS_MODE_HYBRID] = bound;
 	}
+	for (int m = HS_MODE_CPU_COMPUTE; m <= HS_MODE_HYBRID; m++)
+		out->t[m] += r->step_s;
 }
 
 static struct hs__rates rates_of(const struct ctx *c, int j)
@@ -338,7 +371,7 @@ static void host_cost(const struct ctx *c, int j, double h, int slots, double U,
 {
 	struct hs__rates rt = rates_of(c, j);
 	struct hs__layer_step w = { .S = c->S, .flop_pair = 2 * c->P_e, .E = c->E, .k = c->k, .slots = slots,
-				    .h = h, .U = U };
+				    .h = h, .U = U, .max_streamed = STAGING_PER_K * c->k };
 	if (thrash > 0)
 		w.disk_s = touched(c->E - slots, c->k * (1 - h), U) * c->S * thrash / (ASSUME_DISK_GBPS * 1e9);
 	hs__layer_cost(&rt, &w, r);
@@ -489,7 +522,7 @@ static int build(const struct ctx *c, const struct hs_plan_opts *o, int n, struc
 			k->thrash[j] = 1;
 
 	/* VRAM: fixed part + resident layers + staging for streamed experts */
-	double staging = c->g && n > 0 ? 2.0 * c->k * c->slot_bytes : 0;
+	double staging = c->g && n > 0 ? (double)STAGING_PER_K * c->k * c->slot_bytes : 0;
 	k->vram_used = c->g ? c->vram_fixed + (c->L - n) * c->E * c->slot_bytes + staging : 0;
 	if (c->g && k->vram_used > c->vram_budget)
 		k->vram_over = 1;
@@ -640,7 +673,7 @@ static void fill_plan(const struct ctx *c, const struct hs_plan_opts *o, const s
 	p->memory.vram_slots = (uint64_t)(p->total_slots * c->slot_bytes);
 	p->memory.vram_bytes = c->g ? (uint64_t)k->vram_used + p->memory.vram_slots : 0;
 	p->memory.vram_experts = c->g ? (uint64_t)((c->L - k->n_host) * c->E * c->slot_bytes) : 0;
-	p->memory.vram_staging = c->g && k->n_host > 0 ? (uint64_t)(2.0 * c->k * c->slot_bytes) : 0;
+	p->memory.vram_staging = c->g && k->n_host > 0 ? (uint64_t)(STAGING_PER_K * c->k * c->slot_bytes) : 0;
 	p->memory.ram_bytes = 0;
 	p->memory.n_nodes = c->pf->n_nodes;
 	for (int j = 0; j < c->pf->n_nodes; j++) {
@@ -898,8 +931,8 @@ double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 	const double kS = p->n_host_layers ? (double)f->host_bytes_per_token / p->n_host_layers : 0;
 	const double Bc = f->cpu_kernel_gbps * 1e9, Bp = f->pcie_gbps * 1e9, Br = f->host_read_gbps * 1e9;
 	const double Bg = f->gpu_mem_gbps * 1e9;
-	const struct hs__rates r = { .cpu_Bps = Bc > 0 ? Bc : 1, .cpu_flops = 1, .read_Bps = Br > 0 ? Br : 1,
-				     .pcie_Bps = Bp > 0 ? Bp : 1, .gpu_Bps = Bg > 0 ? Bg : 1, .gpu_flops = 1,
+	const struct hs__rates r = { .cpu_Bps = Bc > 0 ? Bc : 1, .cpu_flops = 0, .read_Bps = Br > 0 ? Br : 1,
+				     .pcie_Bps = Bp > 0 ? Bp : 1, .gpu_Bps = Bg > 0 ? Bg : 1, .gpu_flops = 0,
 				     .gpu = p->gpu >= 0 && Bp > 0 && Bg > 0 };
 	/* the expert shape when the plan records it; else one expert of k S
 	 * bytes among very many (decode reads the same bytes, the pipeline
@@ -914,7 +947,7 @@ double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 		}
 		struct hs__layer_step w = { .S = known ? (double)f->expert_bytes : kS, .E = known ? f->n_experts : 1 << 30,
 					    .k = known ? f->n_used : 1, .slots = p->layers[i].slots, .h = hit_rate[i],
-					    .U = 1 };
+					    .U = 1, .max_streamed = known ? STAGING_PER_K * f->n_used : 0 };
 		struct hs__cost c;
 		hs__layer_cost(&r, &w, &c);
 		enum hs_mode m = p->decode_mode == HS_MODE_NONE ? HS_MODE_CPU_COMPUTE : p->decode_mode;

@@ -9,21 +9,32 @@ double hs__zipf_alpha(int n, int top_n, double share);
 /* The cost model of one host layer (DESIGN.md §5), shared by the planner,
  * `trace project`, `hotset bench` and the runtime's live hybrid share. */
 struct hs__rates {
-	double cpu_Bps, cpu_flops; /* CPU expert kernel: expert bytes/s at 1 token, FLOP/s at a batch */
+	double cpu_Bps, cpu_flops; /* CPU expert kernel: expert bytes/s at 1 token, FLOP/s at a batch
+				      (a FLOP rate <= 0: unmeasured, not counted) */
 	double read_Bps;           /* host memory read bandwidth */
 	double pcie_Bps;           /* pinned host-to-device copies */
 	double gpu_Bps, gpu_flops; /* device expert kernel: bytes/s, FLOP/s */
 	int gpu;                   /* 0: no device, every expert on the CPU */
+	double step_s;             /* the host's fixed cost of a layer step (its task graph's thread
+				      hand-offs; 0 = none counted) */
+	double sync_s;             /* the fixed cost of a layer step with a device (x up, y down, events);
+				      0 = the model's default, 25 us */
+	int device_cores;          /* 0: the device computes and copies on its own engines; n > 0: on n
+				      host cores it shares between its kernels and its copies (the sim
+				      device; 1 core runs them one after the other) */
 };
 
 /* One step of a host layer: U tokens pick k of E experts each; `slots` of
  * them are cached on the device and take a share h of the (token, expert)
  * pairs; S bytes per expert, flop_pair FLOPs per pair; disk_s seconds of
- * page-cache refills for the misses (0 = none). */
+ * page-cache refills for the misses (0 = none).  Stream mode streams as
+ * many misses as max_streamed allows and computes the rest on the CPU. */
 struct hs__layer_step {
 	double S, flop_pair;
 	int E, k, slots;
 	double h, U, disk_s;
+	int max_streamed;  /* experts streamed per step at most (the staging slots; 0 = no limit) */
+	double admit_experts; /* cache admissions per step: copies that share the copy lane */
 };
 
 struct hs__cost {

@@ -18,6 +18,7 @@
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
+#include "runtime/calibrate.h"
 #include "runtime/device-cuda.h"
 #include "runtime/error.h"
 #include "runtime/numa.h"
@@ -96,6 +97,17 @@ static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 			best = (double)words * 8 / t;
 	}
 	return best;
+}
+
+double hs__read_bandwidth(int threads, size_t bytes, int reps)
+{
+	uint64_t *buf = malloc(bytes);
+	if (!buf)
+		return 0;
+	memset(buf, 0x5a, bytes); /* places the pages */
+	double b = read_bw(buf, bytes / 8, threads, reps);
+	free(buf);
+	return b;
 }
 
 /* ---- the CPU kernel on a synthetic gpt-oss-120b layer ------------------- */

@@ -490,6 +490,36 @@ static void cost_model(void)
 	 * as the CPU: q* = min(4 / 6, 4 / 8) = 0.5 */
 	CHECK(fabs(hs__hybrid_share(4, 0, 2, 4) - 0.5) < 1e-12, "q* %g", hs__hybrid_share(4, 0, 2, 4));
 	CHECK(hs__hybrid_share(1, 2, 1, 1) == 0, "hits longer than the CPU: nothing streamed");
+
+	/* worked example of the fixed costs: 1 MB experts, k = 2 of 8, 4 cached
+	 * with half the pairs: one expert on each side (a = 1 ms on the CPU,
+	 * g0 = 0.5 ms on the device), one admission (1 ms of copy), a 1 ms
+	 * hand-off, 2 ms of host fixed cost.  Separate engines: max(1, max(1.5,
+	 * 1)) + 2 = 3.5 ms; one shared core: max(1, 1 + 0.5 + 1) + 2 = 4.5 ms */
+	struct hs__rates fr = { .cpu_Bps = 1e9, .read_Bps = 1e12, .pcie_Bps = 1e9, .gpu_Bps = 2e9, .gpu = 1,
+				.sync_s = 1e-3, .step_s = 2e-3 };
+	struct hs__layer_step fw = { .S = 1e6, .E = 8, .k = 2, .slots = 4, .h = 0.5, .U = 1, .admit_experts = 1 };
+	struct hs__cost fc;
+	hs__layer_cost(&fr, &fw, &fc);
+	CHECK(fabs(fc.t[HS_MODE_CPU_COMPUTE] - 3.5e-3) < 1e-9, "engines: cpu-compute %g s, want 3.5 ms",
+	      fc.t[HS_MODE_CPU_COMPUTE]);
+	fr.device_cores = 1;
+	hs__layer_cost(&fr, &fw, &fc);
+	CHECK(fabs(fc.t[HS_MODE_CPU_COMPUTE] - 4.5e-3) < 1e-9, "one core: cpu-compute %g s, want 4.5 ms",
+	      fc.t[HS_MODE_CPU_COMPUTE]);
+	CHECK(!strcmp(fc.bound[HS_MODE_CPU_COMPUTE], "GPU"), "bound %s", fc.bound[HS_MODE_CPU_COMPUTE]);
+	/* no hits and no streaming: no hand-off is paid */
+	fw.h = 0;
+	fw.slots = 0;
+	fw.admit_experts = 0;
+	hs__layer_cost(&fr, &fw, &fc);
+	CHECK(fabs(fc.t[HS_MODE_CPU_COMPUTE] - (2e-3 + 2e-3)) < 1e-9, "CPU only: %g s, want 4 ms",
+	      fc.t[HS_MODE_CPU_COMPUTE]);
+	/* more misses than staging slots: stream mode leaves the rest to the CPU */
+	struct hs__layer_step bw = { .S = 1e6, .E = 64, .k = 4, .U = 64, .max_streamed = 8 };
+	hs__layer_cost(&fr, &bw, &fc);
+	CHECK(fc.miss_experts > 8 && fc.t[HS_MODE_PCIE_STREAM] >= (1 - 8 / fc.miss_experts) * fc.miss_experts * 1e-3,
+	      "stream with %g misses and 8 staging slots: %g s", fc.miss_experts, fc.t[HS_MODE_PCIE_STREAM]);
 }
 
 int main(void)

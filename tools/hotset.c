@@ -22,6 +22,7 @@ static const struct {
 	{ "run-layer", hs_cmd_run_layer, "run one MoE layer on hidden states from a .npy file" },
 	{ "tune", hs_cmd_tune, "measure this machine (bandwidths, kernel and copy speeds) into a profile" },
 	{ "plan", hs_cmd_plan, "place a model's experts on GPU / host and predict speed and memory" },
+	{ "bench", hs_cmd_bench, "compare cpu-compute, pcie-stream and hybrid here, measured against predicted" },
 	{ "trace", hs_cmd_trace, "routing traces: generate, statistics and cache hit rates, project a plan" },
 };
 
