@@ -317,7 +317,9 @@ void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, s
 
 	/* the runtime streams at most max_streamed experts a step (its staging
 	 * slots); the others stay on the CPU, in stream mode too */
-	const double qmax = w->max_streamed > 0 && Dm > w->max_streamed ? w->max_streamed / Dm : 1;
+	const double qmax = w->max_streamed < 0			    ? 0
+			    : w->max_streamed > 0 && Dm > w->max_streamed ? w->max_streamed / Dm
+									  : 1;
 	/* hybrid: the best of the balanced share (which ignores the tail) and
 	 * the two ends; the CPU and the copies read the same DRAM, so together
 	 * they cannot pass its read bandwidth (stream mode is q = qmax) */

@@ -459,6 +459,13 @@ static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, s
 		ws.slots = slots + 2 * r->k < r->E ? slots + 2 * r->k : r->E;
 		ws.admit_experts = 0;
 		hs__layer_cost(&u->rates, &ws, &cost_s[l]);
+		/* a staging slot whose expert is hit this step is not free for
+		 * streaming: only the others take misses */
+		const double staged_hits = cost_s[l].hit_experts - cost[l].hit_experts;
+		ws.max_streamed = staged_hits > 0 ? (int)(2 * r->k - staged_hits + 0.5) : 2 * r->k;
+		if (ws.max_streamed <= 0) /* none free: the misses all go to the CPU */
+			ws.max_streamed = -1;
+		hs__layer_cost(&u->rates, &ws, &cost_s[l]);
 		t_stream += cost_s[l].t[HS_MODE_PCIE_STREAM];
 		h_stream += hs.h / L;
 		/* hybrid: its streamed share q of the misses stays in staging too */
