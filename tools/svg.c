@@ -116,6 +116,12 @@ static void draw(FILE *f, const struct hs_bench_row *r, int n, int by_batch, int
 				first = 0;
 			}
 			fprintf(f, "\"/>\n");
+			if (pred)
+				continue;
+			for (int i = 0; i < n; i++) /* the measured points */
+				if (!strcmp(r[i].mode, MODES[m]) && (by_batch ? r[i].slots : r[i].batch) == fixed)
+					fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+						px(&p, by_batch ? r[i].batch : r[i].slots), py(&p, r[i].tok_s), COLOURS[m]);
 		}
 	}
 }
@@ -149,8 +155,9 @@ int hs_bench_svg(const char *path, const char *title, const struct hs_bench_row 
 		fprintf(f,
 			"<line x1=\"%d\" y1=\"395\" x2=\"%d\" y2=\"395\" stroke=\"%s\" stroke-width=\"2\"/>"
 			"<text x=\"%d\" y=\"399\" font-size=\"11\">%s</text>\n",
-			120 + 150 * m, 145 + 150 * m, COLOURS[m], 150 + 150 * m, MODES[m]);
-	fprintf(f, "<text x=\"720\" y=\"399\" font-size=\"11\">solid: measured, dashed: predicted</text>\n</svg>\n");
+			60 + 120 * m, 85 + 120 * m, COLOURS[m], 90 + 120 * m, MODES[m]);
+	fprintf(f, "<text x=\"560\" y=\"399\" font-size=\"11\">solid with dots: measured; dashed: predicted</text>\n"
+		   "</svg>\n");
 	int bad = ferror(f);
 	if (fclose(f) || bad) {
 		unlink(part);
