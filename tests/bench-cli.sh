@@ -37,8 +37,15 @@ head -1 "$TMP/b.csv" | grep -q '^mode,ran,batch,slots,tok_s,tok_s_p25,tok_s_p75,
 	fail "csv header: $(head -1 "$TMP/b.csv")"
 awk -F, 'NF != 19 { exit 1 }' "$TMP/b.csv" || fail "csv: a line without 19 fields"
 head -1 "$TMP/b.svg" | grep -q '^<?xml' || fail "svg head"
-[ "$(grep -c '<polyline' "$TMP/b.svg")" -eq 16 ] || fail "svg: $(grep -c '<polyline' "$TMP/b.svg") lines, want 16"
-tail -1 "$TMP/b.svg" | grep -q '</svg>' || fail "svg not closed"
+grep -q '</svg>' "$TMP/b.svg" || fail "svg not closed"
+if command -v gnuplot >/dev/null 2>&1; then # drawn by gnuplot: its legend names the modes
+	for m in cpu stream hybrid auto; do grep -q ">$m<" "$TMP/b.svg" || fail "gnuplot svg: no '$m'"; done
+	expect_ok "png" "$HOTSET" bench --model "$TMP/m.gguf" --steps 1 --warmup 0 --batch 1 --slots 0 --modes cpu \
+		--plot "$TMP/p.png" -q
+	head -c 4 "$TMP/p.png" | grep -q PNG || fail "not a PNG"
+else # the built-in SVG: measured and predicted, 4 modes, 2 panels
+	[ "$(grep -c '<polyline' "$TMP/b.svg")" -eq 16 ] || fail "svg: $(grep -c '<polyline' "$TMP/b.svg") lines, want 16"
+fi
 ls "$TMP"/*.part >/dev/null 2>&1 && fail "a .part file was left"
 
 expect_ok "json" "$HOTSET" bench --model "$TMP/m.gguf" --steps 2 --warmup 0 --batch 1 --slots 0 --modes cpu,hybrid --json -q

@@ -5,8 +5,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "runtime/calibrate.h"
 #include "runtime/gen.h"
@@ -666,54 +670,97 @@ static void print_json(const struct hs_bench_row *rows, int n, const char *machi
 	printf("  ]\n}\n");
 }
 
-/* gnuplot when it is on the PATH (SVG or PNG by the file's ending), else
- * the built-in SVG */
+/* A gnuplot single-quoted string: quotes doubled, control characters out
+ * (the title comes from the model file). */
+static void gp_string(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++)
+		if (*s == '\'')
+			fputs("''", f);
+		else
+			fputc((unsigned char)*s < 32 ? ' ' : *s, f);
+	fputc('\'', f);
+}
+
+/* Runs gnuplot on the script (no shell: paths and the title stay data);
+ * 0 when it ran and succeeded, -ENOENT when it is not installed. */
+static int run_gnuplot(const char *script)
+{
+	char *const args[] = { "gnuplot", (char *)script, NULL };
+	pid_t pid;
+	int st;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return -rc;
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* gnuplot when it is installed (SVG or PNG by the file's ending), else the
+ * built-in SVG */
 static int plot(const char *path, const char *title, const struct hs_bench_row *rows, int n, const struct cfg *c)
 {
 	const int B = c->batch[0], S = c->slots[c->n_slots - 1];
 	const char *dot = strrchr(path, '.');
-	int png = dot && !strcmp(dot, ".png");
-	if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
-		char dat[] = "/tmp/hotset-bench-XXXXXX";
-		int fd = mkstemp(dat);
-		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-		if (f) {
-			for (int m = 0; m < 4; m++) { /* blocks: by slots then by batch, per mode */
-				for (int by = 0; by < 2; by++) {
-					fprintf(f, "# %s %s\n", MODE_NAMES[m], by ? "batch" : "slots");
-					for (int i = 0; i < n; i++)
-						if (!strcmp(rows[i].mode, MODE_NAMES[m]) &&
-						    (by ? rows[i].slots == S : rows[i].batch == B))
-							fprintf(f, "%d %.3f %.3f\n", by ? rows[i].batch : rows[i].slots,
-								rows[i].tok_s, rows[i].pred_tok_s);
-					fprintf(f, "\n\n");
-				}
+	const int png = dot && !strcmp(dot, ".png");
+	const char *tmp = getenv("TMPDIR");
+	char dat[4096], gp[4100], part[4100];
+	snprintf(dat, sizeof dat, "%s/hotset-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	snprintf(part, sizeof part, "%s.part", path);
+	int fd = mkstemp(dat), rc = -ENOENT;
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (f) {
+		for (int m = 0; m < 4; m++) /* blocks: by slots then by batch, per mode */
+			for (int by = 0; by < 2; by++) {
+				fprintf(f, "# %s %s\n", MODE_NAMES[m], by ? "batch" : "slots");
+				for (int i = 0; i < n; i++)
+					if (!strcmp(rows[i].mode, MODE_NAMES[m]) && (by ? rows[i].slots == S : rows[i].batch == B))
+						fprintf(f, "%d %.3f %.3f\n", by ? rows[i].batch : rows[i].slots, rows[i].tok_s,
+							rows[i].pred_tok_s);
+				fprintf(f, "\n\n");
 			}
-			fclose(f);
-			char cmd[8192];
-			snprintf(cmd, sizeof cmd,
-				 "gnuplot -e \"set terminal %s size 900,420; set output '%s.part'; set multiplot layout 1,2 "
-				 "title '%s'; set key bottom; set xlabel 'GPU cache slots (batch %d)'; set ylabel "
-				 "'tokens/s'; plot for [m=0:3] '%s' index 2*m using 1:2 with linespoints title "
-				 "word('cpu stream hybrid auto', m+1), for [m=0:3] '%s' index 2*m using 1:3 with lines dt 2 "
-				 "notitle; set logscale x 2; set xlabel 'batch (%d slots)'; plot for [m=0:3] '%s' index "
-				 "2*m+1 using 1:2 with linespoints title word('cpu stream hybrid auto', m+1), for [m=0:3] "
-				 "'%s' index 2*m+1 using 1:3 with lines dt 2 notitle; unset multiplot\" 2>/dev/null",
-				 png ? "pngcairo" : "svg", path, title, B, dat, dat, S, dat, dat);
-			int rc = system(cmd);
-			unlink(dat);
-			char part[4096];
-			snprintf(part, sizeof part, "%s.part", path);
-			if (rc == 0 && rename(part, path) == 0)
-				return 0;
-			unlink(part);
-			note("plot: gnuplot failed; writing the built-in SVG instead\n");
+		fclose(f);
+		snprintf(gp, sizeof gp, "%s.gp", dat);
+		FILE *g = fopen(gp, "w");
+		if (g) {
+			fprintf(g, "set terminal %s size 900,420\nset output ", png ? "pngcairo" : "svg");
+			gp_string(g, part);
+			fprintf(g, "\nset multiplot layout 1,2 title ");
+			gp_string(g, title);
+			fprintf(g, "\nset key bottom\nset ylabel 'tokens/s'\n");
+			for (int by = 0; by < 2; by++) {
+				if (by)
+					fprintf(g, "set logscale x 2\nset xlabel 'batch, %d slots (dashed: predicted)'\n", S);
+				else
+					fprintf(g, "set xlabel 'GPU cache slots, batch %d (dashed: predicted)'\n", B);
+				fprintf(g, "plot for [m=0:3] ");
+				gp_string(g, dat);
+				fprintf(g, " index 2*m+%d using 1:2 with linespoints lc m+1 title word('cpu stream hybrid auto', m+1), "
+					   "for [m=0:3] ", by);
+				gp_string(g, dat);
+				fprintf(g, " index 2*m+%d using 1:3 with lines dt 2 lc m+1 notitle\n", by);
+			}
+			fprintf(g, "unset multiplot\n");
+			rc = fclose(g) ? -EIO : run_gnuplot(gp);
+			unlink(gp);
 		}
+		unlink(dat);
 	}
+	if (rc == 0 && rename(part, path) == 0)
+		return 0;
+	unlink(part);
+	if (rc != -ENOENT)
+		note("plot: gnuplot failed; writing the built-in SVG instead\n");
 	if (png)
-		return hs_cli_fail("bench", "--plot %s: PNG needs gnuplot, which is not installed; use a .svg name",
-				   path);
-	int rc = hs_bench_svg(path, title, rows, n, B, S);
+		return hs_cli_fail("bench", "--plot %s: PNG needs gnuplot, which %s; use a .svg name", path,
+				   rc == -ENOENT ? "is not installed" : "failed");
+	rc = hs_bench_svg(path, title, rows, n, B, S);
 	if (rc)
 		return hs_cli_fail("bench", "--plot %s: %s", path, strerror(-rc));
 	return 0;
@@ -810,6 +857,10 @@ int hs_cmd_bench(int argc, char **argv)
 		setenv("HOTSET_SIM_PCIE_GBPS", v, 0); /* no added latency: a sleep that short lasts ~80 us here */
 	}
 
+	/* the device first: a missing GPU is said before a model is generated */
+	struct hs_device *d = NULL;
+	if (hs_device_open(device, 0, &d))
+		return hs_cli_fail("bench", "device %s: %s", device, hs_last_error());
 	/* the model */
 	if (prepare_model(&c, model_file, sizeof model_file, &temp_model, &m))
 		goto out;
@@ -878,11 +929,6 @@ int hs_cmd_bench(int argc, char **argv)
 		}
 		hs_topology_free(topo);
 	}
-	struct hs_device *d = NULL;
-	if (hs_device_open(device, 0, &d)) {
-		hs_cli_fail("bench", "device %s: %s", device, hs_last_error());
-		goto out;
-	}
 	char dev_desc[160];
 	snprintf(dev_desc, sizeof dev_desc, "%s", d->ops->describe(d->dev));
 	int dev_threads = sim ? atoi(getenv("HOTSET_SIM_THREADS") ? getenv("HOTSET_SIM_THREADS") : "1") : 1;
@@ -894,6 +940,7 @@ int hs_cmd_bench(int argc, char **argv)
 	     threads == 1 ? "" : "s", dev_desc);
 	int crc = hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.rates);
 	hs_device_close(d);
+	d = NULL;
 	if (crc) {
 		hs_cli_fail("bench", "calibration: %s", hs_last_error());
 		goto out;
@@ -1044,6 +1091,8 @@ bad_shape:
 	hs_cli_fail("bench", "%s: %d experts with %d per token leave no room for a cache and staging slots",
 		    model_file, in->n_experts, in->n_used);
 out:
+	if (d)
+		hs_device_close(d);
 	if (rt)
 		hs_runtime_close(rt);
 	routing_free(&r);
