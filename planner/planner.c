@@ -38,7 +38,8 @@
 #define VRAM_WORKSPACE (512.0 * MiB) /* attention and compute scratch of the non-expert part */
 #define RAM_MARGIN_MIN (1.0 * GiB)
 #define RAM_MARGIN_SHARE 0.05
-#define STAGING_PER_K 2            /* staging slots per expert of k (the runtime's, and their VRAM) */
+#define STAGING_PER_K 2            /* staging slots per expert of k (the runtime's, and their VRAM; reused
+				      within a step, so they do not limit how many experts are streamed) */
 #define MIN_SLOTS_PER_K 2          /* a layer's cache needs >= 2k slots to help */
 #define DEFAULT_TOP 14             /* default skew: the 14 most used of 128 ... */
 #define DEFAULT_TOP_SHARE 0.54     /* ... take 54% of the slots (published 54-68%, low end) */
@@ -315,8 +316,8 @@ void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, s
 	out->t[HS_MODE_CPU_COMPUTE] = fmax(a, dev0);
 	out->bound[HS_MODE_CPU_COMPUTE] = a >= dev0 ? "CPU compute" : serial || sync0 + g0 >= adm ? "GPU" : "PCIe";
 
-	/* the runtime streams at most max_streamed experts a step (its staging
-	 * slots); the others stay on the CPU, in stream mode too */
+	/* at most max_streamed experts a step (when the staging slots are all
+	 * taken by hits, none); the others stay on the CPU, in stream mode too */
 	const double qmax = w->max_streamed < 0			    ? 0
 			    : w->max_streamed > 0 && Dm > w->max_streamed ? w->max_streamed / Dm
 									  : 1;
@@ -373,7 +374,7 @@ static void host_cost(const struct ctx *c, int j, double h, int slots, double U,
 {
 	struct hs__rates rt = rates_of(c, j);
 	struct hs__layer_step w = { .S = c->S, .flop_pair = 2 * c->P_e, .E = c->E, .k = c->k, .slots = slots,
-				    .h = h, .U = U, .max_streamed = STAGING_PER_K * c->k };
+				    .h = h, .U = U };
 	if (thrash > 0)
 		w.disk_s = touched(c->E - slots, c->k * (1 - h), U) * c->S * thrash / (ASSUME_DISK_GBPS * 1e9);
 	hs__layer_cost(&rt, &w, r);
@@ -949,7 +950,7 @@ double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 		}
 		struct hs__layer_step w = { .S = known ? (double)f->expert_bytes : kS, .E = known ? f->n_experts : 1 << 30,
 					    .k = known ? f->n_used : 1, .slots = p->layers[i].slots, .h = hit_rate[i],
-					    .U = 1, .max_streamed = known ? STAGING_PER_K * f->n_used : 0 };
+					    .U = 1 };
 		struct hs__cost c;
 		hs__layer_cost(&r, &w, &c);
 		enum hs_mode m = p->decode_mode == HS_MODE_NONE ? HS_MODE_CPU_COMPUTE : p->decode_mode;

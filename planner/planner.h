@@ -33,8 +33,8 @@ struct hs__layer_step {
 	double S, flop_pair;
 	int E, k, slots;
 	double h, U, disk_s;
-	int max_streamed;  /* experts streamed per step at most (the staging slots; 0 = no limit,
-			      < 0 = none) */
+	int max_streamed;  /* experts streamed per step at most (0 = no limit; < 0 = none: every
+			      staging slot holds a hit of the step) */
 	double admit_experts; /* cache admissions per step: copies that share the copy lane */
 };
 

@@ -57,7 +57,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
 	unpinned(h->d, h->hy, h->hx_b);
-	unpinned(h->d, h->hids, (size_t)(2 + h->n_staging) * h->hids_b);
+	unpinned(h->d, h->hids, (size_t)(2 + h->n_lists) * h->hids_b);
 	unpinned(h->d, h->hpack, h->hpack_b);
 	if (h->qc)
 		o->queue_destroy(h->qc);
@@ -96,16 +96,20 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	h->hw_b = sizeof(float) * (size_t)max_n * K;
 	h->hids_b = sizeof(int32_t) * (size_t)max_n * K;
 	h->hpack_b = h->pack.bytes * (size_t)(n_staging > 0 ? n_staging : 1);
+	/* experts streamed in one step: staging slots are reused within a step
+	 * (each upload waits for the launch that read the slot before), so up
+	 * to every expert of the layer, each with its own id list and events */
+	h->n_lists = n_staging > 0 ? (E < HS_MAX_STREAMED ? E : HS_MAX_STREAMED) : 0;
 	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)) ||
 	    (rc = hs__lanes_create(&h->lanes)))
 		goto fail;
 	if ((rc = hs_slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
 		goto fail;
-	if (!(h->ev = calloc((size_t)2 * (1 + n_staging), sizeof *h->ev))) {
+	if (!(h->ev = calloc((size_t)2 * (1 + h->n_lists), sizeof *h->ev))) {
 		rc = hs__error(ENOMEM, "hybrid: out of memory");
 		goto fail;
 	}
-	for (int i = 0; i < 2 * (1 + n_staging); i++)
+	for (int i = 0; i < 2 * (1 + h->n_lists); i++)
 		if ((rc = o->event_create(d->dev, &h->ev[i])))
 			goto fail;
 	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
@@ -113,7 +117,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	size_t sb = o->ffn_scratch_bytes(&f);
 	if ((rc = o->alloc(d->dev, h->hx_b, &h->dx)) ||
 	    (rc = o->alloc(d->dev, (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0), &h->dxq)) ||
-	    (rc = o->alloc(d->dev, (size_t)(2 + n_staging) * h->hids_b, &h->dids)) ||
+	    (rc = o->alloc(d->dev, (size_t)(2 + h->n_lists) * h->hids_b, &h->dids)) ||
 	    (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
 	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
 		goto fail;
@@ -121,7 +125,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	h->hw = pinned(d, h->hw_b);
 	h->hy = pinned(d, h->hx_b);
 	/* hits' ids, all streamed pairs' ids, then one list per streamed expert */
-	h->hids = pinned(d, (size_t)(2 + n_staging) * h->hids_b);
+	h->hids = pinned(d, (size_t)(2 + h->n_lists) * h->hids_b);
 	h->hpack = pinned(d, h->hpack_b);
 	size_t cs = (hs_ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
 	h->cscratch = aligned_alloc(64, cs ? cs : 64);
@@ -196,10 +200,10 @@ struct step {
 	enum hs_mode mode;
 	double q;
 	struct hs_layer_stats *st;
-	int streamed[256], stream_slot[256];
+	int streamed[HS_MAX_STREAMED], stream_slot[HS_MAX_STREAMED];
 	int n_streamed, n_cpu_pairs, n_hit_pairs, n_stream_pairs;
 	int n_hit_slots;          /* slots in h->hit_slot */
-	char timed[257];          /* launch k was bracketed by h->ev[2k], h->ev[2k + 1] */
+	char timed[HS_MAX_STREAMED + 1]; /* launch k was bracketed by h->ev[2k], h->ev[2k + 1] */
 	double device_s;          /* the device's time in expert launches */
 	struct hs_ffn_job job;
 };
@@ -277,10 +281,12 @@ static int t_split(void *ctx)
 		int e = h->slots->expert_in[sl];
 		free_staging += e < 0 || h->route[e] == 0;
 	}
-	if (want > free_staging)
-		want = free_staging;
-	if (want > (int)(sizeof s->streamed / sizeof s->streamed[0]))
-		want = (int)(sizeof s->streamed / sizeof s->streamed[0]);
+	/* copies from the packed host copy reuse a free staging slot as soon
+	 * as the launch before has read it; through the pinned staging buffer
+	 * (h->hpack, one block per slot) one expert per free slot */
+	const int can = h->direct ? (free_staging > 0 ? h->n_lists : 0) : free_staging;
+	if (want > can)
+		want = can;
 	s->n_streamed = want;
 	for (int i = 0; i < want; i++) {
 		s->streamed[i] = count[2 * i + 1];
@@ -339,10 +345,11 @@ static int t_stream(void *ctx)
 		const int ex = s->streamed[i];
 		const uint8_t *src = h->direct ? host_block(h, ex) : h->hpack + (size_t)i * h->pack.bytes;
 		int slot, rc, e;
-		do { /* the next staging slot that no hit of this step needs */
+		do { /* the next staging slot that no hit of this step needs (one
+			      streamed earlier in this step is free once its launch ran) */
 			slot = h->n_cached + h->next_staging++ % h->n_staging;
 			e = h->slots->expert_in[slot];
-		} while (e >= 0 && h->route[e] != 0);
+		} while (e >= 0 && h->route[e] == 1);
 		if (!h->direct) /* packed into pinned staging first */
 			hs__expert_pack(h->l, ex, &h->pack, h->hpack + (size_t)i * h->pack.bytes);
 		if ((rc = hs_slots_upload(h->slots, slot, ex, src, h->qx, h->qc)))

@@ -16,6 +16,8 @@
 #include "runtime/graph.h"
 #include "runtime/pool.h"
 
+#define HS_MAX_STREAMED 256 /* experts streamed in one step at most */
+
 struct hs_layer_stats {
 	int pairs, hits, misses_cpu, misses_streamed; /* routed (token, expert) pairs */
 	int experts_streamed;
@@ -34,6 +36,7 @@ struct hs_hybrid {
 	struct hs_pool *pool;
 	struct hs_slots *slots;         /* n_cached slots, then n_staging for streamed experts */
 	int n_cached, n_staging, next_staging;
+	int n_lists;                    /* experts one step may stream (id lists and events for each) */
 	struct hs_expert_pack pack;
 	int direct;                     /* the host view is packed and pinned: copies come straight from it */
 	double est_cpu_bps, est_copy_bps, est_gpu_bps; /* live estimates: expert bytes/s of the CPU, the

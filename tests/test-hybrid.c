@@ -214,7 +214,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	v.pool_stride = pack.bytes;
 	v.slot_of = ident;
 	v.pack = pack;
-	CHECK(hs__hybrid_open(&h, &v, d, pool, 1, n_cached, n_staging) == 0, "%s", hs_last_error());
+	CHECK(hs__hybrid_open(&h, &v, d, pool, 4, n_cached, n_staging) == 0, "%s", hs_last_error());
 	CHECK(hs__hybrid_can_direct(&h) && hs_device_pin(d, packed, pack.bytes * E, 0) == 0, "direct copies");
 	h.direct = 1;
 	for (int sl = 0; sl < n_cached; sl++)
@@ -236,6 +236,35 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	CHECK(hs__hybrid_forward(&h, 1, x, ids, w, y, HS_MODE_CPU_COMPUTE, 0, &st) == 0, "%s", hs_last_error());
 	CHECK(st.hits == 4 && st.misses_cpu == 0, "after the copy: %d hits (want 4)", st.hits);
 	CHECK(rel_l2(y, ref, D) < 0.05, "after the copy: wrong output");
+	/* stream mode copies straight from the packed host copy: 12 missed
+	 * experts go through 8 staging slots in one step, each slot reused once
+	 * the launch before has read it; none is left to the CPU */
+	float xb[4 * 128], yb[4 * 128], refb[4 * 128], wb[16];
+	int32_t idb[16];
+	for (int i = 0; i < 4 * D; i++)
+		xb[i] = frand();
+	for (int t = 0; t < 4; t++)
+		for (int j = 0; j < 4; j++) {
+			idb[t * 4 + j] = (4 * t + j) % 16; /* every expert once: 9, 1, 2, 3 hit */
+			wb[t * 4 + j] = 0.25f;
+		}
+	CHECK(hs__moe_forward_ref(&P.l, 4, xb, idb, wb, refb) == 0, "%s", hs_last_error());
+	CHECK(hs__hybrid_forward(&h, 4, xb, idb, wb, yb, HS_MODE_PCIE_STREAM, 1, &st) == 0, "%s", hs_last_error());
+	CHECK(st.experts_streamed == 12 && st.misses_cpu == 0 && st.hits == 4,
+	      "stream: %d experts streamed, %d pairs on the CPU, %d hits (want 12, 0, 4)", st.experts_streamed,
+	      st.misses_cpu, st.hits);
+	CHECK(rel_l2(yb, refb, (size_t)4 * D) < 0.05, "stream through reused staging slots: wrong output");
+	/* the same under a slow compute queue, staging emptied first (else
+	 * the experts streamed above would be hits): a reused slot must wait
+	 * for the launch that reads it */
+	for (int sl = n_cached; sl < n_cached + n_staging; sl++)
+		CHECK(hs_slots_evict(h.slots, sl, h.qx) == 0, "%s", hs_last_error());
+	CHECK(h.d->ops->queue_sync(h.qx) == 0, "%s", hs_last_error());
+	hs__sim_set_queue_delay(h.qc, 2000);
+	CHECK(hs__hybrid_forward(&h, 4, xb, idb, wb, yb, HS_MODE_PCIE_STREAM, 1, &st) == 0, "%s", hs_last_error());
+	hs__sim_set_queue_delay(h.qc, 0);
+	CHECK(st.experts_streamed == 12, "slow queue: %d streamed (want 12)", st.experts_streamed);
+	CHECK(rel_l2(yb, refb, (size_t)4 * D) < 0.05, "slow queue: a staging slot was overwritten while read");
 	hs__hybrid_close(&h);
 	hs_device_unpin(d, packed, pack.bytes * E);
 	free(packed);

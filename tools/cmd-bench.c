@@ -464,12 +464,13 @@ static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, s
 		ws.admit_experts = 0;
 		hs__layer_cost(&u->rates, &ws, &cost_s[l]);
 		/* a staging slot whose expert is hit this step is not free for
-		 * streaming: only the others take misses */
+		 * streaming; the free ones are reused within the step, but when
+		 * none is free the misses all go to the CPU */
 		const double staged_hits = cost_s[l].hit_experts - cost[l].hit_experts;
-		ws.max_streamed = staged_hits > 0 ? (int)(2 * r->k - staged_hits + 0.5) : 2 * r->k;
-		if (ws.max_streamed <= 0) /* none free: the misses all go to the CPU */
+		if (2 * r->k - staged_hits < 0.5) {
 			ws.max_streamed = -1;
-		hs__layer_cost(&u->rates, &ws, &cost_s[l]);
+			hs__layer_cost(&u->rates, &ws, &cost_s[l]);
+		}
 		t_stream += cost_s[l].t[HS_MODE_PCIE_STREAM];
 		h_stream += hs.h / L;
 		/* hybrid: its streamed share q of the misses stays in staging too */
@@ -951,8 +952,7 @@ int hs_cmd_bench(int argc, char **argv)
 	/* the sim's kernels and copies run on the cores the workers leave */
 	u.rates.device_cores = sim ? (cores - threads > 0 ? cores - threads : 1) : 0;
 	u.shape = (struct hs__layer_step){ .S = (double)(in->expert_weight_bytes + in->expert_bias_bytes),
-					   .flop_pair = 2.0 * 3 * in->n_embd * in->n_ff, .E = E, .k = K,
-					   .max_streamed = 2 * K };
+					   .flop_pair = 2.0 * 3 * in->n_embd * in->n_ff, .E = E, .k = K };
 	u.x = malloc(sizeof(float) * (size_t)max_b * in->n_embd);
 	u.y = malloc(sizeof(float) * (size_t)max_b * in->n_embd);
 	u.w = malloc(sizeof(float) * (size_t)max_b * K);
