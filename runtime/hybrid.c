@@ -287,9 +287,12 @@ static int t_split(void *ctx)
 	const int can = h->direct ? (free_staging > 0 ? h->n_lists : 0) : free_staging;
 	if (want > can)
 		want = can;
+	/* copied busiest last: the staging slots keep the experts streamed last
+	 * (reused within the step), and the busiest are the likeliest hits of
+	 * the next step */
 	s->n_streamed = want;
 	for (int i = 0; i < want; i++) {
-		s->streamed[i] = count[2 * i + 1];
+		s->streamed[want - 1 - i] = count[2 * i + 1];
 		h->route[count[2 * i + 1]] = 2;
 	}
 	free(count);
