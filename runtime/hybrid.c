@@ -48,7 +48,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 	o->free(h->d->dev, h->dw);
 	o->free(h->d->dev, h->dy);
 	o->free(h->d->dev, h->dscratch);
-	for (int i = 0; h->ev && i < 2 * (1 + h->n_staging); i++)
+	for (int i = 0; h->ev && i < 2 * (1 + h->n_lists); i++)
 		if (h->ev[i])
 			o->event_destroy(h->ev[i]);
 	free(h->ev);
