@@ -15,7 +15,7 @@ expect_ok "bench" "$HOTSET" bench --model "$TMP/m.gguf" --steps 4 --warmup 1 --b
 cp "$TMP/out" "$TMP/table"
 expect_grep "label" '^hotset bench \(measurements; "predicted" = the cost model' "$TMP/table"
 expect_grep "device" '^device: +sim .*\[sim: the device is threads of this CPU\]' "$TMP/table"
-expect_grep "rates" '^rates \(measured now, sim\): host read [0-9.]+ GB/s, CPU kernel [0-9.]+ GB/s' "$TMP/table"
+expect_grep "rates" '^rates before the 8-slot cases \(measured, sim\): host read [0-9.]+ GB/s, CPU kernel [0-9.]+ GB/s' "$TMP/table"
 expect_grep "verdict decode" '^verdict, decode \(batch 1\): 0 slots: (cpu|stream|hybrid), [0-9.]+x' "$TMP/table"
 expect_grep "verdict prefill" '^verdict, prefill \(batch 8\):' "$TMP/table"
 # 4 modes x 2 batches x 2 slot counts; fields: mode ran batch slots tok/s range predicted ratio hit pred
@@ -50,6 +50,7 @@ ls "$TMP"/*.part >/dev/null 2>&1 && fail "a .part file was left"
 
 expect_ok "json" "$HOTSET" bench --model "$TMP/m.gguf" --steps 2 --warmup 0 --batch 1 --slots 0 --modes cpu,hybrid --json -q
 expect_grep "json head" '"hotset_bench": 1'
+expect_grep "json rates" '"slots": 0, "host_read_gbps": [0-9.]+'
 [ "$(grep -c '"mode": ' "$TMP/out")" -eq 2 ] || fail "json rows: $(cat "$TMP/out")"
 
 # a preset model is generated once into the cache directory, then reused

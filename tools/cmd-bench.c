@@ -418,7 +418,8 @@ struct run {
 	const struct cfg *c;
 	hs_model *m;
 	const struct routing *r;
-	struct hs__rates rates;
+	struct hs__rates rates;            /* the current slot group's */
+	struct hs__rates group[MAX_LIST];  /* measured before each slot group */
 	struct hs__layer_step shape;
 	float *x, *y, *w;
 	int32_t *ids;
@@ -647,15 +648,25 @@ static int write_csv(const char *path, const struct hs_bench_row *rows, int n)
 	return 0;
 }
 
-static void print_json(const struct hs_bench_row *rows, int n, const char *machine, const struct hs__rates *rt,
+static void print_rates_json(const struct hs__rates *rt, int slots, int last)
+{
+	printf("    { \"slots\": %d, \"host_read_gbps\": %.3f, \"cpu_kernel_gbps\": %.3f, \"cpu_gflops\": %.3f, "
+	       "\"pcie_gbps\": %.3f, \"gpu_gbps\": %.3f, \"gpu_gflops\": %.3f, \"handoff_us\": %.1f, "
+	       "\"step_us\": %.1f }%s\n",
+	       slots, rt->read_Bps / 1e9, rt->cpu_Bps / 1e9, rt->cpu_flops / 1e9, rt->pcie_Bps / 1e9, rt->gpu_Bps / 1e9,
+	       rt->gpu_flops / 1e9, rt->sync_s * 1e6, rt->step_s * 1e6, last ? "" : ",");
+}
+
+static void print_json(const struct hs_bench_row *rows, int n, const char *machine, const struct run *u,
 		       const char *device)
 {
+	const struct cfg *c = u->c;
 	printf("{\n  \"hotset_bench\": 1,\n  \"label\": \"measurements, with the cost model's predictions\",\n");
 	printf("  \"machine\": \"%s\",\n  \"device\": \"%s\",\n", machine, device);
-	printf("  \"rates\": { \"host_read_gbps\": %.3f, \"cpu_kernel_gbps\": %.3f, \"cpu_gflops\": %.3f, "
-	       "\"pcie_gbps\": %.3f, \"gpu_gbps\": %.3f, \"gpu_gflops\": %.3f },\n",
-	       rt->read_Bps / 1e9, rt->cpu_Bps / 1e9, rt->cpu_flops / 1e9, rt->pcie_Bps / 1e9, rt->gpu_Bps / 1e9,
-	       rt->gpu_flops / 1e9);
+	printf("  \"rates\": [\n");
+	for (int g = 0; g < c->n_slots; g++)
+		print_rates_json(&u->group[g], c->slots[g], g + 1 == c->n_slots);
+	printf("  ],\n");
 	printf("  \"rows\": [\n");
 	for (int i = 0; i < n; i++) {
 		const struct hs_bench_row *r = &rows[i];
@@ -939,7 +950,7 @@ int hs_cmd_bench(int argc, char **argv)
 	const int moe0 = r.block[0];
 	note("calibrating: this machine's rates for layer %d's experts (%d CPU thread%s, %s)\n", moe0, threads,
 	     threads == 1 ? "" : "s", dev_desc);
-	int crc = hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.rates);
+	int crc = hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[0]);
 	hs_device_close(d);
 	d = NULL;
 	if (crc) {
@@ -950,7 +961,7 @@ int hs_cmd_bench(int argc, char **argv)
 	u.m = m;
 	u.r = &r;
 	/* the sim's kernels and copies run on the cores the workers leave */
-	u.rates.device_cores = sim ? (cores - threads > 0 ? cores - threads : 1) : 0;
+	const int device_cores = sim ? (cores - threads > 0 ? cores - threads : 1) : 0;
 	u.shape = (struct hs__layer_step){ .S = (double)(in->expert_weight_bytes + in->expert_bias_bytes),
 					   .flop_pair = 2.0 * 3 * in->n_embd * in->n_ff, .E = E, .k = K };
 	u.x = malloc(sizeof(float) * (size_t)max_b * in->n_embd);
@@ -989,16 +1000,26 @@ int hs_cmd_bench(int argc, char **argv)
 		printf("steps:   %d warm-up (not measured) + %d measured per case (%d for batches over 1); the median "
 		       "is shown, +- half the spread of the middle half of the steps\n",
 		       c.warmup, c.steps, batch_steps(&c, 2));
-		printf("rates (measured now%s): host read %.1f GB/s, CPU kernel %.1f GB/s at 1 token and %.1f GFLOP/s "
-		       "at %d, copies %.1f GB/s, device kernel %.1f GB/s and %.1f GFLOP/s, hand-off %.0f us\n",
-		       sim ? ", sim" : "", u.rates.read_Bps / 1e9, u.rates.cpu_Bps / 1e9, u.rates.cpu_flops / 1e9, max_b,
-		       u.rates.pcie_Bps / 1e9, u.rates.gpu_Bps / 1e9, u.rates.gpu_flops / 1e9, u.rates.sync_s * 1e6);
+		printf("rates:   measured again just before each slot count's cases, so a prediction and its\n"
+		       "         measurement are minutes apart at most (listed above the table)\n");
 		fflush(stdout);
 	}
 
 	int done = 0;
 	double t_start = now_s();
 	for (int s = 0; s < c.n_slots; s++) {
+		if (s > 0) { /* the rates again: this machine's speed drifts */
+			note("calibrating again\n");
+			if (hs_device_open(device, 0, &d) ||
+			    hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[s])) {
+				hs_cli_fail("bench", "calibration: %s", hs_last_error());
+				goto out;
+			}
+			hs_device_close(d);
+			d = NULL;
+		}
+		u.rates = u.group[s];
+		u.rates.device_cores = device_cores;
 		/* every MoE layer on the host with these slots, on the chosen node */
 		memset(plan, 0, sizeof *plan);
 		snprintf(plan->model, sizeof plan->model, "%s", in->name[0] ? in->name : "model");
@@ -1065,8 +1086,17 @@ int hs_cmd_bench(int argc, char **argv)
 	free(rows);
 	rows = sorted;
 	if (c.json) {
-		print_json(rows, n_rows, machine, &u.rates, dev_desc);
+		print_json(rows, n_rows, machine, &u, dev_desc);
 	} else {
+		printf("\n");
+		for (int g = 0; g < c.n_slots; g++) {
+			const struct hs__rates *gr = &u.group[g];
+			printf("rates before the %d-slot cases (measured%s): host read %.1f GB/s, CPU kernel %.1f GB/s at 1 "
+			       "token and %.1f GFLOP/s at %d, copies %.1f GB/s, device kernel %.1f GB/s and %.1f GFLOP/s, "
+			       "hand-off %.0f us, step %.0f us\n",
+			       c.slots[g], sim ? ", sim" : "", gr->read_Bps / 1e9, gr->cpu_Bps / 1e9, gr->cpu_flops / 1e9, max_b,
+			       gr->pcie_Bps / 1e9, gr->gpu_Bps / 1e9, gr->gpu_flops / 1e9, gr->sync_s * 1e6, gr->step_s * 1e6);
+		}
 		printf("\n");
 		print_table(rows, n_rows, stdout);
 		printf("(tok/s: tokens per second of the MoE part, measured; ratio = measured / predicted; hit: share of\n"
