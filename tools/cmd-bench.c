@@ -150,6 +150,14 @@ static int parse_modes(const char *s, struct cfg *c)
 	return 0;
 }
 
+/* A new empty file in $TMPDIR (else /tmp); its path in buf, its fd or -1. */
+static int temp_file(char *buf, size_t n)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(buf, n, "%s/hotset-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	return mkstemp(buf);
+}
+
 /* ---- the model ------------------------------------------------------------- */
 
 struct gen_progress {
@@ -721,11 +729,9 @@ static int plot(const char *path, const char *title, const struct hs_bench_row *
 	const int B = c->batch[0], S = c->slots[c->n_slots - 1];
 	const char *dot = strrchr(path, '.');
 	const int png = dot && !strcmp(dot, ".png");
-	const char *tmp = getenv("TMPDIR");
 	char dat[4096], gp[4100], part[4100];
-	snprintf(dat, sizeof dat, "%s/hotset-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	snprintf(part, sizeof part, "%s.part", path);
-	int fd = mkstemp(dat), rc = -ENOENT;
+	int fd = temp_file(dat, sizeof dat), rc = -ENOENT;
 	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (f) {
 		for (int m = 0; m < 4; m++) /* blocks: by slots then by batch, per mode */
@@ -903,9 +909,7 @@ int hs_cmd_bench(int argc, char **argv)
 		if (routing_load(c.trace, c.trace, m, &r))
 			goto out;
 	} else {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(trace_file, sizeof trace_file, "%s/hotset-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-		int fd = mkstemp(trace_file);
+		int fd = temp_file(trace_file, sizeof trace_file);
 		if (fd < 0) {
 			hs_cli_fail("bench", "temporary trace %s: %s", trace_file, strerror(errno));
 			trace_file[0] = 0;
