@@ -17,9 +17,10 @@
 #include <time.h>
 
 #include "cpu_kernels/formats.h"
+#include "model/arch.h"
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
-#include "runtime/device.h"
+#include "device/device.h"
 
 #define D 2880
 #define F 2880
@@ -72,7 +73,7 @@ struct copy_ctx {
 static int do_copy(void *p)
 {
 	struct copy_ctx *c = p;
-	return c->h2d ? hs_dev_copy_h2d(dev, q, c->dst, c->src, c->n) : O->copy_d2d(q, c->dst, c->src, c->n);
+	return c->h2d ? hs__dev_copy_h2d(dev, q, c->dst, c->src, c->n) : O->copy_d2d(q, c->dst, c->src, c->n);
 }
 
 struct ffn_ctx {
@@ -100,7 +101,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-device [sim|cuda] [EXPERTS 8..128]\n");
 		return 2;
 	}
-	if (hs_device_open(backend, 0, &dev))
+	if (hs__device_open(backend, 0, &dev))
 		die("device");
 	O = dev->ops;
 	if (O->queue_create(dev->dev, &q))
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
 	uint8_t *h;
 	if (O->alloc(dev->dev, nb, &d1) || O->alloc(dev->dev, nb, &d2))
 		die("alloc");
-	if (posix_memalign((void **)&h, 4096, nb) || hs_device_pin(dev, h, nb, 0))
+	if (posix_memalign((void **)&h, 4096, nb) || hs__device_pin(dev, h, nb, 0))
 		die("pinned buffer");
 	memset(h, 1, nb);
 	struct copy_ctx cd = { d2, d1, nb, 0 }, ch = { d1, h, nb, 1 };
@@ -130,7 +131,7 @@ int main(int argc, char **argv)
 	/* a resident gpt-oss-120b-shaped layer of E experts */
 	struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_MXFP4, D, F, 1);
 	struct hs_slots *s;
-	if (hs_slots_create(dev, E, E, pack.bytes, q, &s))
+	if (hs__slots_create(dev, E, E, pack.bytes, q, &s))
 		die("slots");
 	for (size_t i = 0; i < nb; i++)
 		h[i] = (uint8_t)next();
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
 				blk[sec[k] + r] = (uint8_t)(118 + next() % 4);
 		for (size_t i = pack.gate_b; i < pack.bytes; i += 4)
 			memset(blk + i, 0, 4);
-		if (hs_slots_upload(s, e, e, blk, q, q) || O->queue_sync(q))
+		if (hs__slots_upload(s, e, e, blk, q, q) || O->queue_sync(q))
 			die("upload");
 	}
 	const int NP = 512, sets = 16;
@@ -150,12 +151,12 @@ int main(int argc, char **argv)
 	float *w;
 	void *dx, *dxq, *dids, *dw, *dy, *scr;
 	if (posix_memalign((void **)&ids, 4096, sizeof(int32_t) * NP * K * sets) ||
-	    hs_device_pin(dev, ids, sizeof(int32_t) * NP * K * sets, 0))
+	    hs__device_pin(dev, ids, sizeof(int32_t) * NP * K * sets, 0))
 		die("ids");
 	w = (float *)h; /* weights: the start of the pinned buffer */
 	for (int i = 0; i < NP * K; i++)
 		w[i] = 0.25f;
-	struct ffn_ctx c = { .f = { .arch = &hs_arch_gpt_oss, .type = HS_TYPE_MXFP4, .n_embd = D, .n_ff = F,
+	struct ffn_ctx c = { .f = { .arch = &hs__arch_gpt_oss, .type = HS_TYPE_MXFP4, .n_embd = D, .n_ff = F,
 				    .n_experts = E, .n_used = K, .pack = pack, .pool = s->pool,
 				    .pool_stride = pack.bytes, .slot_of = s->slot_of, .n = NP } };
 	size_t sb = O->ffn_scratch_bytes(&c.f);
@@ -163,7 +164,7 @@ int main(int argc, char **argv)
 	    O->alloc(dev->dev, sizeof(int32_t) * NP * K * sets, &dids) || O->alloc(dev->dev, sizeof(float) * NP * K, &dw) ||
 	    O->alloc(dev->dev, sizeof(float) * NP * D, &dy) || O->alloc(dev->dev, sb, &scr))
 		die("alloc");
-	if (O->zero(q, dx, sizeof(float) * NP * D) || hs_dev_copy_h2d(dev, q, dw, w, sizeof(float) * NP * K) ||
+	if (O->zero(q, dx, sizeof(float) * NP * D) || hs__dev_copy_h2d(dev, q, dw, w, sizeof(float) * NP * K) ||
 	    O->zero(q, dy, sizeof(float) * NP * D) || O->quantize(q, dx, NP, D, dxq) || O->queue_sync(q))
 		die("inputs");
 	c.f.xq = dxq;
@@ -186,7 +187,7 @@ int main(int argc, char **argv)
 					for (int j = 1; j < K; j++)
 						ids[(size_t)st * n * K + t * K + j] = -1;
 			}
-		if (hs_dev_copy_h2d(dev, q, dids, ids, sizeof(int32_t) * (size_t)n * K * sets) || O->queue_sync(q))
+		if (hs__dev_copy_h2d(dev, q, dids, ids, sizeof(int32_t) * (size_t)n * K * sets) || O->queue_sync(q))
 			die("ids");
 		c.f.n = n;
 		c.set = 0;

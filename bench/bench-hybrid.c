@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu_kernels/formats.h"
+#include "model/arch.h"
 #include "hotset.h"
 #include "runtime/hybrid.h"
 
@@ -41,16 +42,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-hybrid [PCIE_GBPS] [WORKERS] [STEPS]\n");
 		return 2;
 	}
-	size_t bytes = hs__moe_layer_flat(&l, &hs_arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K, NULL, NULL);
+	size_t bytes = hs__moe_layer_flat(&l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K, NULL, NULL);
 	uint8_t *w = malloc(bytes);
 	if (!w)
 		return 1;
 	for (size_t i = 0; i < bytes; i++)
 		w[i] = (uint8_t)next();
-	hs__moe_layer_flat(&l, &hs_arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K, w, NULL);
+	hs__moe_layer_flat(&l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K, w, NULL);
 	for (size_t r = 0; r < bytes; r += 17) /* small exponents: finite sums */
 		w[r] = (uint8_t)(118 + next() % 4);
-	if (hs_device_open("sim", 0, &d) || hs__pool_create(workers, NULL, 0, &pool)) {
+	if (hs__device_open("sim", 0, &d) || hs__pool_create(workers, NULL, 0, &pool)) {
 		fprintf(stderr, "bench-hybrid: %s\n", hs_last_error());
 		return 1;
 	}
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
 	}
 	printf("(measurements; ratio = layer wall time / busiest lane; streamed = experts copied per step)\n");
 	hs__pool_free(pool);
-	hs_device_close(d);
+	hs__device_close(d);
 	free(w);
 	return 0;
 }

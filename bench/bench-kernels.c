@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "cpu_kernels/kernels.h"
+#include "model/arch.h"
 #include "hotset.h"
 
 static double now(void)
@@ -120,14 +121,14 @@ static void fill(uint8_t *p, size_t n)
 
 static void fix_scales(uint8_t *m, int type, size_t rows, size_t cols)
 {
-	size_t rb = hs_type_row_bytes(type, cols), bb = hs_type_block_bytes(type);
+	size_t rb = hs__type_row_bytes(type, cols), bb = hs__type_block_bytes(type);
 	for (size_t r = 0; r < rows; r++)
 		for (size_t b = 0; b < cols / HS_QK; b++) {
 			uint8_t *blk = m + r * rb + b * bb;
 			if (type == HS_TYPE_MXFP4)
 				blk[0] = (uint8_t)(118 + next() % 4);
 			else {
-				uint16_t d = hs_fp32_to_fp16(0.001f);
+				uint16_t d = hs__fp32_to_fp16(0.001f);
 				memcpy(blk, &d, 2);
 			}
 		}
@@ -135,7 +136,7 @@ static void fix_scales(uint8_t *m, int type, size_t rows, size_t cols)
 
 static int make_layer(struct bench_layer *b, const struct shape *s)
 {
-	size_t gs = (size_t)s->F * hs_type_row_bytes(s->type, s->D), ds = (size_t)s->D * hs_type_row_bytes(s->type, s->F);
+	size_t gs = (size_t)s->F * hs__type_row_bytes(s->type, s->D), ds = (size_t)s->D * hs__type_row_bytes(s->type, s->F);
 	b->expert_bytes = 2 * gs + ds;
 	b->mem = malloc(b->expert_bytes * s->E);
 	if (!b->mem)
@@ -208,11 +209,11 @@ static struct result run_case(struct bench_layer *b, const struct shape *s, int 
 	float *x = malloc(sizeof *x * (size_t)n * s->D), *y = malloc(sizeof *y * (size_t)n * s->D);
 	float *w = malloc(sizeof *w * P), *out = malloc(sizeof *out * (size_t)P * s->F);
 	int32_t *ids = malloc(sizeof *ids * P);
-	size_t scratch = ffn ? hs_ffn_scratch_bytes(&b->l, n) : hs_mmid_scratch_bytes(s->D, s->F, n, k, s->E);
+	size_t scratch = ffn ? hs__ffn_scratch_bytes(&b->l, n) : hs__mmid_scratch_bytes(s->D, s->F, n, k, s->E);
 	void *sc = aligned_alloc(64, (scratch + 63) & ~(size_t)63);
 	struct result r = { 0, 0, 0, 0 };
 	double bytes = 0, flops = 0, t_run = 0;
-	size_t mat = (size_t)s->F * hs_type_row_bytes(s->type, s->D);
+	size_t mat = (size_t)s->F * hs__type_row_bytes(s->type, s->D);
 
 	for (int i = 0; i < n * s->D; i++)
 		x[i] = (float)((int)(next() % 2001) - 1000) / 1000.0f;
@@ -229,12 +230,12 @@ static struct result run_case(struct bench_layer *b, const struct shape *s, int 
 			struct hs_ffn_job j = { .layer = &b->l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids,
 						.weights = w, .y = y, .scratch = sc };
 			memset(y, 0, sizeof *y * (size_t)n * s->D);
-			hs_ffn_run_omp(&j, threads);
+			hs__ffn_run_omp(&j, threads);
 		} else {
 			struct hs_mmid_job j = { .ops = hs__kernels_best(), .type = s->type, .rows = s->F, .cols = s->D,
 						 .n_experts = s->E, .n = n, .k = k, .w = b->l.gate, .stride = b->l.gate_stride,
 						 .x = x, .ids = ids, .out = out, .scratch = sc };
-			hs_mmid_run_omp(&j, threads);
+			hs__mmid_run_omp(&j, threads);
 		}
 		double t = now() - t0;
 		if (step < 0)
@@ -291,8 +292,8 @@ int main(int argc, char **argv)
 		}
 	}
 	const struct shape shapes[2] = {
-		{ "gpt-oss-120b 2880x2880", &hs_arch_gpt_oss, HS_TYPE_MXFP4, 2880, 2880, 128, 4 },
-		{ "qwen3-30b-a3b 2048x768", &hs_arch_qwen3moe, HS_TYPE_Q8_0, 2048, 768, 128, 8 },
+		{ "gpt-oss-120b 2880x2880", &hs__arch_gpt_oss, HS_TYPE_MXFP4, 2880, 2880, 128, 4 },
+		{ "qwen3-30b-a3b 2048x768", &hs__arch_qwen3moe, HS_TYPE_Q8_0, 2048, 768, 128, 8 },
 	};
 	const int *ns = quick ? ns_quick : ns_full, nn = quick ? 3 : 5;
 	json_t *root = json_object(), *cases = json_array(), *masked = json_array(), *rb = json_object();
@@ -339,11 +340,11 @@ int main(int argc, char **argv)
 					struct result r = run_case(&b, &shapes[si], ns[ni], thr[t], op == 0, secs, 0);
 					double ratio = r.gbps / read[t];
 					fprintf(o, "%-24s %-5s %-6s %5d %4d %9.2f %8.2f %9.1f %7.2f\n", shapes[si].name,
-						hs_type_name(shapes[si].type), op == 0 ? "ffn" : "mmid", ns[ni], thr[t],
+						hs__type_name(shapes[si].type), op == 0 ? "ffn" : "mmid", ns[ni], thr[t],
 						r.seconds * 1e3, r.gbps, r.gflops, ratio);
 					fflush(o);
 					json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}",
-						"shape", shapes[si].name, "type", hs_type_name(shapes[si].type),
+						"shape", shapes[si].name, "type", hs__type_name(shapes[si].type),
 						"op", op == 0 ? "ffn" : "mul_mat_id", "n_tokens", ns[ni], "threads", thr[t],
 						"ms_per_step", r.seconds * 1e3, "gbps", r.gbps, "gflops", r.gflops,
 						"ratio_to_read", ratio));

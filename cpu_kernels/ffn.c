@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define ROWS_PER_ITEM 64 /* gate/up rows per work item; a multiple of 32 */
 #define CHUNK 64         /* tokens per tile call (pointer arrays on the stack) */
@@ -27,7 +27,7 @@ static void *carve(uint8_t **p, size_t bytes)
 	return r;
 }
 
-size_t hs_ffn_scratch_bytes(const struct hs_moe_layer *l, int n)
+size_t hs__ffn_scratch_bytes(const struct hs_moe_layer *l, int n)
 {
 	size_t E = (size_t)l->n_experts, P = (size_t)n * l->n_used, D = l->n_embd, F = l->n_ff;
 
@@ -72,7 +72,7 @@ static int group(const int32_t *ids, int n, int k, int n_experts, int *first, in
 	return 0;
 }
 
-int hs_ffn_prepare(struct hs_ffn_job *job)
+int hs__ffn_prepare(struct hs_ffn_job *job)
 {
 	const struct hs_moe_layer *l = job->layer;
 	size_t P = (size_t)job->n * l->n_used, F = l->n_ff, D = l->n_embd;
@@ -110,14 +110,14 @@ static void tile_f(int type, const uint8_t *w, size_t row_bytes, int r0, int r1,
 		   const float *const *x, int nt, float *const *out)
 {
 	float buf[FCHUNK];
-	size_t vb = hs_type_row_bytes(type, 1);
+	size_t vb = hs__type_row_bytes(type, 1);
 
 	for (int r = r0; r < r1; r++)
 		for (int j = 0; j < nt; j++) {
 			double s = 0;
 			for (int c = 0; c < ncols; c += FCHUNK) {
 				int m = ncols - c < FCHUNK ? ncols - c : FCHUNK;
-				hs_dequantize_row_ref(type, w + (size_t)r * row_bytes + (size_t)c * vb, buf, (size_t)m);
+				hs__dequantize_row_ref(type, w + (size_t)r * row_bytes + (size_t)c * vb, buf, (size_t)m);
 				for (int i = 0; i < m; i++)
 					s += (double)buf[i] * x[j][c + i];
 			}
@@ -135,7 +135,7 @@ static int mine(uint64_t c, uint64_t w, uint64_t total, int ith, int nth)
 	return (owner >= nth ? nth - 1 : owner) == ith;
 }
 
-void hs_ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth)
+void hs__ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth)
 {
 	const int D = job->layer->n_embd;
 
@@ -145,12 +145,12 @@ void hs_ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth)
 		job->ops->quantize_q8_0(job->x + (size_t)t * D, job->xq + (size_t)t * (D / HS_QK), D);
 }
 
-void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
+void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 {
 	const struct hs_moe_layer *l = job->layer;
 	const int D = l->n_embd, F = l->n_ff, nrb = (F + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
 	const int quant = hs__kernel_type_quantized(l->type);
-	const size_t rb = hs_type_row_bytes(l->type, (uint64_t)D);
+	const size_t rb = hs__type_row_bytes(l->type, (uint64_t)D);
 	const uint64_t total = job->cost_prefix[job->n_active] * (uint64_t)nrb;
 	const struct hs_block_q8_0 *xs[CHUNK];
 	const float *xf[CHUNK];
@@ -197,14 +197,14 @@ void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 	}
 }
 
-void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
+void hs__ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 {
 	const struct hs_moe_layer *l = job->layer;
 	const int D = l->n_embd, F = l->n_ff, nb = (D + HS_QK - 1) / HS_QK;
 	const int lo = (int)((int64_t)nb * ith / nth) * HS_QK, hi0 = (int)((int64_t)nb * (ith + 1) / nth) * HS_QK;
 	const int hi = hi0 < D ? hi0 : D;
 	const int quant = hs__kernel_type_quantized(l->type);
-	const size_t rb = hs_type_row_bytes(l->type, (uint64_t)F);
+	const size_t rb = hs__type_row_bytes(l->type, (uint64_t)F);
 	const struct hs_block_q8_0 *hs[CHUNK];
 	const float *hf[CHUNK];
 	float *oo[CHUNK];
@@ -238,9 +238,9 @@ void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 	}
 }
 
-int hs_ffn_run_omp(struct hs_ffn_job *job, int nthreads)
+int hs__ffn_run_omp(struct hs_ffn_job *job, int nthreads)
 {
-	int rc = hs_ffn_prepare(job);
+	int rc = hs__ffn_prepare(job);
 
 	if (rc)
 		return rc;
@@ -249,25 +249,25 @@ int hs_ffn_run_omp(struct hs_ffn_job *job, int nthreads)
 #pragma omp parallel num_threads(nthreads)
 	{
 		int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-		hs_ffn_step_quantize(job, ith, nth);
+		hs__ffn_step_quantize(job, ith, nth);
 #pragma omp barrier
-		hs_ffn_step_gate_up(job, ith, nth);
+		hs__ffn_step_gate_up(job, ith, nth);
 #pragma omp barrier
-		hs_ffn_step_down(job, ith, nth);
+		hs__ffn_step_down(job, ith, nth);
 	}
 	return 0;
 }
 
 /* ---- mul_mat_id alone ---------------------------------------------------- */
 
-size_t hs_mmid_scratch_bytes(int cols, int rows, int n, int k, int n_experts)
+size_t hs__mmid_scratch_bytes(int cols, int rows, int n, int k, int n_experts)
 {
 	(void)rows;
 	return align64((size_t)n_experts * sizeof(int)) + align64((size_t)(n_experts + 1) * sizeof(int)) +
 	       align64((size_t)n * k * sizeof(int)) + align64((size_t)n * (cols / HS_QK) * sizeof(struct hs_block_q8_0));
 }
 
-int hs_mmid_prepare(struct hs_mmid_job *job)
+int hs__mmid_prepare(struct hs_mmid_job *job)
 {
 	uint8_t *p = job->scratch;
 	int n_pairs;
@@ -280,7 +280,7 @@ int hs_mmid_prepare(struct hs_mmid_job *job)
 		     job->pair_slot, &n_pairs);
 }
 
-void hs_mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth)
+void hs__mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth)
 {
 	if (!hs__kernel_type_quantized(job->type))
 		return;
@@ -289,10 +289,10 @@ void hs_mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth)
 					job->cols);
 }
 
-void hs_mmid_step_mul(struct hs_mmid_job *job, int ith, int nth)
+void hs__mmid_step_mul(struct hs_mmid_job *job, int ith, int nth)
 {
 	const int nrb = (job->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM, nbc = job->cols / HS_QK;
-	const size_t rb = hs_type_row_bytes(job->type, (uint64_t)job->cols);
+	const size_t rb = hs__type_row_bytes(job->type, (uint64_t)job->cols);
 	const uint64_t total = (uint64_t)job->first[job->n_active] * (uint64_t)nrb;
 	const struct hs_block_q8_0 *xs[CHUNK];
 	const float *xf[CHUNK];
@@ -323,9 +323,9 @@ void hs_mmid_step_mul(struct hs_mmid_job *job, int ith, int nth)
 	}
 }
 
-int hs_mmid_run_omp(struct hs_mmid_job *job, int nthreads)
+int hs__mmid_run_omp(struct hs_mmid_job *job, int nthreads)
 {
-	int rc = hs_mmid_prepare(job);
+	int rc = hs__mmid_prepare(job);
 
 	if (rc)
 		return rc;
@@ -334,9 +334,9 @@ int hs_mmid_run_omp(struct hs_mmid_job *job, int nthreads)
 #pragma omp parallel num_threads(nthreads)
 	{
 		int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-		hs_mmid_step_quantize(job, ith, nth);
+		hs__mmid_step_quantize(job, ith, nth);
 #pragma omp barrier
-		hs_mmid_step_mul(job, ith, nth);
+		hs__mmid_step_mul(job, ith, nth);
 	}
 	return 0;
 }

@@ -7,7 +7,7 @@
 
 #include "cpu_kernels/formats.h"
 
-const int8_t hs_mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+const int8_t hs__mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
 
 static const struct {
 	int type;
@@ -29,13 +29,13 @@ static int find(int type)
 	return -1;
 }
 
-const char *hs_type_name(int type)
+const char *hs__type_name(int type)
 {
 	int i = find(type);
 	return i < 0 ? NULL : types[i].name;
 }
 
-int hs_type_from_name(const char *name)
+int hs__type_from_name(const char *name)
 {
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
 		if (strcmp(types[i].name, name) == 0)
@@ -43,19 +43,19 @@ int hs_type_from_name(const char *name)
 	return -1;
 }
 
-size_t hs_type_block_values(int type)
+size_t hs__type_block_values(int type)
 {
 	int i = find(type);
 	return i < 0 ? 0 : types[i].values;
 }
 
-size_t hs_type_block_bytes(int type)
+size_t hs__type_block_bytes(int type)
 {
 	int i = find(type);
 	return i < 0 ? 0 : types[i].bytes;
 }
 
-size_t hs_type_row_bytes(int type, uint64_t n)
+size_t hs__type_row_bytes(int type, uint64_t n)
 {
 	int i = find(type);
 	if (i < 0 || n % types[i].values || n / types[i].values > SIZE_MAX / types[i].bytes)
@@ -77,7 +77,7 @@ static uint32_t bits_from_f32(float f)
 	return u;
 }
 
-float hs_fp16_to_fp32(uint16_t h)
+float hs__fp16_to_fp32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
 	uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
@@ -89,7 +89,7 @@ float hs_fp16_to_fp32(uint16_t h)
 	return f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-uint16_t hs_fp32_to_fp16(float f)
+uint16_t hs__fp32_to_fp16(float f)
 {
 	uint32_t u = bits_from_f32(f);
 	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
@@ -118,12 +118,12 @@ uint16_t hs_fp32_to_fp16(float f)
 	return sign | (uint16_t)half;
 }
 
-float hs_bf16_to_fp32(uint16_t h)
+float hs__bf16_to_fp32(uint16_t h)
 {
 	return f32_from_bits((uint32_t)h << 16);
 }
 
-uint16_t hs_fp32_to_bf16(float f)
+uint16_t hs__fp32_to_bf16(float f)
 {
 	uint32_t u = bits_from_f32(f);
 
@@ -132,7 +132,7 @@ uint16_t hs_fp32_to_bf16(float f)
 	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
-float hs_e8m0_to_fp32_half(uint8_t e)
+float hs__e8m0_to_fp32_half(uint8_t e)
 {
 	return ldexpf(1.0f, (int)e - 128);
 }
@@ -140,7 +140,7 @@ float hs_e8m0_to_fp32_half(uint8_t e)
 static void dequant_q8_0(const struct hs_block_q8_0 *b, float *y, size_t nb)
 {
 	for (size_t i = 0; i < nb; i++) {
-		float d = hs_fp16_to_fp32(b[i].d);
+		float d = hs__fp16_to_fp32(b[i].d);
 		for (int j = 0; j < HS_QK; j++)
 			y[i * HS_QK + j] = d * b[i].qs[j];
 	}
@@ -149,22 +149,22 @@ static void dequant_q8_0(const struct hs_block_q8_0 *b, float *y, size_t nb)
 static void dequant_mxfp4(const struct hs_block_mxfp4 *b, float *y, size_t nb)
 {
 	for (size_t i = 0; i < nb; i++) {
-		float d = hs_e8m0_to_fp32_half(b[i].e);
+		float d = hs__e8m0_to_fp32_half(b[i].e);
 		for (int j = 0; j < HS_QK / 2; j++) {
-			y[i * HS_QK + j] = d * hs_mxfp4_values[b[i].qs[j] & 0x0f];
-			y[i * HS_QK + j + HS_QK / 2] = d * hs_mxfp4_values[b[i].qs[j] >> 4];
+			y[i * HS_QK + j] = d * hs__mxfp4_values[b[i].qs[j] & 0x0f];
+			y[i * HS_QK + j + HS_QK / 2] = d * hs__mxfp4_values[b[i].qs[j] >> 4];
 		}
 	}
 }
 
-void hs_dequantize_row_ref(int type, const void *src, float *dst, size_t n)
+void hs__dequantize_row_ref(int type, const void *src, float *dst, size_t n)
 {
 	const uint16_t *h = src;
 
 	switch (type) {
 	case HS_TYPE_F32: memcpy(dst, src, n * sizeof(float)); break;
-	case HS_TYPE_F16: for (size_t i = 0; i < n; i++) dst[i] = hs_fp16_to_fp32(h[i]); break;
-	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) dst[i] = hs_bf16_to_fp32(h[i]); break;
+	case HS_TYPE_F16: for (size_t i = 0; i < n; i++) dst[i] = hs__fp16_to_fp32(h[i]); break;
+	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) dst[i] = hs__bf16_to_fp32(h[i]); break;
 	case HS_TYPE_Q8_0: dequant_q8_0(src, dst, n / HS_QK); break;
 	case HS_TYPE_MXFP4: dequant_mxfp4(src, dst, n / HS_QK); break;
 	}
@@ -177,7 +177,7 @@ static void quant_q8_0(const float *x, struct hs_block_q8_0 *b, size_t nb)
 		for (int j = 0; j < HS_QK; j++)
 			amax = fmaxf(amax, fabsf(x[i * HS_QK + j]));
 		float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-		b[i].d = hs_fp32_to_fp16(d);
+		b[i].d = hs__fp32_to_fp16(d);
 		for (int j = 0; j < HS_QK; j++)
 			b[i].qs[j] = (int8_t)roundf(x[i * HS_QK + j] * id);
 	}
@@ -216,14 +216,14 @@ static void quant_mxfp4(const float *x, struct hs_block_mxfp4 *b, size_t nb)
 	}
 }
 
-void hs_quantize_row_ref(int type, const float *src, void *dst, size_t n)
+void hs__quantize_row_ref(int type, const float *src, void *dst, size_t n)
 {
 	uint16_t *h = dst;
 
 	switch (type) {
 	case HS_TYPE_F32: memcpy(dst, src, n * sizeof(float)); break;
-	case HS_TYPE_F16: for (size_t i = 0; i < n; i++) h[i] = hs_fp32_to_fp16(src[i]); break;
-	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) h[i] = hs_fp32_to_bf16(src[i]); break;
+	case HS_TYPE_F16: for (size_t i = 0; i < n; i++) h[i] = hs__fp32_to_fp16(src[i]); break;
+	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) h[i] = hs__fp32_to_bf16(src[i]); break;
 	case HS_TYPE_Q8_0: quant_q8_0(src, dst, n / HS_QK); break;
 	case HS_TYPE_MXFP4: quant_mxfp4(src, dst, n / HS_QK); break;
 	}

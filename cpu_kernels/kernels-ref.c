@@ -16,7 +16,7 @@ static void quantize_q8_0_ref(const float *x, struct hs_block_q8_0 *y, int n)
 		for (int j = 0; j < HS_QK; j++)
 			amax = fmaxf(amax, fabsf(x[b * HS_QK + j]));
 		float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-		y[b].d = hs_fp32_to_fp16(d);
+		y[b].d = hs__fp32_to_fp16(d);
 		for (int j = 0; j < HS_QK; j++)
 			y[b].qs[j] = (int8_t)nearbyintf(x[b * HS_QK + j] * id); /* half to even, like vcvtps2dq */
 	}
@@ -28,9 +28,9 @@ static float dot_mxfp4(const struct hs_block_mxfp4 *w, const struct hs_block_q8_
 	for (int b = 0; b < nb; b++) {
 		int s = 0;
 		for (int j = 0; j < HS_QK / 2; j++)
-			s += hs_mxfp4_values[w[b].qs[j] & 0x0f] * x[b].qs[j] +
-			     hs_mxfp4_values[w[b].qs[j] >> 4] * x[b].qs[j + HS_QK / 2];
-		sum += hs_e8m0_to_fp32_half(w[b].e) * hs_fp16_to_fp32(x[b].d) * (float)s;
+			s += hs__mxfp4_values[w[b].qs[j] & 0x0f] * x[b].qs[j] +
+			     hs__mxfp4_values[w[b].qs[j] >> 4] * x[b].qs[j + HS_QK / 2];
+		sum += hs__e8m0_to_fp32_half(w[b].e) * hs__fp16_to_fp32(x[b].d) * (float)s;
 	}
 	return sum;
 }
@@ -42,7 +42,7 @@ static float dot_q8_0(const struct hs_block_q8_0 *w, const struct hs_block_q8_0 
 		int s = 0;
 		for (int j = 0; j < HS_QK; j++)
 			s += w[b].qs[j] * x[b].qs[j];
-		sum += hs_fp16_to_fp32(w[b].d) * hs_fp16_to_fp32(x[b].d) * (float)s;
+		sum += hs__fp16_to_fp32(w[b].d) * hs__fp16_to_fp32(x[b].d) * (float)s;
 	}
 	return sum;
 }
@@ -57,7 +57,7 @@ static void tile_q_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int
 						 : dot_q8_0((const void *)(w + r * row_bytes), x[j], ncols / HS_QK);
 }
 
-const struct hs_kernel_ops hs_kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref };
+const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref };
 
 int hs__kernel_type_quantized(int type)
 {
@@ -67,5 +67,5 @@ int hs__kernel_type_quantized(int type)
 const struct hs_kernel_ops *hs__kernels_best(void)
 {
 	const struct hs_kernel_ops *k = hs__cpu_features()->use_avx2 ? hs__kernels_avx2() : NULL;
-	return k ? k : &hs_kernels_ref;
+	return k ? k : &hs__kernels_ref;
 }

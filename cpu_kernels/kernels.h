@@ -4,7 +4,7 @@
  * Threading: every parallel step takes (ith, nth) and touches only its own
  * share, so any pool can run it (the OpenMP drivers below, or the runtime's
  * pinned pthreads later).  Nothing here allocates, creates threads or locks;
- * scratch memory comes from the caller, sized by hs_ffn_scratch_bytes(). */
+ * scratch memory comes from the caller, sized by hs__ffn_scratch_bytes(). */
 #ifndef HS_KERNELS_H
 #define HS_KERNELS_H
 
@@ -26,7 +26,7 @@ struct hs_kernel_ops {
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
 };
 
-extern const struct hs_kernel_ops hs_kernels_ref;
+extern const struct hs_kernel_ops hs__kernels_ref;
 /* The AVX2 set, or NULL in a build without AVX2 kernels. */
 const struct hs_kernel_ops *hs__kernels_avx2(void);
 /* The fastest set this CPU runs (the reference when HS_USE_REF=1). */
@@ -38,7 +38,7 @@ int hs__kernel_type_quantized(int type);
 
 /* ---- masked mul_mat_id and the fused FFN ----------------------------------
  * A job describes one layer's CPU share: n tokens, ids[n][k] (-1 = skip:
- * that expert is never read), weights[n][k].  hs_ffn_prepare() groups the
+ * that expert is never read), weights[n][k].  hs__ffn_prepare() groups the
  * (token, slot) pairs by expert in scratch, single-threaded and cheap; the
  * steps then run on nth threads with a barrier between them. */
 struct hs_ffn_job {
@@ -49,7 +49,7 @@ struct hs_ffn_job {
 	const int32_t *ids;    /* [n][n_used] */
 	const float *weights;  /* [n][n_used] */
 	float *y;              /* [n][n_embd]: the weighted sum is added here */
-	void *scratch;         /* hs_ffn_scratch_bytes(layer, n) bytes, 64-aligned */
+	void *scratch;         /* hs__ffn_scratch_bytes(layer, n) bytes, 64-aligned */
 	/* filled by prepare */
 	int n_pairs, n_active; /* routed pairs that are not masked; experts with tokens */
 	int *expert_of;        /* [n_active] expert id */
@@ -63,18 +63,18 @@ struct hs_ffn_job {
 	uint64_t *cost_prefix; /* [n_active + 1] work of the gate/up step, for splitting */
 };
 
-size_t hs_ffn_scratch_bytes(const struct hs_moe_layer *l, int n);
+size_t hs__ffn_scratch_bytes(const struct hs_moe_layer *l, int n);
 /* -EINVAL for an id outside [-1, E).  ids with -1 are skipped. */
-int hs_ffn_prepare(struct hs_ffn_job *job);
+int hs__ffn_prepare(struct hs_ffn_job *job);
 /* step 1: quantize the tokens' activations */
-void hs_ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth);
+void hs__ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth);
 /* step 2: gate and up products, activation, quantize h */
-void hs_ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth);
+void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth);
 /* step 3: down product, bias, weighted accumulation into y (threads own
  * disjoint row ranges of y, so no two write the same element) */
-void hs_ffn_step_down(struct hs_ffn_job *job, int ith, int nth);
+void hs__ffn_step_down(struct hs_ffn_job *job, int ith, int nth);
 /* All steps on nthreads OpenMP threads (<= 0: OpenMP's default). */
-int hs_ffn_run_omp(struct hs_ffn_job *job, int nthreads);
+int hs__ffn_run_omp(struct hs_ffn_job *job, int nthreads);
 
 /* mul_mat_id alone: out[p][rows] = W[expert of pair p] . x[token of p] for
  * every unmasked pair, grouped by expert so each weight block is read once
@@ -88,14 +88,14 @@ struct hs_mmid_job {
 	const float *x;        /* [n][cols] */
 	const int32_t *ids;    /* [n][k] */
 	float *out;            /* [n][k][rows] */
-	void *scratch;         /* hs_mmid_scratch_bytes() */
+	void *scratch;         /* hs__mmid_scratch_bytes() */
 	int n_active, *expert_of, *first, *pair_slot; /* by prepare; pair_slot = t * k + slot */
 	struct hs_block_q8_0 *xq;
 };
-size_t hs_mmid_scratch_bytes(int cols, int rows, int n, int k, int n_experts);
-int hs_mmid_prepare(struct hs_mmid_job *job);
-void hs_mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth);
-void hs_mmid_step_mul(struct hs_mmid_job *job, int ith, int nth);
-int hs_mmid_run_omp(struct hs_mmid_job *job, int nthreads);
+size_t hs__mmid_scratch_bytes(int cols, int rows, int n, int k, int n_experts);
+int hs__mmid_prepare(struct hs_mmid_job *job);
+void hs__mmid_step_quantize(struct hs_mmid_job *job, int ith, int nth);
+void hs__mmid_step_mul(struct hs_mmid_job *job, int ith, int nth);
+int hs__mmid_run_omp(struct hs_mmid_job *job, int nthreads);
 
 #endif

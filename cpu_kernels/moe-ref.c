@@ -8,25 +8,7 @@
 
 #include "cpu_kernels/formats.h"
 #include "cpu_kernels/moe.h"
-#include "runtime/error.h"
-
-const struct hs_moe_arch hs_arch_gpt_oss = { "gpt-oss", 1, hs__gating_topk_softmax, hs__act_gpt_oss,
-					      hs__act_gpt_oss_f };
-/* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
- * (norm_topk_prob): the full softmax's denominator cancels, so that is the
- * same as gpt-oss's softmax over the k chosen logits. */
-const struct hs_moe_arch hs_arch_qwen3moe = { "qwen3moe", 0, hs__gating_topk_softmax, hs__act_silu_mul,
-					       hs__act_silu_mul_f };
-
-static const struct hs_moe_arch *const archs[] = { &hs_arch_gpt_oss, &hs_arch_qwen3moe };
-
-const struct hs_moe_arch *hs__moe_arch_find(const char *name, size_t len)
-{
-	for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-		if (strlen(archs[i]->name) == len && memcmp(archs[i]->name, name, len) == 0)
-			return archs[i];
-	return NULL;
-}
+#include "base/error.h"
 
 /* The k largest entries of v, best first; ties go to the lower index. */
 static void topk(const double *v, int n, int k, int32_t *ids)
@@ -98,7 +80,7 @@ static double dot_d(const float *a, const double *b, int n)
 
 int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32_t *ids, float *weights)
 {
-	size_t rb = hs_type_row_bytes(l->router_type, (uint64_t)l->n_embd);
+	size_t rb = hs__type_row_bytes(l->router_type, (uint64_t)l->n_embd);
 	float *row = malloc(sizeof *row * l->n_embd);
 	double *logits = malloc(sizeof *logits * l->n_experts);
 
@@ -109,7 +91,7 @@ int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32
 	}
 	for (int t = 0; t < n; t++) {
 		for (int e = 0; e < l->n_experts; e++) {
-			hs_dequantize_row_ref(l->router_type, l->router + (size_t)e * rb, row, l->n_embd);
+			hs__dequantize_row_ref(l->router_type, l->router + (size_t)e * rb, row, l->n_embd);
 			logits[e] = dot(row, x + (size_t)t * l->n_embd, l->n_embd) + (l->router_b ? l->router_b[e] : 0);
 		}
 		l->arch->gating(logits, l->n_experts, l->n_used, ids + (size_t)t * l->n_used,
@@ -124,7 +106,7 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			const float *w_in, float *y)
 {
 	const int D = l->n_embd, F = l->n_ff, K = l->n_used;
-	size_t rb_in = hs_type_row_bytes(l->type, (uint64_t)D), rb_ff = hs_type_row_bytes(l->type, (uint64_t)F);
+	size_t rb_in = hs__type_row_bytes(l->type, (uint64_t)D), rb_ff = hs__type_row_bytes(l->type, (uint64_t)F);
 	int32_t *ids = NULL;
 	float *wts = NULL, *row = malloc(sizeof *row * (D > F ? D : F));
 	double *h = malloc(sizeof *h * F), *acc = malloc(sizeof *acc * D);
@@ -165,14 +147,14 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			const uint8_t *G = ev.gate, *U = ev.up, *Dn = ev.down;
 			for (int r = 0; r < F; r++) {
 				double g, u;
-				hs_dequantize_row_ref(l->type, G + r * rb_in, row, D);
+				hs__dequantize_row_ref(l->type, G + r * rb_in, row, D);
 				g = dot(row, xt, D) + (ev.gate_b ? ev.gate_b[r] : 0);
-				hs_dequantize_row_ref(l->type, U + r * rb_in, row, D);
+				hs__dequantize_row_ref(l->type, U + r * rb_in, row, D);
 				u = dot(row, xt, D) + (ev.up_b ? ev.up_b[r] : 0);
 				h[r] = l->arch->activation(g, u);
 			}
 			for (int r = 0; r < D; r++) {
-				hs_dequantize_row_ref(l->type, Dn + r * rb_ff, row, F);
+				hs__dequantize_row_ref(l->type, Dn + r * rb_ff, row, F);
 				acc[r] += w * (dot_d(row, h, F) + (ev.down_b ? ev.down_b[r] : 0));
 			}
 		}
@@ -191,8 +173,8 @@ out:
 struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias)
 {
 	struct hs_expert_pack p;
-	size_t at = 0, in = (size_t)n_ff * hs_type_row_bytes(type, (uint64_t)n_embd);
-	size_t out = (size_t)n_embd * hs_type_row_bytes(type, (uint64_t)n_ff);
+	size_t at = 0, in = (size_t)n_ff * hs__type_row_bytes(type, (uint64_t)n_embd);
+	size_t out = (size_t)n_embd * hs__type_row_bytes(type, (uint64_t)n_ff);
 #define HS_PACK_NEXT(field, bytes) (p.field = at, at = (at + (bytes) + 255) & ~(size_t)255)
 	memset(&p, 0, sizeof p);
 	HS_PACK_NEXT(gate, in);
@@ -213,8 +195,8 @@ struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int
 void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *p, uint8_t *dst)
 {
 	const struct hs_expert_view v = hs__expert(l, e);
-	size_t in = (size_t)l->n_ff * hs_type_row_bytes(l->type, (uint64_t)l->n_embd);
-	size_t out = (size_t)l->n_embd * hs_type_row_bytes(l->type, (uint64_t)l->n_ff);
+	size_t in = (size_t)l->n_ff * hs__type_row_bytes(l->type, (uint64_t)l->n_embd);
+	size_t out = (size_t)l->n_embd * hs__type_row_bytes(l->type, (uint64_t)l->n_ff);
 
 	memset(dst, 0, p->bytes);
 	memcpy(dst + p->gate, v.gate, in);
@@ -230,8 +212,8 @@ void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert
 size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch, int type, int n_embd, int n_ff,
 			  int n_experts, int n_used, const uint8_t *w, const float *b)
 {
-	size_t gs = (size_t)n_ff * hs_type_row_bytes(type, (uint64_t)n_embd);
-	size_t ds = (size_t)n_embd * hs_type_row_bytes(type, (uint64_t)n_ff);
+	size_t gs = (size_t)n_ff * hs__type_row_bytes(type, (uint64_t)n_embd);
+	size_t ds = (size_t)n_embd * hs__type_row_bytes(type, (uint64_t)n_ff);
 
 	memset(l, 0, sizeof *l);
 	l->arch = arch;

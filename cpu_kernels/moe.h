@@ -7,21 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An architecture is a table entry: whether experts carry biases, how
- * router logits become (ids, weights), and the gated activation.  A further
- * architecture adds an entry and, if new, its two functions. */
+/* What the kernels need of an architecture: whether experts carry biases,
+ * how router logits become (ids, weights), and the gated activation.  The
+ * entries themselves are model knowledge (model/arch.c). */
+enum hs_act { HS_ACT_SWIGLU_OAI, HS_ACT_SILU_MUL };
+
 struct hs_moe_arch {
 	const char *name;         /* general.architecture in GGUF */
 	int has_bias;             /* expert gate/up/down biases and router bias */
+	enum hs_act act;          /* which activation (for kernels that cannot call one) */
 	/* logits[E] -> ids[K] (distinct, best first) and weights[K] */
 	void (*gating)(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
 	double (*activation)(double g, double u);
 	float (*activation_f)(float g, float u); /* the same in float, for the fast kernels */
 };
-
-extern const struct hs_moe_arch hs_arch_gpt_oss, hs_arch_qwen3moe;
-/* Entry by GGUF architecture name, or NULL. */
-const struct hs_moe_arch *hs__moe_arch_find(const char *name, size_t len);
 
 void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
 double hs__act_gpt_oss(double g, double u);   /* min/clamp at 7, g*sigmoid(1.702 g)*(u+1) */

@@ -1,5 +1,5 @@
 /* extern "C" launchers of the CUDA kernels; included only by
- * runtime/device-cuda*.c and the .cu files. */
+ * device/device-cuda.c and the .cu files. */
 #ifndef HS_GPU_KERNELS_H
 #define HS_GPU_KERNELS_H
 
@@ -20,7 +20,7 @@ int hs__gpu_read_blocks(void);
  * int8), scale = max|x| / 127, values rounded to nearest. */
 cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *xq, cudaStream_t stream);
 
-/* One fused expert FFN launch (see runtime/device.h, struct hs_dev_ffn):
+/* One fused expert FFN launch (see device/device.h, struct hs_dev_ffn):
  * expert e of a routed pair p = t * n_used + j is the packed block at
  * pool + slot_of[e] * stride; masked pairs (ids -1) read nothing of any
  * expert.  Fewer than 64 pairs take the decode kernels, more the grouped,

@@ -16,6 +16,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares is
+ * its whole interface, and the only symbols libhotset exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* ---- errors and build facts ------------------------------------------- */
 
 /* The message of the last failed call on this thread ("" if none).  The
@@ -33,6 +39,19 @@ const char *hs_version(void);
  * e.g. "hwloc 2.9.0; AVX2 kernels: built, CPU has avx2 fma f16c; CUDA 13.0
  * (sm 75 80 86 89 90)".  Static string owned by the library. */
 const char *hs_build_info(void);
+
+/* ---- logging ------------------------------------------------------------- */
+
+/* The library is silent unless asked: messages at `level` or more urgent
+ * go to fn (one line, no newline, valid during the call; calls may come
+ * from the library's own threads), or to stderr as "hotset: <level>: ..."
+ * when fn is NULL.  HS_LOG_NONE (the default) silences it.  Set it before
+ * other calls; it is process-wide. */
+enum hs_log_level { HS_LOG_NONE, HS_LOG_ERROR, HS_LOG_WARN, HS_LOG_INFO, HS_LOG_DEBUG };
+typedef void (*hs_log_fn)(enum hs_log_level level, const char *message, void *ctx);
+void hs_log_set(enum hs_log_level level, hs_log_fn fn, void *ctx);
+/* "error", "warning", "info", "debug" or "none".  Static string. */
+const char *hs_log_level_name(enum hs_log_level level);
 
 /* ---- CUDA presence ----------------------------------------------------- */
 
@@ -538,6 +557,10 @@ int hs_vram_wait(int device, uint64_t budget, double timeout_s, int poll_ms, hs_
 int hs_npy_read_f32(const char *path, float **data, int64_t *rows, int64_t *cols);
 /* Writes float32 [rows][cols] to path (through "<path>.part" and a rename). */
 int hs_npy_write_f32(const char *path, const float *data, int64_t rows, int64_t cols);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define LFRU_DECAY 0.9 /* per step: a use 7 steps ago weighs about half */
 

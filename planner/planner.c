@@ -14,7 +14,7 @@
 
 #include "hotset.h"
 #include "planner/planner.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 #define MiB (1024.0 * 1024.0)

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/graph.h"
 
 struct run {

@@ -8,7 +8,7 @@
 
 #include "cpu_kernels/kernels.h"
 #include "planner/planner.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/hybrid.h"
 
 static void *pinned(struct hs_device *d, size_t n)
@@ -18,7 +18,7 @@ static void *pinned(struct hs_device *d, size_t n)
 		hs__error(ENOMEM, "hybrid: no memory for %zu bytes", n);
 		return NULL;
 	}
-	if (hs_device_pin(d, p, n ? n : 1, 0)) {
+	if (hs__device_pin(d, p, n ? n : 1, 0)) {
 		free(p);
 		return NULL;
 	}
@@ -29,7 +29,7 @@ static void unpinned(struct hs_device *d, void *p, size_t n)
 {
 	if (!p)
 		return;
-	hs_device_unpin(d, p, n ? n : 1);
+	hs__device_unpin(d, p, n ? n : 1);
 	free(p);
 }
 
@@ -53,7 +53,7 @@ void hs__hybrid_close(struct hs_hybrid *h)
 			o->event_destroy(h->ev[i]);
 	free(h->ev);
 	hs__lanes_free(h->lanes);
-	hs_slots_free(h->slots);
+	hs__slots_free(h->slots);
 	unpinned(h->d, h->hx, h->hx_b);
 	unpinned(h->d, h->hw, h->hw_b);
 	unpinned(h->d, h->hy, h->hx_b);
@@ -84,7 +84,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 				 n_staging, E);
 	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
 		return hs__error(EINVAL, "hybrid: experts of type %s; the device takes mxfp4 and q8_0",
-				 hs_type_name(l->type));
+				 hs__type_name(l->type));
 	h->l = l;
 	h->d = d;
 	h->pool = pool;
@@ -103,7 +103,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)) ||
 	    (rc = hs__lanes_create(&h->lanes)))
 		goto fail;
-	if ((rc = hs_slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
+	if ((rc = hs__slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
 		goto fail;
 	if (!(h->ev = calloc((size_t)2 * (1 + h->n_lists), sizeof *h->ev))) {
 		rc = hs__error(ENOMEM, "hybrid: out of memory");
@@ -127,7 +127,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	/* hits' ids, all streamed pairs' ids, then one list per streamed expert */
 	h->hids = pinned(d, (size_t)(2 + h->n_lists) * h->hids_b);
 	h->hpack = pinned(d, h->hpack_b);
-	size_t cs = (hs_ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
+	size_t cs = (hs__ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
 	h->cscratch = aligned_alloc(64, cs ? cs : 64);
 	h->ycpu = malloc(h->hx_b);
 	h->ids_cpu = malloc(h->hids_b);
@@ -163,7 +163,7 @@ int hs__hybrid_admit(struct hs_hybrid *h, int slot, int expert)
 		return hs__error(EINVAL, "hybrid: slot %d / expert %d", slot, expert);
 	/* the compute queue does not wait for it: until the copy is in, the
 	 * split counts the expert as a CPU miss (see in_flight) */
-	return hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, NULL);
+	return hs__slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, NULL);
 }
 
 /* Whether expert e sits in a slot whose upload is still on its way. */
@@ -180,11 +180,11 @@ int hs__hybrid_cache(struct hs_hybrid *h, int slot, int expert)
 	if (expert < 0 || expert >= h->l->n_experts)
 		return hs__error(EINVAL, "hybrid: expert %d outside 0..%d", expert, h->l->n_experts - 1);
 	if (h->direct) {
-		int rc = hs_slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, h->qc);
+		int rc = hs__slots_upload(h->slots, slot, expert, host_block(h, expert), h->qx, h->qc);
 		return rc ? rc : h->d->ops->queue_sync(h->qx);
 	}
 	hs__expert_pack(h->l, expert, &h->pack, h->hpack);
-	int rc = hs_slots_upload(h->slots, slot, expert, h->hpack, h->qx, h->qc);
+	int rc = hs__slots_upload(h->slots, slot, expert, h->hpack, h->qx, h->qc);
 	return rc ? rc : h->d->ops->queue_sync(h->qx);
 }
 
@@ -355,7 +355,7 @@ static int t_stream(void *ctx)
 		} while (e >= 0 && h->route[e] == 1);
 		if (!h->direct) /* packed into pinned staging first */
 			hs__expert_pack(h->l, ex, &h->pack, h->hpack + (size_t)i * h->pack.bytes);
-		if ((rc = hs_slots_upload(h->slots, slot, ex, src, h->qx, h->qc)))
+		if ((rc = hs__slots_upload(h->slots, slot, ex, src, h->qx, h->qc)))
 			return rc;
 		s->stream_slot[i] = slot;
 		/* this expert's pairs alone, launched once its copy is in */
@@ -364,9 +364,9 @@ static int t_stream(void *ctx)
 			mine[p] = all[p] == ex ? ex : -1;
 		uint8_t *dmine = (uint8_t *)h->dids + (size_t)(2 + i) * h->hids_b;
 		struct hs_dev_ffn f = device_ffn(s, dmine);
-		if ((rc = hs_dev_copy_h2d(h->d, h->qc, dmine, mine, sizeof(int32_t) * P)) ||
+		if ((rc = hs__dev_copy_h2d(h->d, h->qc, dmine, mine, sizeof(int32_t) * P)) ||
 		    (rc = o->event_record(h->ev[2 + 2 * i], h->qc)) || (rc = o->ffn(h->qc, &f)) ||
-		    (rc = o->event_record(h->ev[3 + 2 * i], h->qc)) || (rc = hs_slots_release(h->slots, slot, h->qc)))
+		    (rc = o->event_record(h->ev[3 + 2 * i], h->qc)) || (rc = hs__slots_release(h->slots, slot, h->qc)))
 			return rc;
 		s->timed[1 + i] = 1;
 	}
@@ -398,21 +398,21 @@ static int t_gpu_hits(void *ctx)
 
 	if (!s->n_hit_pairs && !s->n_stream_pairs)
 		return 0;
-	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dx, h->hx, xb)) ||
-	    (rc = hs_dev_copy_h2d(h->d, h->qc, h->dw, h->hw, sizeof(float) * P)) || (rc = o->zero(h->qc, h->dy, xb)) ||
+	if ((rc = hs__dev_copy_h2d(h->d, h->qc, h->dx, h->hx, xb)) ||
+	    (rc = hs__dev_copy_h2d(h->d, h->qc, h->dw, h->hw, sizeof(float) * P)) || (rc = o->zero(h->qc, h->dy, xb)) ||
 	    (rc = o->quantize(h->qc, h->dx, s->n, l->n_embd, h->dxq)))
 		return rc;
 	if (!s->n_hit_pairs)
 		return 0;
 	struct hs_dev_ffn f = device_ffn(s, h->dids);
-	if ((rc = hs_dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) ||
+	if ((rc = hs__dev_copy_h2d(h->d, h->qc, h->dids, h->hids, sizeof(int32_t) * P)) ||
 	    (rc = o->event_record(h->ev[0], h->qc)) || (rc = o->ffn(h->qc, &f)) ||
 	    (rc = o->event_record(h->ev[1], h->qc)))
 		return rc;
 	s->timed[0] = 1;
 	/* the slots this launch reads are not reused before it has finished */
 	for (int i = 0; i < s->n_hit_slots; i++)
-		if ((rc = hs_slots_release(h->slots, h->hit_slot[i], h->qc)))
+		if ((rc = hs__slots_release(h->slots, h->hit_slot[i], h->qc)))
 			return rc;
 	return 0;
 }
@@ -449,11 +449,11 @@ struct cpu_ctx {
 static void cpu_steps(void *ctx, int ith, int nth)
 {
 	struct cpu_ctx *c = ctx;
-	hs_ffn_step_quantize(c->job, ith, nth);
+	hs__ffn_step_quantize(c->job, ith, nth);
 	hs__pool_barrier(c->pool);
-	hs_ffn_step_gate_up(c->job, ith, nth);
+	hs__ffn_step_gate_up(c->job, ith, nth);
 	hs__pool_barrier(c->pool);
-	hs_ffn_step_down(c->job, ith, nth);
+	hs__ffn_step_down(c->job, ith, nth);
 }
 
 void hs__ffn_run_pool(struct hs_ffn_job *job, struct hs_pool *pool)
@@ -475,7 +475,7 @@ static int t_cpu(void *ctx)
 		return 0;
 	s->job = (struct hs_ffn_job){ .layer = l, .ops = hs__kernels_best(), .n = s->n, .x = s->x, .ids = h->ids_cpu,
 				      .weights = h->hw, .y = h->ycpu, .scratch = h->cscratch };
-	if ((rc = hs_ffn_prepare(&s->job)))
+	if ((rc = hs__ffn_prepare(&s->job)))
 		return rc;
 	s->st->host_bytes = (uint64_t)s->job.n_active * h->pack.bytes;
 	hs__ffn_run_pool(&s->job, h->pool);

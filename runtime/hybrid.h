@@ -12,7 +12,7 @@
 
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
-#include "runtime/device.h"
+#include "device/device.h"
 #include "runtime/graph.h"
 #include "runtime/pool.h"
 

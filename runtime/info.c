@@ -6,7 +6,7 @@
 
 #include "hotset.h"
 #include "cpu_kernels/cpu-features.h"
-#include "runtime/device-cuda.h"
+#include "topology/cuda-probe.h"
 #include "topology/topology.h"
 
 const char *hs_version(void)

@@ -17,9 +17,10 @@
 #include <unistd.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
-#include "runtime/model.h"
+#include "base/error.h"
+#include "model/model.h"
 #include "runtime/numa.h"
+#include "runtime/numa-place.h"
 
 #define READ_CHUNK ((size_t)64 << 20)
 #define MAX_SAMPLES 4096

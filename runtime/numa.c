@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/numa.h"
 
 void *hs__numa_alloc_on(int os_node, size_t bytes)

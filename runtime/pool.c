@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/numa.h"
 #include "runtime/pool.h"
 

@@ -12,10 +12,11 @@
 
 #include "cpu_kernels/kernels.h"
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/hybrid.h"
-#include "runtime/model.h"
+#include "model/model.h"
 #include "runtime/numa.h"
+#include "runtime/numa-place.h"
 
 struct rt_layer {
 	int moe;                      /* 1 for MoE layers */
@@ -97,7 +98,7 @@ void hs_runtime_close(hs_runtime *rt)
 		if (L->device)
 			hs__hybrid_close(&L->h);
 		if (L->pinned)
-			hs_device_unpin(rt->d, L->host.mem, L->host.bytes);
+			hs__device_unpin(rt->d, L->host.mem, L->host.bytes);
 		hs__host_layer_free(&L->host);
 		free(L->last_used);
 		free(L->count);
@@ -110,7 +111,7 @@ void hs_runtime_close(hs_runtime *rt)
 	hs_trace_free(rt->replay);
 	free(rt->replay_next);
 	hs__pool_free(rt->pool);
-	hs_device_close(rt->d);
+	hs__device_close(rt->d);
 	hs_model_free(rt->m);
 	free(rt->cscratch);
 	free(rt->desc);
@@ -211,7 +212,7 @@ static int setup_layer(hs_runtime *rt, int li)
 	L->rep.slots = n_cached;
 	/* host experts packed like slots: pin them and copy straight from them */
 	if (L->host.mem && hs__hybrid_can_direct(&L->h)) {
-		if (hs_device_pin(rt->d, L->host.mem, L->host.bytes, 0) == 0) {
+		if (hs__device_pin(rt->d, L->host.mem, L->host.bytes, 0) == 0) {
 			L->pinned = 1;
 			L->h.direct = 1;
 		} else {
@@ -278,7 +279,7 @@ int hs_runtime_reset(hs_runtime *rt)
 		memset(L->score_at, 0, sizeof *L->score_at * (size_t)E);
 		int rc = 0;
 		for (int sl = 0; sl < L->h.slots->n_slots && !rc; sl++) /* staging too: it counts as hits */
-			rc = hs_slots_evict(L->h.slots, sl, L->h.qx);
+			rc = hs__slots_evict(L->h.slots, sl, L->h.qx);
 		if (!rc)
 			rc = L->h.d->ops->queue_sync(L->h.qx);
 		if (!rc)
@@ -314,7 +315,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if ((rc = hs_model_open(model_path, &rt->m)))
 		goto fail;
 	const struct hs_model_info *in = hs_model_info(rt->m);
-	if (hs_device_open(rt->o.device, 0, &rt->d)) {
+	if (hs__device_open(rt->o.device, 0, &rt->d)) {
 		say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
 		rt->d = NULL;
 	} else {
@@ -445,7 +446,7 @@ static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x
 	int32_t *rid = NULL;
 	float *rw = NULL;
 	int rc;
-	size_t need = (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63;
+	size_t need = (hs__ffn_scratch_bytes(l, n) + 63) & ~(size_t)63;
 
 	if (need > rt->cscratch_b) {
 		free(rt->cscratch);
@@ -468,7 +469,7 @@ static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x
 	struct hs_ffn_job job = { .layer = l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids, .weights = weights,
 				  .y = y, .scratch = rt->cscratch };
 	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
-	if (!(rc = hs_ffn_prepare(&job))) {
+	if (!(rc = hs__ffn_prepare(&job))) {
 		hs__ffn_run_pool(&job, rt->pool);
 		L->rep.pairs += job.n_pairs;
 		L->rep.misses_cpu += job.n_pairs;

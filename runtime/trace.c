@@ -14,7 +14,7 @@
 
 #include "hotset.h"
 #include "planner/planner.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define MAGIC "HSTRACE"
 #define MAX_EXPERTS 65536

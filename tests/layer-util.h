@@ -31,7 +31,7 @@ struct layer {
 
 static inline void fill_matrix(uint8_t *m, int type, int rows, int cols)
 {
-	size_t rb = hs_type_row_bytes(type, (uint64_t)cols), bb = hs_type_block_bytes(type);
+	size_t rb = hs__type_row_bytes(type, (uint64_t)cols), bb = hs__type_block_bytes(type);
 	for (size_t i = 0; i < rb * rows; i++)
 		m[i] = (uint8_t)next();
 	for (int r = 0; r < rows; r++)
@@ -40,7 +40,7 @@ static inline void fill_matrix(uint8_t *m, int type, int rows, int cols)
 			if (type == HS_TYPE_MXFP4)
 				blk[0] = (uint8_t)(120 + next() % 4);
 			else {
-				uint16_t d = hs_fp32_to_fp16(0.002f + 0.002f * (float)(next() % 8));
+				uint16_t d = hs__fp32_to_fp16(0.002f + 0.002f * (float)(next() % 8));
 				memcpy(blk, &d, 2);
 			}
 		}
@@ -48,7 +48,7 @@ static inline void fill_matrix(uint8_t *m, int type, int rows, int cols)
 
 static inline int make_layer(struct layer *L, const struct hs_moe_arch *arch, int type, int D, int F, int E, int K)
 {
-	size_t gs = (size_t)F * hs_type_row_bytes(type, D), ds = (size_t)D * hs_type_row_bytes(type, F);
+	size_t gs = (size_t)F * hs__type_row_bytes(type, D), ds = (size_t)D * hs__type_row_bytes(type, F);
 	memset(L, 0, sizeof *L);
 	L->w = malloc((2 * gs + ds) * E);
 	L->b = malloc(sizeof(float) * (size_t)E * (2 * F + D));

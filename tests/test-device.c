@@ -15,10 +15,11 @@
 #include <string.h>
 
 #include "cpu_kernels/formats.h"
+#include "model/arch.h"
 #include "cpu_kernels/kernels.h"
 #include "hotset.h"
-#include "runtime/device-cuda.h"
-#include "runtime/device.h"
+#include "topology/cuda-probe.h"
+#include "device/device.h"
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
 
@@ -33,7 +34,7 @@ static void *pinned(size_t n)
 	void *p = NULL;
 	if (posix_memalign(&p, 4096, n ? n : 1))
 		return NULL;
-	if (hs_device_pin(dev, p, n ? n : 1, 0)) {
+	if (hs__device_pin(dev, p, n ? n : 1, 0)) {
 		fprintf(stderr, "pin: %s\n", hs_last_error());
 		free(p);
 		return NULL;
@@ -44,7 +45,7 @@ static void unpin_free(void *p, size_t n)
 {
 	if (!p)
 		return;
-	hs_device_unpin(dev, p, n ? n : 1);
+	hs__device_unpin(dev, p, n ? n : 1);
 	free(p);
 }
 
@@ -88,7 +89,7 @@ static void ffn_case(struct layer *L, int n, int mask_mode, int dup)
 	CHECK(hs__moe_forward_ref(l, n, x, ids, w, ref) == 0, "reference: %s", hs_last_error());
 
 	/* the routed experts go to slots 0, 1, ...: uploads through the pool */
-	int rc = hs_slots_create(dev, n_used_experts > 0 ? n_used_experts : 1, E, pack.bytes, qx, &slots);
+	int rc = hs__slots_create(dev, n_used_experts > 0 ? n_used_experts : 1, E, pack.bytes, qx, &slots);
 	CHECK(rc == 0, "slots: %s", hs_last_error());
 	if (rc)
 		goto out;
@@ -97,7 +98,7 @@ static void ffn_case(struct layer *L, int n, int mask_mode, int dup)
 		if (!used[e])
 			continue;
 		hs__expert_pack(l, e, &pack, packed);
-		CHECK(hs_slots_upload(slots, s++, e, packed, qx, qc) == 0, "upload: %s", hs_last_error());
+		CHECK(hs__slots_upload(slots, s++, e, packed, qx, qc) == 0, "upload: %s", hs_last_error());
 		/* the packed buffer is reused: let the copy finish first */
 		CHECK(O->queue_sync(qx) == 0, "%s", hs_last_error());
 	}
@@ -117,8 +118,8 @@ static void ffn_case(struct layer *L, int n, int mask_mode, int dup)
 	f.weights = dw;
 	f.y = dy;
 	f.scratch = scratch;
-	CHECK(hs_dev_copy_h2d(dev, qc, dx, x, xb) == 0 && hs_dev_copy_h2d(dev, qc, dids, ids, ib) == 0 &&
-		      hs_dev_copy_h2d(dev, qc, dw, w, sizeof(float) * (size_t)n * K) == 0 && O->zero(qc, dy, xb) == 0 &&
+	CHECK(hs__dev_copy_h2d(dev, qc, dx, x, xb) == 0 && hs__dev_copy_h2d(dev, qc, dids, ids, ib) == 0 &&
+		      hs__dev_copy_h2d(dev, qc, dw, w, sizeof(float) * (size_t)n * K) == 0 && O->zero(qc, dy, xb) == 0 &&
 		      O->quantize(qc, dx, n, D, dxq) == 0 && O->ffn(qc, &f) == 0 && O->copy_d2h(qc, y, dy, xb) == 0,
 	      "launch: %s", hs_last_error());
 	CHECK(O->queue_sync(qc) == 0, "run: %s", hs_last_error());
@@ -134,7 +135,7 @@ out_dev:
 	O->free(dev->dev, dy);
 	O->free(dev->dev, scratch);
 out:
-	hs_slots_free(slots);
+	hs__slots_free(slots);
 	unpin_free(x, xb);
 	unpin_free(w, sizeof(float) * (size_t)n * K);
 	unpin_free(y, xb);
@@ -150,10 +151,10 @@ static void ffn_grid(void)
 		const struct hs_moe_arch *arch;
 		int type, D, F, E, K;
 	} shapes[] = {
-		{ &hs_arch_gpt_oss, HS_TYPE_MXFP4, 64, 96, 8, 4 },
-		{ &hs_arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4 },
-		{ &hs_arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8 },
-		{ &hs_arch_qwen3moe, HS_TYPE_MXFP4, 96, 160, 8, 2 },
+		{ &hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 96, 8, 4 },
+		{ &hs__arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4 },
+		{ &hs__arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8 },
+		{ &hs__arch_qwen3moe, HS_TYPE_MXFP4, 96, 160, 8, 2 },
 	};
 	static const int ns[] = { 1, 7, 512 };
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -179,7 +180,7 @@ static void slot_reuse(void)
 {
 	struct layer L;
 	const int D = 64, F = 64, E = 2, K = 1, n = 1;
-	if (!is_sim || make_layer(&L, &hs_arch_qwen3moe, HS_TYPE_Q8_0, D, F, E, K))
+	if (!is_sim || make_layer(&L, &hs__arch_qwen3moe, HS_TYPE_Q8_0, D, F, E, K))
 		return;
 	struct hs_expert_pack pack = hs__expert_pack_layout(L.l.type, D, F, 0);
 	uint8_t *pa = pinned(pack.bytes), *pb = pinned(pack.bytes);
@@ -199,7 +200,7 @@ static void slot_reuse(void)
 	ids[0] = 1;
 	hs__moe_forward_ref(&L.l, n, x, ids, w, refB);
 	for (int control = 0; control < 2; control++) {
-		CHECK(hs_slots_create(dev, 1, E, pack.bytes, qx, &s) == 0, "%s", hs_last_error());
+		CHECK(hs__slots_create(dev, 1, E, pack.bytes, qx, &s) == 0, "%s", hs_last_error());
 		if (!s)
 			break;
 		struct hs_dev_ffn f = { .arch = L.l.arch, .type = L.l.type, .n_embd = D, .n_ff = F, .n_experts = E,
@@ -213,22 +214,22 @@ static void slot_reuse(void)
 		O->alloc(dev->dev, O->ffn_scratch_bytes(&f), &scr);
 		f.xq = dxq, f.ids = dids, f.weights = dw, f.y = dy, f.scratch = scr;
 		ids[0] = 0;
-		hs_slots_upload(s, 0, 0, pa, qx, qc);
-		hs_dev_copy_h2d(dev, qc, dx, x, sizeof(float) * D);
-		hs_dev_copy_h2d(dev, qc, dids, ids, 4);
-		hs_dev_copy_h2d(dev, qc, dw, w, 4);
+		hs__slots_upload(s, 0, 0, pa, qx, qc);
+		hs__dev_copy_h2d(dev, qc, dx, x, sizeof(float) * D);
+		hs__dev_copy_h2d(dev, qc, dids, ids, 4);
+		hs__dev_copy_h2d(dev, qc, dw, w, 4);
 		O->zero(qc, dy, sizeof(float) * D);
 		O->quantize(qc, dx, 1, D, dxq);
 		hs__sim_set_queue_delay(qc, 30000); /* every later item of qc waits 30 ms */
 		O->ffn(qc, &f);
-		hs_slots_release(s, 0, qc);
+		hs__slots_release(s, 0, qc);
 		O->copy_d2h(qc, y, dy, sizeof(float) * D);
 		if (!control) {
 			/* expert B takes the slot: the table entry for A goes to -1 and
 			 * B's to 0 only after the FFN above has run */
-			CHECK(hs_slots_upload(s, 0, 1, pb, qx, qc) == 0, "%s", hs_last_error());
+			CHECK(hs__slots_upload(s, 0, 1, pb, qx, qc) == 0, "%s", hs_last_error());
 		} else {
-			hs_dev_copy_h2d(dev, qx, s->pool, pb, pack.bytes); /* no wait: wrong on purpose */
+			hs__dev_copy_h2d(dev, qx, s->pool, pb, pack.bytes); /* no wait: wrong on purpose */
 		}
 		CHECK(O->queue_sync(qc) == 0 && O->queue_sync(qx) == 0, "%s", hs_last_error());
 		hs__sim_set_queue_delay(qc, 0);
@@ -243,7 +244,7 @@ static void slot_reuse(void)
 		O->free(dev->dev, dw);
 		O->free(dev->dev, dy);
 		O->free(dev->dev, scr);
-		hs_slots_free(s);
+		hs__slots_free(s);
 		s = NULL;
 	}
 	unpin_free(pa, pack.bytes);
@@ -268,7 +269,7 @@ static void events(void)
 	CHECK(O->alloc(dev->dev, n, &d1) == 0 && O->alloc(dev->dev, n, &d2) == 0, "%s", hs_last_error());
 	CHECK(O->event_create(dev->dev, &e0) == 0 && O->event_create(dev->dev, &e1) == 0, "%s", hs_last_error());
 	memset(h, 0xab, n);
-	CHECK(hs_dev_copy_h2d(dev, qc, d1, h, n) == 0, "%s", hs_last_error());
+	CHECK(hs__dev_copy_h2d(dev, qc, d1, h, n) == 0, "%s", hs_last_error());
 	CHECK(O->queue_sync(qc) == 0, "%s", hs_last_error());
 	if (is_sim)
 		hs__sim_set_queue_delay(qc, 20000);
@@ -311,14 +312,14 @@ static void memory_rules(void)
 	for (size_t i = 0; i < n; i++)
 		a[i] = (uint8_t)next();
 	CHECK(O->alloc(dev->dev, n, &d) == 0, "%s", hs_last_error());
-	CHECK(hs_dev_copy_h2d(dev, qx, d, a, n) == 0 && O->copy_d2h(qx, b, d, n) == 0 && O->queue_sync(qx) == 0, "%s",
+	CHECK(hs__dev_copy_h2d(dev, qx, d, a, n) == 0 && O->copy_d2h(qx, b, d, n) == 0 && O->queue_sync(qx) == 0, "%s",
 	      hs_last_error());
 	CHECK(memcmp(a, b, n) == 0, "bytes changed on the way");
-	CHECK(hs_dev_copy_h2d(dev, qx, d, plain, n) == -EINVAL && strstr(hs_last_error(), "not pinned"), "%s",
+	CHECK(hs__dev_copy_h2d(dev, qx, d, plain, n) == -EINVAL && strstr(hs_last_error(), "not pinned"), "%s",
 	      hs_last_error());
-	CHECK(hs_dev_copy_h2d(dev, qx, d, a + 1, n) == -EINVAL, "a copy past the pinned range was taken");
-	CHECK(hs_device_pin(dev, a + 100, 10, 0) == -EINVAL, "overlapping pin accepted");
-	CHECK(hs_device_unpin(dev, a, 10) == -EINVAL, "unpin of a range never pinned accepted");
+	CHECK(hs__dev_copy_h2d(dev, qx, d, a + 1, n) == -EINVAL, "a copy past the pinned range was taken");
+	CHECK(hs__device_pin(dev, a + 100, 10, 0) == -EINVAL, "overlapping pin accepted");
+	CHECK(hs__device_unpin(dev, a, 10) == -EINVAL, "unpin of a range never pinned accepted");
 	CHECK(O->mem_info(dev->dev, &fr, &tot) == 0 && fr <= tot && tot > 0, "mem_info");
 	CHECK(O->alloc(dev->dev, (size_t)tot + ((size_t)1 << 30), &huge) == -ENOMEM && huge == NULL,
 	      "oversized allocation: %s", hs_last_error());
@@ -328,7 +329,7 @@ static void memory_rules(void)
 		int32_t *ids = pinned(sizeof(int32_t) * 4), *slot = pinned(sizeof(int32_t) * 4);
 		for (int i = 0; i < 4; i++)
 			ids[i] = 9, slot[i] = 0;
-		struct hs_dev_ffn f = { .arch = &hs_arch_qwen3moe, .type = HS_TYPE_Q8_0, .n_embd = 32, .n_ff = 32,
+		struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .type = HS_TYPE_Q8_0, .n_embd = 32, .n_ff = 32,
 					.n_experts = 4, .n_used = 4, .n = 1, .ids = ids, .slot_of = slot,
 					.pack = hs__expert_pack_layout(HS_TYPE_Q8_0, 32, 32, 0) };
 		CHECK(O->ffn(qc, &f) == 0, "launch refused early");
@@ -353,27 +354,27 @@ static void evict(void)
 	struct hs_slots *s = NULL;
 	uint8_t *src = pinned(sb);
 	int32_t *table = pinned(sizeof(int32_t) * 4);
-	CHECK(hs_slots_create(dev, 2, 4, sb, qx, &s) == 0, "%s", hs_last_error());
+	CHECK(hs__slots_create(dev, 2, 4, sb, qx, &s) == 0, "%s", hs_last_error());
 	if (!s)
 		return;
 	memset(src, 7, sb);
-	CHECK(hs_slots_upload(s, 0, 2, src, qx, NULL) == 0, "%s", hs_last_error());
+	CHECK(hs__slots_upload(s, 0, 2, src, qx, NULL) == 0, "%s", hs_last_error());
 	CHECK(O->event_sync(s->ready[0]) == 0 && O->event_query(s->ready[0]) == 1, "ready after the upload");
 	CHECK(s->slot_of_host[2] == 0 && s->expert_in[0] == 2, "uploaded: table %d, slot holds %d", s->slot_of_host[2],
 	      s->expert_in[0]);
-	CHECK(hs_slots_evict(s, 0, qx) == 0, "%s", hs_last_error());
+	CHECK(hs__slots_evict(s, 0, qx) == 0, "%s", hs_last_error());
 	CHECK(s->slot_of_host[2] == -1 && s->expert_in[0] == -1, "evicted: table %d, slot holds %d", s->slot_of_host[2],
 	      s->expert_in[0]);
 	CHECK(O->copy_d2h(qx, table, s->slot_of, sizeof(int32_t) * 4) == 0 && O->queue_sync(qx) == 0, "%s",
 	      hs_last_error());
 	CHECK(table[2] == -1, "device table still points expert 2 at slot %d", table[2]);
-	CHECK(hs_slots_evict(s, 0, qx) == 0, "evicting an empty slot");
-	CHECK(hs_slots_evict(s, 2, qx) == -EINVAL, "slot 2 of 2 accepted");
+	CHECK(hs__slots_evict(s, 0, qx) == 0, "evicting an empty slot");
+	CHECK(hs__slots_evict(s, 2, qx) == -EINVAL, "slot 2 of 2 accepted");
 	/* the expert may go to another slot now */
-	CHECK(hs_slots_upload(s, 1, 2, src, qx, qc) == 0 && O->queue_sync(qx) == 0 && O->queue_sync(qc) == 0, "%s",
+	CHECK(hs__slots_upload(s, 1, 2, src, qx, qc) == 0 && O->queue_sync(qx) == 0 && O->queue_sync(qc) == 0, "%s",
 	      hs_last_error());
 	CHECK(s->slot_of_host[2] == 1, "re-uploaded to slot %d", s->slot_of_host[2]);
-	hs_slots_free(s);
+	hs__slots_free(s);
 	unpin_free(src, sb);
 	unpin_free(table, sizeof(int32_t) * 4);
 }
@@ -385,7 +386,7 @@ int main(void)
 		backend = "sim";
 	if (strcmp(backend, "cuda") == 0 && hs__cuda_probe() == 0)
 		SKIP("no CUDA device: %s", hs__cuda_probe_status());
-	if (hs_device_open(backend, 0, &dev))
+	if (hs__device_open(backend, 0, &dev))
 		SKIP("device %s: %s", backend, hs_last_error());
 	O = dev->ops;
 	is_sim = strcmp(O->name, "sim") == 0;
@@ -401,6 +402,6 @@ int main(void)
 	ffn_grid();
 	O->queue_destroy(qc);
 	O->queue_destroy(qx);
-	hs_device_close(dev);
+	hs__device_close(dev);
 	return hs_test_end();
 }

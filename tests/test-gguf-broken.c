@@ -16,8 +16,8 @@
 
 #include "cpu_kernels/formats.h"
 #include "hotset.h"
-#include "runtime/gguf-write.h"
-#include "runtime/gguf.h"
+#include "model/gguf-write.h"
+#include "model/gguf.h"
 #include "tests/hs-test.h"
 
 static char dir[] = "/tmp/hs-broken-XXXXXX";

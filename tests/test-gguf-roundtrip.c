@@ -12,10 +12,10 @@
 
 #include "cpu_kernels/formats.h"
 #include "hotset.h"
-#include "runtime/gen.h"
-#include "runtime/gguf-write.h"
-#include "runtime/gguf.h"
-#include "runtime/model.h"
+#include "model/gen.h"
+#include "model/gguf-write.h"
+#include "model/gguf.h"
+#include "model/model.h"
 #include "tests/hs-test.h"
 
 static char dir[] = "/tmp/hs-rt-XXXXXX";
@@ -56,7 +56,7 @@ static void test_gen_types(void)
 		for (int t = 0; t < 5; t++) {
 			struct hs_gen_params p = { archs[a], 2, 5, 2, 64, 96, types[t], 7 + t, "rt" };
 			hs_model *m;
-			snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, archs[a], hs_type_name(types[t]));
+			snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, archs[a], hs__type_name(types[t]));
 			CHECK(hs__gen_write(&p, path, NULL, NULL) == 0, "gen %s: %s", path, hs_last_error());
 			CHECK(access(path, F_OK) == 0, "%s missing", path);
 			{
@@ -73,7 +73,7 @@ static void test_gen_types(void)
 			CHECK(strcmp(in->arch, archs[a]) == 0 && in->n_layers == 2 && in->n_experts == 5 && in->n_used == 2 &&
 			      in->n_embd == 64 && in->n_ff == 96 && in->expert_type == types[t] && in->has_bias == (a == 0),
 			      "%s: info differs", path);
-			CHECK(in->expert_weight_bytes == 2 * 96 * hs_type_row_bytes(types[t], 64) + 64 * hs_type_row_bytes(types[t], 96),
+			CHECK(in->expert_weight_bytes == 2 * 96 * hs__type_row_bytes(types[t], 64) + 64 * hs__type_row_bytes(types[t], 96),
 			      "%s: expert bytes", path);
 
 			/* Masked ids contribute nothing; a duplicate id counts twice;

@@ -15,9 +15,10 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "model/arch.h"
 #include "hotset.h"
-#include "runtime/device-cuda.h"
-#include "runtime/device.h"
+#include "device/device-cuda.h"
+#include "device/device.h"
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
 
@@ -91,10 +92,10 @@ int main(void)
 		const struct hs_moe_arch *arch;
 		int type, D, F, E, K;
 	} shapes[] = {
-		{ &hs_arch_gpt_oss, HS_TYPE_MXFP4, 64, 96, 8, 4 },
-		{ &hs_arch_gpt_oss, HS_TYPE_MXFP4, 256, 160, 16, 4 },
-		{ &hs_arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8 },
-		{ &hs_arch_qwen3moe, HS_TYPE_MXFP4, 96, 224, 8, 2 },
+		{ &hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 96, 8, 4 },
+		{ &hs__arch_gpt_oss, HS_TYPE_MXFP4, 256, 160, 16, 4 },
+		{ &hs__arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8 },
+		{ &hs__arch_qwen3moe, HS_TYPE_MXFP4, 96, 224, 8, 2 },
 	};
 	static const int ns[] = { 1, 7, 33, 300 };
 	struct hs_dev_ffn probe = { 0 };

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/graph.h"
 #include "runtime/pool.h"
 #include "tests/hs-test.h"

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "hotset.h"
+#include "model/arch.h"
 #include "runtime/hybrid.h"
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
@@ -194,7 +195,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	struct hs_hybrid h;
 	const int D = 128, F = 64, E = 16, K = 4, n_cached = 4, n_staging = 8;
 
-	if (make_paged(&P, &hs_arch_qwen3moe, HS_TYPE_Q8_0, D, F, E, K)) {
+	if (make_paged(&P, &hs__arch_qwen3moe, HS_TYPE_Q8_0, D, F, E, K)) {
 		CHECK(0, "out of memory");
 		return;
 	}
@@ -215,7 +216,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	v.slot_of = ident;
 	v.pack = pack;
 	CHECK(hs__hybrid_open(&h, &v, d, pool, 4, n_cached, n_staging) == 0, "%s", hs_last_error());
-	CHECK(hs__hybrid_can_direct(&h) && hs_device_pin(d, packed, pack.bytes * E, 0) == 0, "direct copies");
+	CHECK(hs__hybrid_can_direct(&h) && hs__device_pin(d, packed, pack.bytes * E, 0) == 0, "direct copies");
 	h.direct = 1;
 	for (int sl = 0; sl < n_cached; sl++)
 		CHECK(hs__hybrid_cache(&h, sl, sl) == 0, "%s", hs_last_error());
@@ -258,7 +259,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	 * the experts streamed above would be hits): a reused slot must wait
 	 * for the launch that reads it */
 	for (int sl = n_cached; sl < n_cached + n_staging; sl++)
-		CHECK(hs_slots_evict(h.slots, sl, h.qx) == 0, "%s", hs_last_error());
+		CHECK(hs__slots_evict(h.slots, sl, h.qx) == 0, "%s", hs_last_error());
 	CHECK(h.d->ops->queue_sync(h.qx) == 0, "%s", hs_last_error());
 	hs__sim_set_queue_delay(h.qc, 2000);
 	CHECK(hs__hybrid_forward(&h, 4, xb, idb, wb, yb, HS_MODE_PCIE_STREAM, 1, &st) == 0, "%s", hs_last_error());
@@ -266,7 +267,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 	CHECK(st.experts_streamed == 12, "slow queue: %d streamed (want 12)", st.experts_streamed);
 	CHECK(rel_l2(yb, refb, (size_t)4 * D) < 0.05, "slow queue: a staging slot was overwritten while read");
 	hs__hybrid_close(&h);
-	hs_device_unpin(d, packed, pack.bytes * E);
+	hs__device_unpin(d, packed, pack.bytes * E);
 	free(packed);
 	free_paged(&P);
 }
@@ -276,7 +277,7 @@ int main(void)
 	struct hs_device *d;
 	struct hs_pool *pool;
 
-	if (hs_device_open("sim", 0, &d)) {
+	if (hs__device_open("sim", 0, &d)) {
 		fprintf(stderr, "%s\n", hs_last_error());
 		return 1;
 	}
@@ -284,10 +285,10 @@ int main(void)
 		fprintf(stderr, "%s\n", hs_last_error());
 		return 1;
 	}
-	run_shape(d, pool, &hs_arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4);
-	run_shape(d, pool, &hs_arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8);
+	run_shape(d, pool, &hs__arch_gpt_oss, HS_TYPE_MXFP4, 256, 128, 16, 4);
+	run_shape(d, pool, &hs__arch_qwen3moe, HS_TYPE_Q8_0, 128, 64, 16, 8);
 	admission_in_flight(d, pool);
 	hs__pool_free(pool);
-	hs_device_close(d);
+	hs__device_close(d);
 	return hs_test_end();
 }

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cpu_kernels/kernels.h"
+#include "model/arch.h"
 #include "hotset.h"
 #include "tests/hs-test.h"
 
@@ -99,11 +100,11 @@ static void region_alloc(struct region *r, int n_experts, size_t bytes)
 static void fill_matrix(uint8_t *dst, int type, int rows, int cols)
 {
 	float *row = malloc(sizeof *row * cols);
-	size_t rb = hs_type_row_bytes(type, (uint64_t)cols);
+	size_t rb = hs__type_row_bytes(type, (uint64_t)cols);
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < cols; c++)
 			row[c] = gauss() / sqrtf((float)cols);
-		hs_quantize_row_ref(type, row, dst + (size_t)r * rb, (size_t)cols);
+		hs__quantize_row_ref(type, row, dst + (size_t)r * rb, (size_t)cols);
 	}
 	free(row);
 }
@@ -117,9 +118,9 @@ struct layer {
 static void make_layer(struct layer *L, const struct hs_moe_arch *arch, int type, int D, int F, int E, int K)
 {
 	memset(L, 0, sizeof *L);
-	region_alloc(&L->g, E, (size_t)F * hs_type_row_bytes(type, D));
-	region_alloc(&L->u, E, (size_t)F * hs_type_row_bytes(type, D));
-	region_alloc(&L->d, E, (size_t)D * hs_type_row_bytes(type, F));
+	region_alloc(&L->g, E, (size_t)F * hs__type_row_bytes(type, D));
+	region_alloc(&L->u, E, (size_t)F * hs__type_row_bytes(type, D));
+	region_alloc(&L->d, E, (size_t)D * hs__type_row_bytes(type, F));
 	for (int e = 0; e < E; e++) {
 		fill_matrix(L->g.base + e * L->g.stride, type, F, D);
 		fill_matrix(L->u.base + e * L->u.stride, type, F, D);
@@ -179,10 +180,10 @@ static int run_ffn(const struct hs_kernel_ops *ops, const struct hs_moe_layer *l
 		   const int32_t *ids, const float *w, float *y, int threads)
 {
 	struct hs_ffn_job job = { .layer = l, .ops = ops, .n = n, .x = x, .ids = ids, .weights = w, .y = y };
-	size_t bytes = (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63;
+	size_t bytes = (hs__ffn_scratch_bytes(l, n) + 63) & ~(size_t)63;
 	job.scratch = aligned_alloc(64, bytes);
 	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
-	int rc = hs_ffn_run_omp(&job, threads);
+	int rc = hs__ffn_run_omp(&job, threads);
 	free(job.scratch);
 	return rc;
 }
@@ -201,7 +202,7 @@ static void test_quantize(void)
 		x[i] = gauss() * ldexpf(1.0f, (i / 32) % 30 - 15);
 	memset(x + 64, 0, 32 * sizeof *x); /* a zero block */
 	x[100] = 1e-30f;                   /* a tiny value in a block of its own scale */
-	hs_kernels_ref.quantize_q8_0(x, a, n);
+	hs__kernels_ref.quantize_q8_0(x, a, n);
 	fast->quantize_q8_0(x, b, n);
 	CHECK(memcmp(a, b, sizeof *a * (n / 32)) == 0, "%s quantize_q8_0 differs from the scalar twin", fast->name);
 	free(x);
@@ -220,7 +221,7 @@ static void test_tiles(void)
 	for (int t = 0; t < 2; t++)
 		for (int c = 0; c < 5; c++) {
 			const int C = cols[c];
-			size_t rb = hs_type_row_bytes(types[t], C);
+			size_t rb = hs__type_row_bytes(types[t], C);
 			uint8_t *w = malloc(rb * R);
 			fill_matrix(w, types[t], R, C);
 			for (int k = 0; k < 7; k++) {
@@ -232,17 +233,17 @@ static void test_tiles(void)
 				for (int j = 0; j < nt; j++) {
 					for (int i = 0; i < C; i++)
 						xrow[i] = gauss();
-					hs_kernels_ref.quantize_q8_0(xrow, xq + j * (C / 32), C);
+					hs__kernels_ref.quantize_q8_0(xrow, xq + j * (C / 32), C);
 					xs[j] = xq + j * (C / 32);
 					oa[j] = alloc_guarded(r1 - r0);
 					ob[j] = alloc_guarded(r1 - r0);
 				}
-				hs_kernels_ref.tile_q(types[t], w, rb, r0, r1, C, xs, nt, oa);
+				hs__kernels_ref.tile_q(types[t], w, rb, r0, r1, C, xs, nt, oa);
 				fast->tile_q(types[t], w, rb, r0, r1, C, xs, nt, ob);
 				for (int j = 0; j < nt; j++) {
 					double e = rel_l2(ob[j], oa[j], r1 - r0, &nan);
 					CHECK(e <= 1e-5 && !nan, "tile %s cols %d nt %d token %d: error %.3g nan %d",
-					      hs_type_name(types[t]), C, nt, j, e, nan);
+					      hs__type_name(types[t]), C, nt, j, e, nan);
 					CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0), "tile wrote past its output");
 					free(oa[j]);
 					free(ob[j]);
@@ -301,17 +302,17 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 		for (int i = 0; i < n * K; i++)
 			ids[i] = -1;
 	CHECK(run_ffn(fast, &L.l, n, x, ids, w, y_fast, 2) == 0, "fast ffn: %s", hs_last_error());
-	CHECK(run_ffn(&hs_kernels_ref, &L.l, n, x, ids, w, y_ref, 1) == 0, "ref ffn");
+	CHECK(run_ffn(&hs__kernels_ref, &L.l, n, x, ids, w, y_ref, 1) == 0, "ref ffn");
 	CHECK(hs__moe_forward_ref(&L.l, n, x, ids, w, y_dbl) == 0, "double ref");
 	int quant = hs__kernel_type_quantized(type);
 	double e_ab = rel_l2(y_fast, y_ref, (size_t)n * D, &nan);
 	double e_dbl = rel_l2(y_fast, y_dbl, (size_t)n * D, &nan);
 	CHECK(!nan, "NaN in outputs");
 	CHECK(guard_ok(y_fast, (size_t)n * D) && guard_ok(y_ref, (size_t)n * D), "ffn wrote past y");
-	CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", arch->name, hs_type_name(type), D, F,
+	CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", arch->name, hs__type_name(type), D, F,
 	      E, K, n, e_ab);
 	CHECK(e_dbl <= (quant ? 5e-2 : 1e-5), "%s %s D%d F%d E%d K%d n%d: vs double reference %.3g", arch->name,
-	      hs_type_name(type), D, F, E, K, n, e_dbl);
+	      hs__type_name(type), D, F, E, K, n, e_dbl);
 	if (masked_all) {
 		int nz = 0;
 		for (int i = 0; i < n * D; i++)
@@ -331,7 +332,7 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 
 static void test_ffn_grid(void)
 {
-	const struct hs_moe_arch *archs[2] = { &hs_arch_gpt_oss, &hs_arch_qwen3moe };
+	const struct hs_moe_arch *archs[2] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
 	const int types[4] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0, HS_TYPE_F16, HS_TYPE_BF16 };
 	const int shapes[3][2] = { { 64, 96 }, { 224, 160 }, { 96, 288 } };
 	const int ks[4] = { 1, 3, 4, 8 }, ns[3] = { 1, 7, 33 };
@@ -344,10 +345,10 @@ static void test_ffn_grid(void)
 					ab_ffn(archs[a], types[t], shapes[s][0], shapes[s][1], 16, ks[k], n, k % 2, 0);
 				}
 	/* one prefill-sized batch, all ids masked, and top-8 of 8 */
-	ab_ffn(&hs_arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, 512, 1, 0);
-	ab_ffn(&hs_arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, 512, 0, 0);
-	ab_ffn(&hs_arch_gpt_oss, HS_TYPE_MXFP4, 64, 64, 8, 4, 5, 0, 1);
-	ab_ffn(&hs_arch_qwen3moe, HS_TYPE_MXFP4, 64, 64, 8, 8, 3, 0, 0);
+	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, 512, 1, 0);
+	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, 512, 0, 0);
+	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 64, 8, 4, 5, 0, 1);
+	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_MXFP4, 64, 64, 8, 8, 3, 0, 0);
 	printf("fused FFN vs double reference: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
 }
 
@@ -361,7 +362,7 @@ static void test_mmid(void)
 	float *row = malloc(sizeof *row * C);
 	int nan = 0;
 
-	region_alloc(&reg, E, (size_t)R * hs_type_row_bytes(HS_TYPE_MXFP4, C));
+	region_alloc(&reg, E, (size_t)R * hs__type_row_bytes(HS_TYPE_MXFP4, C));
 	for (int e = 0; e < E; e++)
 		fill_matrix(reg.base + e * reg.stride, HS_TYPE_MXFP4, R, C);
 	for (int i = 0; i < n * C; i++)
@@ -371,11 +372,11 @@ static void test_mmid(void)
 	memset(ob, 0, sizeof *ob * n * K * R);
 	memset(od, 0, sizeof *od * n * K * R);
 	for (int pass = 0; pass < 2; pass++) {
-		struct hs_mmid_job j = { .ops = pass ? fast : &hs_kernels_ref, .type = HS_TYPE_MXFP4, .rows = R, .cols = C,
+		struct hs_mmid_job j = { .ops = pass ? fast : &hs__kernels_ref, .type = HS_TYPE_MXFP4, .rows = R, .cols = C,
 					 .n_experts = E, .n = n, .k = K, .w = reg.base, .stride = reg.stride, .x = x,
 					 .ids = ids, .out = pass ? ob : oa };
-		j.scratch = malloc(hs_mmid_scratch_bytes(C, R, n, K, E));
-		CHECK(hs_mmid_run_omp(&j, 2) == 0, "mmid: %s", hs_last_error());
+		j.scratch = malloc(hs__mmid_scratch_bytes(C, R, n, K, E));
+		CHECK(hs__mmid_run_omp(&j, 2) == 0, "mmid: %s", hs_last_error());
 		free(j.scratch);
 	}
 	for (int s = 0; s < n * K; s++) {
@@ -383,7 +384,7 @@ static void test_mmid(void)
 			continue;
 		for (int r = 0; r < R; r++) {
 			double acc = 0;
-			hs_dequantize_row_ref(HS_TYPE_MXFP4, reg.base + ids[s] * reg.stride + r * hs_type_row_bytes(HS_TYPE_MXFP4, C),
+			hs__dequantize_row_ref(HS_TYPE_MXFP4, reg.base + ids[s] * reg.stride + r * hs__type_row_bytes(HS_TYPE_MXFP4, C),
 					      row, C);
 			for (int c = 0; c < C; c++)
 				acc += (double)row[c] * x[(s / K) * C + c];
@@ -414,7 +415,7 @@ static void test_masked_never_read(void)
 	int32_t ids[40 * 4];
 	int nan = 0;
 
-	make_layer(&L, &hs_arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K);
+	make_layer(&L, &hs__arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K);
 	for (int n = 1; n <= 40; n += 39) {
 		for (int i = 0; i < n * D; i++)
 			x[i] = gauss();
@@ -427,7 +428,7 @@ static void test_masked_never_read(void)
 		for (int g = 0; g < 4; g++)
 			protect_expert(&L, on_gpu[g], PROT_NONE);
 		CHECK(run_ffn(fast, &L.l, n, x, ids, w, y2, 2) == 0, "guarded run");
-		CHECK(run_ffn(&hs_kernels_ref, &L.l, n, x, ids, w, y2, 2) == 0, "guarded scalar run");
+		CHECK(run_ffn(&hs__kernels_ref, &L.l, n, x, ids, w, y2, 2) == 0, "guarded scalar run");
 		for (int g = 0; g < 4; g++)
 			protect_expert(&L, on_gpu[g], PROT_READ | PROT_WRITE);
 		CHECK(rel_l2(y2, y1, (size_t)n * D, &nan) <= 1e-5 && !nan, "masked runs differ");
@@ -440,8 +441,8 @@ int main(void)
 {
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	fast = hs__kernels_best();
-	printf("kernels under test: %s (twin: %s)\n", fast->name, hs_kernels_ref.name);
-	if (fast == &hs_kernels_ref)
+	printf("kernels under test: %s (twin: %s)\n", fast->name, hs__kernels_ref.name);
+	if (fast == &hs__kernels_ref)
 		printf("note: no AVX2 here, the scalar set is compared with itself\n");
 	test_quantize();
 	test_tiles();

@@ -20,8 +20,8 @@
 
 extern char **environ;
 
-#include "runtime/calibrate.h"
-#include "runtime/gen.h"
+#include "measure/calibrate.h"
+#include "model/gen.h"
 #include "tools/bench.h"
 #include "tools/tools.h"
 
@@ -877,7 +877,7 @@ int hs_cmd_bench(int argc, char **argv)
 
 	/* the device first: a missing GPU is said before a model is generated */
 	struct hs_device *d = NULL;
-	if (hs_device_open(device, 0, &d))
+	if (hs__device_open(device, 0, &d))
 		return hs_cli_fail("bench", "device %s: %s", device, hs_last_error());
 	/* the model */
 	if (prepare_model(&c, model_file, sizeof model_file, &temp_model, &m))
@@ -955,7 +955,7 @@ int hs_cmd_bench(int argc, char **argv)
 	note("calibrating: this machine's rates for layer %d's experts (%d CPU thread%s, %s)\n", moe0, threads,
 	     threads == 1 ? "" : "s", dev_desc);
 	int crc = hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[0]);
-	hs_device_close(d);
+	hs__device_close(d);
 	d = NULL;
 	if (crc) {
 		hs_cli_fail("bench", "calibration: %s", hs_last_error());
@@ -1014,12 +1014,12 @@ int hs_cmd_bench(int argc, char **argv)
 	for (int s = 0; s < c.n_slots; s++) {
 		if (s > 0) { /* the rates again: this machine's speed drifts */
 			note("calibrating again\n");
-			if (hs_device_open(device, 0, &d) ||
+			if (hs__device_open(device, 0, &d) ||
 			    hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[s])) {
 				hs_cli_fail("bench", "calibration: %s", hs_last_error());
 				goto out;
 			}
-			hs_device_close(d);
+			hs__device_close(d);
 			d = NULL;
 		}
 		u.rates = u.group[s];
@@ -1126,7 +1126,7 @@ bad_shape:
 		    model_file, in->n_experts, in->n_used);
 out:
 	if (d)
-		hs_device_close(d);
+		hs__device_close(d);
 	if (rt)
 		hs_runtime_close(rt);
 	routing_free(&r);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cpu_kernels/formats.h"
-#include "runtime/gen.h"
+#include "model/gen.h"
 #include "tools/tools.h"
 
 static void help(void)
@@ -103,7 +103,7 @@ int hs_cmd_gen(int argc, char **argv)
 		case 'D': if (hs_cli_parse_int("gen", "--embd", optarg, 1, 65536, &embd)) return 1; break;
 		case 'F': if (hs_cli_parse_int("gen", "--ff", optarg, 1, 65536, &ff)) return 1; break;
 		case 'T':
-			type = hs_type_from_name(optarg);
+			type = hs__type_from_name(optarg);
 			if (type < 0)
 				return hs_cli_fail("gen", "--type %s: one of mxfp4, q8_0, f16, bf16, f32", optarg);
 			break;
@@ -177,7 +177,7 @@ int hs_cmd_gen(int argc, char **argv)
 
 	if (!quiet)
 		fprintf(stderr, "gen: %s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s\n",
-			p.arch, p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff, hs_type_name(p.type), seed, out);
+			p.arch, p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff, hs__type_name(p.type), seed, out);
 	struct progress pr = { isatty(2), -1, now() };
 	rc = hs__gen_write(&p, out, quiet ? NULL : show_progress, &pr);
 	signal(SIGINT, SIG_DFL);

@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 static json_t *int_array(const int *v, int n)
 {

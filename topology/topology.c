@@ -14,9 +14,9 @@
 #include <hwloc.h>
 
 #include "hotset.h"
-#include "runtime/device-cuda.h"
+#include "topology/cuda-probe.h"
 #include "topology/topology.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_CLASS_VGA 0x0300

@@ -14,7 +14,7 @@ out="$build/fuzz"
 mkdir -p "$out" "$build/fuzz-crashes"
 if ! "$CLANG" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-I"$build" -I"$src" -I"$src/include" \
-	"$src/tests/fuzz/fuzz-gguf.c" "$src/runtime/gguf.c" "$src/runtime/error.c" "$src/cpu_kernels/formats.c" \
+	"$src/tests/fuzz/fuzz-gguf.c" "$src/model/gguf.c" "$src/base/error.c" "$src/cpu_kernels/formats.c" \
 	-lm -o "$out/fuzz-gguf" 2>"$out/build.log"; then
 	if grep -q 'libclang_rt.fuzzer\|fuzzer.*not found\|cannot find.*fuzzer' "$out/build.log"; then
 		echo "SKIP: clang has no libFuzzer runtime"; cat "$out/build.log"; exit 77

@@ -19,7 +19,7 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static void fill_table(void)
 {
 	for (int e = 0; e < 256; e++)
-		e8m0_half[e] = hs_e8m0_to_fp32_half((uint8_t)e);
+		e8m0_half[e] = hs__e8m0_to_fp32_half((uint8_t)e);
 }
 
 static inline float hsum(__m256 v)
@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
 							       const float (*dx)[MAX_BLOCKS], int NT, float *const *out,
 							       int col)
 {
-	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs_mxfp4_values));
+	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__mxfp4_values));
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc[2][4];
 

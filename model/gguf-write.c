@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "cpu_kernels/formats.h"
-#include "runtime/error.h"
-#include "runtime/gguf-write.h"
-#include "runtime/gguf.h"
+#include "base/error.h"
+#include "model/gguf-write.h"
+#include "model/gguf.h"
 
 #define CHUNK_BYTES (8u << 20)
 
@@ -155,11 +155,11 @@ int hs__gguf_w_tensor(struct hs_gguf_writer *w, const char *name, int n_dims, co
 
 	if (n_dims < 1 || n_dims > HS_GGUF_MAX_DIMS)
 		return hs__error(EINVAL, "tensor '%s': n_dims %d (1..%d)", name, n_dims, HS_GGUF_MAX_DIMS);
-	if (!hs_type_name(type))
+	if (!hs__type_name(type))
 		return hs__error(EINVAL, "tensor '%s': unknown type %d", name, type);
-	if (!hs_type_row_bytes(type, ne[0]))
+	if (!hs__type_row_bytes(type, ne[0]))
 		return hs__error(EINVAL, "tensor '%s': row length %llu does not fit %s blocks of %zu", name,
-				 (unsigned long long)ne[0], hs_type_name(type), hs_type_block_values(type));
+				 (unsigned long long)ne[0], hs__type_name(type), hs__type_block_values(type));
 	if (w->n_t == w->cap_t) {
 		int cap = w->cap_t ? 2 * w->cap_t : 16;
 		struct wtensor *nt = realloc(w->t, cap * sizeof *nt);
@@ -184,7 +184,7 @@ int hs__gguf_w_tensor(struct hs_gguf_writer *w, const char *name, int n_dims, co
 		if (d)
 			rows *= t->ne[d];
 	}
-	t->row_bytes = hs_type_row_bytes(type, ne[0]);
+	t->row_bytes = hs__type_row_bytes(type, ne[0]);
 	t->n_rows = rows;
 	return w->n_t++;
 }

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
-#include "runtime/jsonio.h"
+#include "base/error.h"
+#include "base/jsonio.h"
 
 static const char *kv_name(enum hs_kv_type t)
 {

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cpu_kernels/formats.h"
-#include "runtime/error.h"
-#include "runtime/gguf.h"
+#include "base/error.h"
+#include "model/gguf.h"
 
 #define MAX_NESTING 4      /* arrays of arrays of ... */
 #define MAX_NAME 256       /* tensor name bytes (llama.cpp allows 63) */
@@ -217,22 +217,22 @@ static int parse_tensor(struct cursor *c, struct hs_gguf *g, uint64_t i, struct 
 	snprintf(field, sizeof field, "tensor '%.40s' type", t->name);
 	if ((rc = rd_u32(c, field, &type)))
 		return rc;
-	if (!hs_type_name((int)type))
+	if (!hs__type_name((int)type))
 		return hs__error(EIO, "%s: tensor '%s': ggml type %u is not one hotset reads (f32 0, f16 1, q8_0 8, bf16 30, mxfp4 39)",
 				 c->what, t->name, type);
 	t->type = (int)type;
-	if (t->ne[0] % hs_type_block_values(t->type))
+	if (t->ne[0] % hs__type_block_values(t->type))
 		return hs__error(EIO, "%s: tensor '%s': row length %llu is not a multiple of %s's block of %zu",
-				 c->what, t->name, (unsigned long long)t->ne[0], hs_type_name(t->type),
-				 hs_type_block_values(t->type));
+				 c->what, t->name, (unsigned long long)t->ne[0], hs__type_name(t->type),
+				 hs__type_block_values(t->type));
 	snprintf(field, sizeof field, "tensor '%.40s' offset", t->name);
 	if ((rc = rd_u64(c, field, &t->offset)))
 		return rc;
 	/* bytes = (values / block) * block bytes; nvals < 2^63, block bytes <= 34 */
-	uint64_t blocks = nvals / hs_type_block_values(t->type);
-	if (blocks > UINT64_MAX / hs_type_block_bytes(t->type))
+	uint64_t blocks = nvals / hs__type_block_values(t->type);
+	if (blocks > UINT64_MAX / hs__type_block_bytes(t->type))
 		return hs__error(EIO, "%s: tensor '%s' is too large", c->what, t->name);
-	t->size = blocks * hs_type_block_bytes(t->type);
+	t->size = blocks * hs__type_block_bytes(t->type);
 	(void)g;
 	return 0;
 }

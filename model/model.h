@@ -4,7 +4,7 @@
 
 #include "hotset.h"
 #include "cpu_kernels/moe.h"
-#include "runtime/gguf.h"
+#include "model/gguf.h"
 
 /* The kernel view of MoE layer `layer`, or NULL if it is not one. */
 const struct hs_moe_layer *hs__model_layer(const hs_model *m, int layer);

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "cpu_kernels/formats.h"
+#include "model/arch.h"
 #include "cpu_kernels/moe.h"
-#include "runtime/error.h"
-#include "runtime/gen.h"
+#include "base/error.h"
+#include "model/gen.h"
 
 static const struct hs_gen_params presets[] = {
 	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b" },
@@ -49,13 +50,13 @@ static const struct {
 
 static int per_layer(const struct hs_gen_params *p)
 {
-	return hs__moe_arch_find(p->arch, strlen(p->arch))->has_bias ? 8 : 4;
+	return hs__arch_find(p->arch, strlen(p->arch))->has_bias ? 8 : 4;
 }
 
 int hs__gen_check(const struct hs_gen_params *p)
 {
-	const struct hs_moe_arch *a = p->arch ? hs__moe_arch_find(p->arch, strlen(p->arch)) : NULL;
-	size_t blk = hs_type_block_values(p->type);
+	const struct hs_moe_arch *a = p->arch ? hs__arch_find(p->arch, strlen(p->arch)) : NULL;
+	size_t blk = hs__type_block_values(p->type);
 
 	if (!a)
 		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe", p->arch ? p->arch : "(none)");
@@ -71,10 +72,10 @@ int hs__gen_check(const struct hs_gen_params *p)
 				 p->n_experts < 64 ? p->n_experts : 64);
 	if (p->n_embd < (int)blk || p->n_embd > 65536 || p->n_embd % (int)blk)
 		return hs__error(EINVAL, "--embd %d: a multiple of %zu (the %s block) up to 65536", p->n_embd, blk,
-				 hs_type_name(p->type));
+				 hs__type_name(p->type));
 	if (p->n_ff < (int)blk || p->n_ff > 65536 || p->n_ff % (int)blk)
 		return hs__error(EINVAL, "--ff %d: a multiple of %zu (the %s block) up to 65536", p->n_ff, blk,
-				 hs_type_name(p->type));
+				 hs__type_name(p->type));
 	return 0;
 }
 
@@ -138,7 +139,7 @@ int hs__gen_rows(const struct hs_gen_params *p, int tensor, uint64_t row0, uint6
 	int type, failed = 0;
 
 	shape(p, tensor, ne, &type);
-	size_t rb = hs_type_row_bytes(type, ne[0]);
+	size_t rb = hs__type_row_bytes(type, ne[0]);
 #pragma omp parallel
 	{
 		float *row = malloc(sizeof *row * ne[0]);
@@ -151,7 +152,7 @@ int hs__gen_rows(const struct hs_gen_params *p, int tensor, uint64_t row0, uint6
 			if (!row)
 				continue;
 			make_row(p, tensor, row0 + (uint64_t)r, ne[0], row);
-			hs_quantize_row_ref(type, row, (uint8_t *)buf + (size_t)r * rb, ne[0]);
+			hs__quantize_row_ref(type, row, (uint8_t *)buf + (size_t)r * rb, ne[0]);
 		}
 		free(row);
 	}
@@ -165,7 +166,7 @@ uint64_t hs__gen_data_bytes(const struct hs_gen_params *p)
 		uint64_t ne[3] = { 1, 1, 1 };
 		int type;
 		shape(p, t, ne, &type);
-		total += hs_type_row_bytes(type, ne[0]) * ne[1] * ne[2];
+		total += hs__type_row_bytes(type, ne[0]) * ne[1] * ne[2];
 	}
 	return total;
 }

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
-#include "runtime/jsonio.h"
+#include "base/error.h"
+#include "base/jsonio.h"
 
 int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out)
 {

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cpu_kernels/formats.h"
-#include "cpu_kernels/kernels.h"
-#include "runtime/error.h"
-#include "runtime/model.h"
+#include "model/arch.h"
+#include "base/error.h"
+#include "model/model.h"
 
 struct layer {
 	int moe;
@@ -111,15 +111,15 @@ static int load_layer(hs_model *m, const char *path, int i)
 		return bad_shape(path, L->w[2], want);
 	if (in->n_moe_layers == 0) {
 		in->expert_type = L->w[0]->type;
-		in->expert_type_name = hs_type_name(L->w[0]->type);
+		in->expert_type_name = hs__type_name(L->w[0]->type);
 	}
 	for (int p = 0; p < 3; p++)
 		if (L->w[p]->type != in->expert_type)
 			return hs__error(EINVAL, "%s: tensor '%s' is %s; hotset needs every expert matrix in one type (%s)",
-					 path, L->w[p]->name, hs_type_name(L->w[p]->type), in->expert_type_name);
-	if (!hs_type_row_bytes(in->expert_type, (uint64_t)in->n_ff))
+					 path, L->w[p]->name, hs__type_name(L->w[p]->type), in->expert_type_name);
+	if (!hs__type_row_bytes(in->expert_type, (uint64_t)in->n_ff))
 		return hs__error(EINVAL, "%s: n_ff %d is not a multiple of %s's block of %zu", path, in->n_ff,
-				 in->expert_type_name, hs_type_block_values(in->expert_type));
+				 in->expert_type_name, hs__type_block_values(in->expert_type));
 	for (int p = 0; p < 3; p++) {
 		snprintf(name, sizeof name, "ffn_%s_exps.bias", part[p]);
 		L->b[p] = tensor(m, i, name);
@@ -144,7 +144,7 @@ static int load_layer(hs_model *m, const char *path, int i)
 		return bad_shape(path, rb, "f32 {experts}");
 
 	L->moe = 1;
-	l->arch = hs__moe_arch_find(m->arch, strlen(m->arch));
+	l->arch = hs__arch_find(m->arch, strlen(m->arch));
 	l->n_embd = in->n_embd;
 	l->n_ff = in->n_ff;
 	l->n_experts = in->n_experts;
@@ -197,7 +197,7 @@ int hs_model_open(const char *path, hs_model **out)
 		rc = hs__error(ENOMEM, "%s: out of memory", path);
 		goto out_free;
 	}
-	const struct hs_moe_arch *arch = hs__moe_arch_find(m->arch, strlen(m->arch));
+	const struct hs_moe_arch *arch = hs__arch_find(m->arch, strlen(m->arch));
 	if (!arch) {
 		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe)", path, m->arch);
 		goto out_free;
@@ -235,8 +235,8 @@ int hs_model_open(const char *path, hs_model **out)
 			       m->arch, ff_meta, in->n_ff);
 		goto out_free;
 	}
-	in->expert_weight_bytes = hs_type_row_bytes(in->expert_type, (uint64_t)in->n_embd) * 2 * in->n_ff +
-				  hs_type_row_bytes(in->expert_type, (uint64_t)in->n_ff) * in->n_embd;
+	in->expert_weight_bytes = hs__type_row_bytes(in->expert_type, (uint64_t)in->n_embd) * 2 * in->n_ff +
+				  hs__type_row_bytes(in->expert_type, (uint64_t)in->n_ff) * in->n_embd;
 	in->expert_bias_bytes = in->has_bias ? sizeof(float) * (2 * (uint64_t)in->n_ff + in->n_embd) : 0;
 	in->layer_token_bytes = (uint64_t)in->n_used * (in->expert_weight_bytes + in->expert_bias_bytes);
 	in->layer_expert_bytes = (uint64_t)in->n_experts * (in->expert_weight_bytes + in->expert_bias_bytes);
@@ -301,82 +301,6 @@ int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_e
 		}
 	}
 	return 0;
-}
-
-int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_t *ids, const float *weights,
-	       float *y)
-{
-	int rc = check_layer(m, layer);
-
-	if (rc)
-		return rc;
-	if (n < 0 || (ids && !weights))
-		return hs__error(EINVAL, "hs_moe_ref: %s", n < 0 ? "negative token count" : "ids without weights");
-	return hs__moe_forward_ref(&m->layers[layer].l, n, x, ids, weights, y);
-}
-
-int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights)
-{
-	int rc = check_layer(m, layer);
-
-	if (rc)
-		return rc;
-	if (n < 0)
-		return hs__error(EINVAL, "hs_moe_route_ref: negative token count");
-	return hs__moe_route_ref(&m->layers[layer].l, n, x, ids, weights);
-}
-
-int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
-		       const float *weights, float *y, int threads)
-{
-	const struct hs_moe_layer *l;
-	struct hs_ffn_job job = { 0 };
-	int32_t *rids = NULL;
-	float *rw = NULL;
-	int rc = check_layer(m, layer);
-
-	if (rc)
-		return rc;
-	if (n < 0 || (ids && !weights))
-		return hs__error(EINVAL, "hs_moe_forward_cpu: %s", n < 0 ? "negative token count" : "ids without weights");
-	l = &m->layers[layer].l;
-	if (!ids) {
-		rids = malloc(sizeof *rids * (size_t)n * l->n_used);
-		rw = malloc(sizeof *rw * (size_t)n * l->n_used);
-		if (!rids || !rw) {
-			rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory");
-			goto out;
-		}
-		if ((rc = hs__moe_route_ref(l, n, x, rids, rw)))
-			goto out;
-		ids = rids;
-		weights = rw;
-	}
-	job.layer = l;
-	job.ops = hs__kernels_best();
-	job.n = n;
-	job.x = x;
-	job.ids = ids;
-	job.weights = weights;
-	job.y = y;
-	job.scratch = aligned_alloc(64, (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63);
-	if (!job.scratch) {
-		rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory for %zu bytes of scratch",
-			       hs_ffn_scratch_bytes(l, n));
-		goto out;
-	}
-	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
-	rc = hs_ffn_run_omp(&job, threads);
-out:
-	free(job.scratch);
-	free(rids);
-	free(rw);
-	return rc;
-}
-
-const char *hs_cpu_kernels_name(void)
-{
-	return hs__kernels_best()->name;
 }
 
 const char *hs__model_path(const hs_model *m)

@@ -23,9 +23,9 @@
 #include <time.h>
 
 #include "cpu_kernels/kernels.h"
-#include "runtime/device.h"
+#include "device/device.h"
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 struct hs_dev {
 	pthread_mutex_t mu;   /* guards everything below and every queue and event */
@@ -269,25 +269,25 @@ static int run_ffn(hs_dev *d, const struct hs_dev_ffn *f)
 	}
 	struct hs_ffn_job job = { .layer = &l, .ops = hs__kernels_best(), .n = f->n, .ids = f->ids,
 				  .weights = f->weights, .y = f->y, .scratch = f->scratch };
-	if ((rc = hs_ffn_prepare(&job)))
+	if ((rc = hs__ffn_prepare(&job)))
 		return rc;
 	/* the activations come quantized, as on the GPU */
 	memcpy(job.xq, f->xq, (size_t)f->n * (f->n_embd / HS_QK) * sizeof(struct hs_block_q8_0));
 	if (d->threads > 1) {
 		job.x = NULL;
 		struct hs_ffn_job j2 = job;
-		/* hs_ffn_run_omp quantizes again from x: run the two later steps */
+		/* hs__ffn_run_omp quantizes again from x: run the two later steps */
 #pragma omp parallel num_threads(d->threads)
 		{
 			int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-			hs_ffn_step_gate_up(&j2, ith, nth);
+			hs__ffn_step_gate_up(&j2, ith, nth);
 #pragma omp barrier
-			hs_ffn_step_down(&j2, ith, nth);
+			hs__ffn_step_down(&j2, ith, nth);
 		}
 		return 0;
 	}
-	hs_ffn_step_gate_up(&job, 0, 1);
-	hs_ffn_step_down(&job, 0, 1);
+	hs__ffn_step_gate_up(&job, 0, 1);
+	hs__ffn_step_down(&job, 0, 1);
 	return 0;
 }
 
@@ -540,7 +540,7 @@ static size_t sim_ffn_scratch(const struct hs_dev_ffn *f)
 {
 	struct hs_moe_layer l;
 	layer_of(f, &l);
-	return hs_ffn_scratch_bytes(&l, f->n);
+	return hs__ffn_scratch_bytes(&l, f->n);
 }
 
 static int sim_ffn(hs_queue *q, const struct hs_dev_ffn *f)
@@ -556,7 +556,7 @@ static int sim_ffn(hs_queue *q, const struct hs_dev_ffn *f)
 	return push(q, &(struct task){ .kind = T_FFN, .ffn = *f, .lost = lost });
 }
 
-const struct hs_dev_ops hs_dev_sim_ops = {
+const struct hs_dev_ops hs__dev_sim_ops = {
 	.name = "sim",
 	.open = sim_open,
 	.close = sim_close,

@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/device-cuda.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "topology/cuda-probe.h"
+#include "device/device.h"
+#include "base/error.h"
 
 /* Registration chunk: very large single registrations fail on recent
  * drivers, and smaller pieces let a partial failure be undone. */
 #define PIN_CHUNK ((size_t)1 << 30)
 
-int hs_device_open(const char *backend, int index, struct hs_device **out)
+int hs__device_open(const char *backend, int index, struct hs_device **out)
 {
 	const struct hs_dev_ops *ops = NULL;
 	struct hs_device *d;
@@ -26,7 +26,7 @@ int hs_device_open(const char *backend, int index, struct hs_device **out)
 	if (!backend || !*backend)
 		backend = hs__cuda_probe() > 0 && hs__dev_cuda_ops() ? "cuda" : "sim";
 	if (strcmp(backend, "sim") == 0)
-		ops = &hs_dev_sim_ops;
+		ops = &hs__dev_sim_ops;
 	else if (strcmp(backend, "cuda") == 0) {
 		ops = hs__dev_cuda_ops();
 		if (!ops)
@@ -45,7 +45,7 @@ int hs_device_open(const char *backend, int index, struct hs_device **out)
 	return 0;
 }
 
-void hs_device_close(struct hs_device *d)
+void hs__device_close(struct hs_device *d)
 {
 	if (!d)
 		return;
@@ -54,7 +54,7 @@ void hs_device_close(struct hs_device *d)
 	free(d);
 }
 
-int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
+int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
 {
 	uint8_t *p = ptr;
 	size_t done = 0;
@@ -62,7 +62,7 @@ int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
 
 	if (!bytes)
 		return 0;
-	if (hs_device_is_pinned(d, ptr, 1) || hs_device_is_pinned(d, p + bytes - 1, 1))
+	if (hs__device_is_pinned(d, ptr, 1) || hs__device_is_pinned(d, p + bytes - 1, 1))
 		return hs__error(EINVAL, "pin: [%p, +%zu) overlaps memory that is already pinned", ptr, bytes);
 	if (d->n_pinned == d->cap_pinned) {
 		int cap = d->cap_pinned ? 2 * d->cap_pinned : 16;
@@ -86,7 +86,7 @@ int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
 	return 0;
 }
 
-int hs_device_unpin(struct hs_device *d, void *ptr, size_t bytes)
+int hs__device_unpin(struct hs_device *d, void *ptr, size_t bytes)
 {
 	uint8_t *p = ptr;
 	for (int i = 0; i < d->n_pinned; i++) {
@@ -103,7 +103,7 @@ int hs_device_unpin(struct hs_device *d, void *ptr, size_t bytes)
 	return hs__error(EINVAL, "unpin: [%p, +%zu) was not pinned as one range", ptr, bytes);
 }
 
-int hs_device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes)
+int hs__device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes)
 {
 	const uint8_t *p = ptr;
 	for (int i = 0; i < d->n_pinned; i++)
@@ -112,16 +112,16 @@ int hs_device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes
 	return 0;
 }
 
-int hs_dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes)
+int hs__dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes)
 {
-	if (!hs_device_is_pinned(d, src, bytes))
+	if (!hs__device_is_pinned(d, src, bytes))
 		return hs__error(EINVAL, "copy to the device: source [%p, +%zu) is not pinned host memory", src, bytes);
 	return d->ops->copy_h2d(q, dst, src, bytes);
 }
 
 /* ---- expert slots ----------------------------------------------------------- */
 
-void hs_slots_free(struct hs_slots *s)
+void hs__slots_free(struct hs_slots *s)
 {
 	if (!s)
 		return;
@@ -133,7 +133,7 @@ void hs_slots_free(struct hs_slots *s)
 			o->event_destroy(s->released[i]);
 	}
 	if (s->consts) {
-		hs_device_unpin(s->d, s->consts, sizeof *s->consts * (size_t)(s->n_slots + 1));
+		hs__device_unpin(s->d, s->consts, sizeof *s->consts * (size_t)(s->n_slots + 1));
 		free(s->consts);
 	}
 	o->free(s->d->dev, s->pool);
@@ -146,7 +146,7 @@ void hs_slots_free(struct hs_slots *s)
 	free(s);
 }
 
-int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
+int hs__slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
 		    struct hs_slots **out)
 {
 	const struct hs_dev_ops *o = d->ops;
@@ -176,7 +176,7 @@ int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot
 	if (!s->slot_of_host || !s->expert_in || !s->ready || !s->released || !s->released_valid || !s->consts) {
 		free(s->consts);
 		s->consts = NULL;
-		hs_slots_free(s);
+		hs__slots_free(s);
 		return hs__error(ENOMEM, "slots: out of memory");
 	}
 	for (int i = 0; i < n_slots; i++) {
@@ -186,7 +186,7 @@ int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot
 	s->consts[n_slots] = -1;
 	for (int e = 0; e < n_experts; e++)
 		s->slot_of_host[e] = -1;
-	if ((rc = hs_device_pin(d, s->consts, sizeof *s->consts * (size_t)(n_slots + 1), 0))) {
+	if ((rc = hs__device_pin(d, s->consts, sizeof *s->consts * (size_t)(n_slots + 1), 0))) {
 		free(s->consts);
 		s->consts = NULL;
 		goto out_free;
@@ -199,18 +199,18 @@ int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot
 			goto out_free;
 	/* the table starts empty: every entry -1 */
 	for (int e = 0; e < n_experts; e++)
-		if ((rc = hs_dev_copy_h2d(d, q, s->slot_of + e, &s->consts[n_slots], sizeof(int32_t))))
+		if ((rc = hs__dev_copy_h2d(d, q, s->slot_of + e, &s->consts[n_slots], sizeof(int32_t))))
 			goto out_free;
 	if ((rc = o->queue_sync(q)))
 		goto out_free;
 	*out = s;
 	return 0;
 out_free:
-	hs_slots_free(s);
+	hs__slots_free(s);
 	return rc;
 }
 
-int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
+int hs__slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
 		    hs_queue *compute_q)
 {
 	const struct hs_dev_ops *o = s->d->ops;
@@ -225,10 +225,10 @@ int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, h
 		return rc;
 	old = s->expert_in[slot];
 	if (old >= 0 && old != expert &&
-	    (rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
+	    (rc = hs__dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
 		return rc;
-	if ((rc = hs_dev_copy_h2d(s->d, copy_q, s->pool + (size_t)slot * s->slot_bytes, src, s->slot_bytes)) ||
-	    (rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + expert, &s->consts[slot], sizeof(int32_t))) ||
+	if ((rc = hs__dev_copy_h2d(s->d, copy_q, s->pool + (size_t)slot * s->slot_bytes, src, s->slot_bytes)) ||
+	    (rc = hs__dev_copy_h2d(s->d, copy_q, s->slot_of + expert, &s->consts[slot], sizeof(int32_t))) ||
 	    (rc = o->event_record(s->ready[slot], copy_q)) || (compute_q && (rc = o->queue_wait(compute_q, s->ready[slot]))))
 		return rc;
 	if (old >= 0)
@@ -238,7 +238,7 @@ int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, h
 	return 0;
 }
 
-int hs_slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q)
+int hs__slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q)
 {
 	if (slot < 0 || slot >= s->n_slots)
 		return hs__error(EINVAL, "slots: slot %d outside %d", slot, s->n_slots);
@@ -247,14 +247,14 @@ int hs_slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q)
 		return 0;
 	if (s->released_valid[slot] && (rc = s->d->ops->queue_wait(copy_q, s->released[slot])))
 		return rc;
-	if ((rc = hs_dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
+	if ((rc = hs__dev_copy_h2d(s->d, copy_q, s->slot_of + old, &s->consts[s->n_slots], sizeof(int32_t))))
 		return rc;
 	s->slot_of_host[old] = -1;
 	s->expert_in[slot] = -1;
 	return 0;
 }
 
-int hs_slots_release(struct hs_slots *s, int slot, hs_queue *q)
+int hs__slots_release(struct hs_slots *s, int slot, hs_queue *q)
 {
 	if (slot < 0 || slot >= s->n_slots)
 		return hs__error(EINVAL, "slots: slot %d outside %d", slot, s->n_slots);

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/error.h"
-#include "runtime/jsonio.h"
+#include "base/error.h"
+#include "base/jsonio.h"
 
 int hs__json_parse(const char *text, const char *what, const char *name, struct hs_json_in *in, json_t **root)
 {

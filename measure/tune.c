@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "cpu_kernels/formats.h"
+#include "model/arch.h"
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
-#include "runtime/calibrate.h"
-#include "runtime/device-cuda.h"
-#include "runtime/error.h"
+#include "measure/calibrate.h"
+#include "measure/cuda-bw.h"
+#include "topology/cuda-probe.h"
+#include "base/error.h"
 #include "runtime/numa.h"
 
 static double now_s(void)
@@ -138,7 +140,7 @@ static void synth_fill(uint8_t *p, size_t rows, size_t row_bytes, uint64_t *s)
 
 static int synth_make(struct synth *s, int os_node, int n_experts)
 {
-	size_t rin = hs_type_row_bytes(HS_TYPE_MXFP4, KD), rout = hs_type_row_bytes(HS_TYPE_MXFP4, KF);
+	size_t rin = hs__type_row_bytes(HS_TYPE_MXFP4, KD), rout = hs__type_row_bytes(HS_TYPE_MXFP4, KF);
 	size_t gs = (size_t)KF * rin, ds = (size_t)KD * rout;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 
@@ -151,7 +153,7 @@ static int synth_make(struct synth *s, int os_node, int n_experts)
 		return -ENOMEM;
 	synth_fill(s->mem, (size_t)KF * 2 * n_experts, rin, &seed);
 	synth_fill(s->mem + 2 * gs * n_experts, (size_t)KD * n_experts, rout, &seed);
-	hs__moe_layer_flat(&s->l, &hs_arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, s->mem, NULL);
+	hs__moe_layer_flat(&s->l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, s->mem, NULL);
 	return 0;
 }
 
@@ -164,7 +166,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 	float *x = malloc(sizeof *x * (size_t)NP * KD), *y = malloc(sizeof *y * (size_t)NP * KD);
 	float *w = malloc(sizeof *w * NP * KK);
 	int32_t *ids = malloc(sizeof *ids * NP * KK);
-	size_t scratch = hs_ffn_scratch_bytes(&s->l, NP);
+	size_t scratch = hs__ffn_scratch_bytes(&s->l, NP);
 	void *sc = aligned_alloc(64, (scratch + 63) & ~(size_t)63);
 	uint64_t r = 12345;
 	int rc = 0;
@@ -196,7 +198,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 						  .ids = ids, .weights = w, .y = y, .scratch = sc };
 			memset(y, 0, sizeof *y * (size_t)n * KD);
 			double t0 = now_s();
-			if ((rc = hs_ffn_run_omp(&job, threads)))
+			if ((rc = hs__ffn_run_omp(&job, threads)))
 				goto out;
 			double t = now_s() - t0;
 			if (step < 0)

@@ -7,8 +7,8 @@
 #include <time.h>
 
 #include "hotset.h"
-#include "runtime/device-cuda.h"
-#include "runtime/error.h"
+#include "topology/cuda-probe.h"
+#include "base/error.h"
 
 static int cuda_reporter(int device, uint64_t *free_bytes, uint64_t *total_bytes, void *ctx)
 {

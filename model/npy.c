@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
-#include "runtime/jsonio.h"
+#include "base/error.h"
+#include "base/jsonio.h"
 
 #define MAX_HEADER 65536
 

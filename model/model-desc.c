@@ -8,10 +8,10 @@
 
 #include "cpu_kernels/formats.h"
 #include "hotset.h"
-#include "runtime/error.h"
-#include "runtime/gen.h"
-#include "runtime/gguf.h"
-#include "runtime/model.h"
+#include "base/error.h"
+#include "model/gen.h"
+#include "model/gguf.h"
+#include "model/model.h"
 
 /* Published facts the shapes alone do not give: the size of the common
  * GGUF file (its non-expert part follows from it) and the attention shape
@@ -31,8 +31,8 @@ static const struct {
 
 static uint64_t expert_bytes(int type, int arch_bias, int n_embd, int n_ff)
 {
-	uint64_t w = hs_type_row_bytes(type, (uint64_t)n_embd) * 2 * (uint64_t)n_ff +
-		     hs_type_row_bytes(type, (uint64_t)n_ff) * (uint64_t)n_embd;
+	uint64_t w = hs__type_row_bytes(type, (uint64_t)n_embd) * 2 * (uint64_t)n_ff +
+		     hs__type_row_bytes(type, (uint64_t)n_ff) * (uint64_t)n_embd;
 	return w + (arch_bias ? 4ull * (2ull * n_ff + n_embd) : 0);
 }
 

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "runtime/gguf-write.h"
+#include "model/gguf-write.h"
 
 struct hs_gen_params {
 	const char *arch;       /* "gpt-oss" or "qwen3moe" */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "hotset.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 static _Thread_local char last_error[512];
 

@@ -12,9 +12,9 @@
 
 #include "cpu_kernels/formats.h"
 #include "hotset.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/model.h"
+#include "device/device.h"
+#include "base/error.h"
+#include "model/model.h"
 
 struct pinned_buf {
 	void *p;
@@ -30,7 +30,7 @@ static void *pin_alloc(struct hs_device *d, struct pinned_buf *b, size_t n)
 		hs__error(ENOMEM, "device forward: no memory for %zu bytes", b->n);
 		return NULL;
 	}
-	if (hs_device_pin(d, b->p, b->n, 0)) {
+	if (hs__device_pin(d, b->p, b->n, 0)) {
 		free(b->p);
 		b->p = NULL;
 		return NULL;
@@ -42,7 +42,7 @@ static void pin_free(struct hs_device *d, struct pinned_buf *b)
 {
 	if (!b->p)
 		return;
-	hs_device_unpin(d, b->p, b->n);
+	hs__device_unpin(d, b->p, b->n);
 	free(b->p);
 	b->p = NULL;
 }
@@ -62,14 +62,14 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 		return hs__error(EINVAL, "layer %d has no experts", layer);
 	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
 		return hs__error(EINVAL, "layer %d: experts of type %s; the device takes mxfp4 and q8_0", layer,
-				 hs_type_name(l->type));
+				 hs__type_name(l->type));
 	if (n < 1)
 		return hs__error(EINVAL, "device forward: %d tokens", n);
 	const int D = l->n_embd, F = l->n_ff, E = l->n_experts, K = l->n_used;
 	const size_t xb = sizeof(float) * (size_t)n * D, ib = sizeof(int32_t) * (size_t)n * K;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, D, F, l->arch->has_bias);
 
-	if ((rc = hs_device_open(backend, 0, &d)))
+	if ((rc = hs__device_open(backend, 0, &d)))
 		return rc;
 	if (desc && desc_len)
 		snprintf(desc, desc_len, "%s", d->ops->describe(d->dev));
@@ -103,7 +103,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 		if (hids[i] >= 0 && slot_for[hids[i]] < 0)
 			slot_for[hids[i]] = n_slots++;
 	}
-	if ((rc = hs_slots_create(d, n_slots ? n_slots : 1, E, pack.bytes, qx, &slots)))
+	if ((rc = hs__slots_create(d, n_slots ? n_slots : 1, E, pack.bytes, qx, &slots)))
 		goto out;
 	uint8_t *hp = pin_alloc(d, &bpack, pack.bytes * (size_t)(n_slots ? n_slots : 1));
 	if (!hp) {
@@ -115,7 +115,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 			continue;
 		uint8_t *src = hp + (size_t)slot_for[e] * pack.bytes;
 		hs__expert_pack(l, e, &pack, src);
-		if ((rc = hs_slots_upload(slots, slot_for[e], e, src, qx, qc)))
+		if ((rc = hs__slots_upload(slots, slot_for[e], e, src, qx, qc)))
 			goto out;
 	}
 	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = F, .n_experts = E,
@@ -131,8 +131,8 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	f.weights = dw;
 	f.y = dy;
 	f.scratch = scratch;
-	if ((rc = hs_dev_copy_h2d(d, qc, dx, hx, xb)) || (rc = hs_dev_copy_h2d(d, qc, dids, hids, ib)) ||
-	    (rc = hs_dev_copy_h2d(d, qc, dw, hw, sizeof(float) * (size_t)n * K)) || (rc = o->zero(qc, dy, xb)) ||
+	if ((rc = hs__dev_copy_h2d(d, qc, dx, hx, xb)) || (rc = hs__dev_copy_h2d(d, qc, dids, hids, ib)) ||
+	    (rc = hs__dev_copy_h2d(d, qc, dw, hw, sizeof(float) * (size_t)n * K)) || (rc = o->zero(qc, dy, xb)) ||
 	    (rc = o->quantize(qc, dx, n, D, dxq)) || (rc = o->ffn(qc, &f)) || (rc = o->copy_d2h(qc, hy, dy, xb)) ||
 	    (rc = o->queue_sync(qc)))
 		goto out;
@@ -149,7 +149,7 @@ out:
 		o->free(d->dev, dw);
 		o->free(d->dev, dy);
 		o->free(d->dev, scratch);
-		hs_slots_free(slots);
+		hs__slots_free(slots);
 		pin_free(d, &bx);
 		pin_free(d, &bw);
 		pin_free(d, &by);
@@ -159,7 +159,7 @@ out:
 			o->queue_destroy(qc);
 		if (qx)
 			o->queue_destroy(qx);
-		hs_device_close(d);
+		hs__device_close(d);
 	}
 	free(slot_for);
 	return rc;

@@ -11,11 +11,12 @@
 
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/moe.h"
-#include "runtime/calibrate.h"
-#include "runtime/error.h"
+#include "measure/calibrate.h"
+#include "base/error.h"
 #include "runtime/hybrid.h"
-#include "runtime/model.h"
+#include "model/model.h"
 #include "runtime/numa.h"
+#include "runtime/numa-place.h"
 #include "runtime/pool.h"
 
 static double now_s(void)
@@ -135,7 +136,7 @@ static int cpu_time(const struct hs_moe_layer *l, struct hs_pool *pool, int n, i
 	float *x = malloc(sizeof(float) * (size_t)n * l->n_embd), *y = malloc(sizeof(float) * (size_t)n * l->n_embd);
 	float *w = malloc(sizeof(float) * (size_t)n * k);
 	int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * k);
-	void *scratch = aligned_alloc(64, (hs_ffn_scratch_bytes(l, n) + 63) & ~(size_t)63);
+	void *scratch = aligned_alloc(64, (hs__ffn_scratch_bytes(l, n) + 63) & ~(size_t)63);
 	uint64_t s = 11;
 	int rc = 0;
 
@@ -154,7 +155,7 @@ static int cpu_time(const struct hs_moe_layer *l, struct hs_pool *pool, int n, i
 		make_ids(ids, n, k, l->n_experts, p + 1, &s);
 		struct hs_ffn_job job = { .layer = l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids,
 					  .weights = w, .y = y, .scratch = scratch };
-		if ((rc = hs_ffn_prepare(&job)))
+		if ((rc = hs__ffn_prepare(&job)))
 			goto out;
 		double t0 = now_s();
 		hs__ffn_run_pool(&job, pool);
@@ -203,20 +204,20 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 		hs__expert_pack(l, e, &pack, host + (size_t)e * pack.bytes);
 	ids = (int32_t *)(host + host_b);
 	hw = (float *)(host + host_b + ids_b);
-	if ((rc = hs_device_pin(d, host, host_b + ids_b + sizeof(float) * (size_t)max_n * k, 0)))
+	if ((rc = hs__device_pin(d, host, host_b + ids_b + sizeof(float) * (size_t)max_n * k, 0)))
 		goto out;
 	pinned = 1;
-	if ((rc = hs_slots_create(d, E, E, pack.bytes, q, &slots)))
+	if ((rc = hs__slots_create(d, E, E, pack.bytes, q, &slots)))
 		goto out;
 	/* copies: every expert into its slot (a pass to warm up), then each
 	 * expert's copy timed on its own */
 	double times[64];
 	int nt = 0;
 	for (int e = 0; e < E && !rc; e++)
-		rc = hs_slots_upload(slots, e, e, host + (size_t)e * pack.bytes, q, q);
+		rc = hs__slots_upload(slots, e, e, host + (size_t)e * pack.bytes, q, q);
 	for (int e = 0; e < E && nt < 64 && !rc; e++) {
 		if ((rc = o->event_record(ev[0], q)) ||
-		    (rc = hs_slots_upload(slots, e, e, host + (size_t)e * pack.bytes, q, q)) ||
+		    (rc = hs__slots_upload(slots, e, e, host + (size_t)e * pack.bytes, q, q)) ||
 		    (rc = o->event_record(ev[1], q)) || (rc = o->event_sync(ev[1])) ||
 		    (rc = o->event_elapsed_ms(ev[0], ev[1], &ms)))
 			break;
@@ -243,8 +244,8 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 	float *hx = (float *)host, *hy = hx + (size_t)max_n * D;
 	for (size_t i = 0; i < (size_t)max_n * D; i++)
 		hx[i] = (float)((int)(rng_next(&s) % 2001) - 1000) / 1000.0f;
-	if ((rc = hs_dev_copy_h2d(d, q, dx, hx, sizeof(float) * (size_t)max_n * D)) || (rc = o->queue_sync(q)) ||
-	    (rc = hs_dev_copy_h2d(d, q, dw, hw, sizeof(float) * (size_t)max_n * k)) ||
+	if ((rc = hs__dev_copy_h2d(d, q, dx, hx, sizeof(float) * (size_t)max_n * D)) || (rc = o->queue_sync(q)) ||
+	    (rc = hs__dev_copy_h2d(d, q, dw, hw, sizeof(float) * (size_t)max_n * k)) ||
 	    (rc = o->zero(q, dy, sizeof(float) * (size_t)max_n * D)) || (rc = o->quantize(q, dx, max_n, D, dxq)))
 		goto out;
 	f.xq = dxq;
@@ -259,10 +260,10 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 		nt = 0;
 		for (int i = 0; i < reps && !rc; i++) {
 			double t0 = now_s();
-			if ((rc = hs_dev_copy_h2d(d, q, dx, hx, sizeof(float) * D)) ||
-			    (rc = hs_dev_copy_h2d(d, q, dw, hw, sizeof(float) * k)) ||
+			if ((rc = hs__dev_copy_h2d(d, q, dx, hx, sizeof(float) * D)) ||
+			    (rc = hs__dev_copy_h2d(d, q, dw, hw, sizeof(float) * k)) ||
 			    (rc = o->zero(q, dy, sizeof(float) * D)) || (rc = o->quantize(q, dx, 1, D, dxq)) ||
-			    (rc = hs_dev_copy_h2d(d, q, dids, ids, sizeof(int32_t) * k)) ||
+			    (rc = hs__dev_copy_h2d(d, q, dids, ids, sizeof(int32_t) * k)) ||
 			    (rc = o->event_record(ev[0], q)) || (rc = o->event_record(ev[1], q)) ||
 			    (rc = o->copy_d2h(q, hy, dy, sizeof(float) * D)) || (rc = o->queue_sync(q)))
 				break;
@@ -277,7 +278,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 		for (int st = 0; st < sets; st++)
 			make_ids(ids + (size_t)st * n * k, n, k, E, st, &s);
 		f.n = n;
-		if ((rc = hs_dev_copy_h2d(d, q, dids, ids, sizeof(int32_t) * (size_t)n * k * sets)))
+		if ((rc = hs__dev_copy_h2d(d, q, dids, ids, sizeof(int32_t) * (size_t)n * k * sets)))
 			goto out;
 		f.ids = dids; /* warm-up */
 		if ((rc = o->ffn(q, &f)))
@@ -309,14 +310,14 @@ out:
 		if (bufs[i])
 			o->free(d->dev, bufs[i]);
 	if (slots)
-		hs_slots_free(slots);
+		hs__slots_free(slots);
 	for (int i = 0; i < 2; i++)
 		if (ev[i])
 			o->event_destroy(ev[i]);
 	if (q)
 		o->queue_destroy(q);
 	if (pinned)
-		hs_device_unpin(d, host, host_b + ids_b + sizeof(float) * (size_t)max_n * k);
+		hs__device_unpin(d, host, host_b + ids_b + sizeof(float) * (size_t)max_n * k);
 	free(host);
 	return rc;
 }

@@ -13,7 +13,7 @@
  *    queue_sync / event_sync; calls return 0 or -errno with a message;
  *  - a failed device allocation is -ENOMEM (the caller falls back);
  *  - host-to-device copies on the streaming path come from registered
- *    (pinned) host memory only: hs_dev_copy_h2d() refuses other memory. */
+ *    (pinned) host memory only: hs__dev_copy_h2d() refuses other memory. */
 #ifndef HS_DEVICE_H
 #define HS_DEVICE_H
 
@@ -79,7 +79,7 @@ struct hs_dev_ops {
 };
 
 /* The backends: sim always; CUDA in CUDA builds, else NULL. */
-extern const struct hs_dev_ops hs_dev_sim_ops;
+extern const struct hs_dev_ops hs__dev_sim_ops;
 const struct hs_dev_ops *hs__dev_cuda_ops(void);
 
 /* sim only, for tests: throttle copies, slow a queue down (every item
@@ -102,24 +102,24 @@ struct hs_device {
 
 /* Opens backend "sim" or "cuda" (NULL: $HOTSET_DEVICE, else cuda when a
  * device answers, else sim) device index.  -ENODEV with the reason. */
-int hs_device_open(const char *backend, int index, struct hs_device **out);
-void hs_device_close(struct hs_device *d);
+int hs__device_open(const char *backend, int index, struct hs_device **out);
+void hs__device_close(struct hs_device *d);
 /* Pins [ptr, ptr + bytes) for DMA (in chunks); read_only for read-only
  * mappings.  Unpin with the same range. */
-int hs_device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only);
-int hs_device_unpin(struct hs_device *d, void *ptr, size_t bytes);
+int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only);
+int hs__device_unpin(struct hs_device *d, void *ptr, size_t bytes);
 /* Whether [ptr, ptr + bytes) lies inside one pinned range. */
-int hs_device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes);
+int hs__device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes);
 /* A host-to-device copy from pinned memory only (-EINVAL otherwise: a
  * pageable copy would stage and serialise). */
-int hs_dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes);
+int hs__dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes);
 
 /* ---- expert slots --------------------------------------------------------- */
 
 /* A pool of equal device buffers, each holding one packed expert, with the
  * device-side table slot_of[E] (-1 = not here) kernels read experts through.
  * Uploads run on a copy queue; a slot is not overwritten before the kernels
- * that read it have finished (hs_slots_release records that point). */
+ * that read it have finished (hs__slots_release records that point). */
 struct hs_slots {
 	struct hs_device *d;
 	int n_slots, n_experts;
@@ -134,21 +134,21 @@ struct hs_slots {
 };
 
 /* -ENOMEM when the pool does not fit (the caller falls back). */
-int hs_slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
+int hs__slots_create(struct hs_device *d, int n_slots, int n_experts, size_t slot_bytes, hs_queue *q,
 		    struct hs_slots **out);
-void hs_slots_free(struct hs_slots *s);
+void hs__slots_free(struct hs_slots *s);
 /* Uploads expert `expert` (packed, at pinned host memory src) into slot:
  * copy_q first waits until the slot's last readers are done, evicts the
  * expert that was there (its table entry becomes -1), copies, points the
  * table at the slot and records `ready`; compute_q waits for it (NULL:
  * nothing waits; the caller checks `ready` before it launches kernels that
  * read the expert). */
-int hs_slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
+int hs__slots_upload(struct hs_slots *s, int slot, int expert, const void *src, hs_queue *copy_q,
 		    hs_queue *compute_q);
 /* Empties slot (after its last readers): its expert is no longer found. */
-int hs_slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q);
+int hs__slots_evict(struct hs_slots *s, int slot, hs_queue *copy_q);
 /* After launching kernels on q that read slot: they must finish before the
  * slot is reused. */
-int hs_slots_release(struct hs_slots *s, int slot, hs_queue *q);
+int hs__slots_release(struct hs_slots *s, int slot, hs_queue *q);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "hotset.h"
 #include "planner/planner.h"
-#include "runtime/device.h"
+#include "device/device.h"
 
 /* Best of `reps` passes of `threads` threads reading `bytes` of fresh
  * memory; bytes/s (tune.c's measurement). */

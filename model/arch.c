@@ -1,0 +1,25 @@
+/* The architectures hotset runs.  A further architecture adds an entry and,
+ * if its gating or activation is new, those functions in cpu_kernels/. */
+#include "config.h"
+
+#include <string.h>
+
+#include "model/arch.h"
+
+const struct hs_moe_arch hs__arch_gpt_oss = { "gpt-oss", 1, HS_ACT_SWIGLU_OAI, hs__gating_topk_softmax,
+					       hs__act_gpt_oss, hs__act_gpt_oss_f };
+/* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
+ * (norm_topk_prob): the full softmax's denominator cancels, so that is the
+ * same as gpt-oss's softmax over the k chosen logits. */
+const struct hs_moe_arch hs__arch_qwen3moe = { "qwen3moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
+						hs__act_silu_mul, hs__act_silu_mul_f };
+
+static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
+
+const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+		if (strlen(archs[i]->name) == len && memcmp(archs[i]->name, name, len) == 0)
+			return archs[i];
+	return NULL;
+}
