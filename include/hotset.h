@@ -204,6 +204,202 @@ const char *hs_cpu_kernels_name(void);
 /* The router and gating alone: ids[n][n_used], weights[n][n_used]. */
 int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights);
 
+/* ---- tokenizer and chat formats ----------------------------------------- */
+
+/* A model's tokenizer, read from its GGUF file: byte-level BPE
+ * (tokenizer.ggml.model "gpt2") with the pre-tokenizer "gpt-4o" (gpt-oss's
+ * o200k, ids exactly as OpenAI's tiktoken gives them) or "qwen2" (Qwen2,
+ * Qwen3).  Read-only once opened: any number of threads may use one
+ * tokenizer at the same time. */
+typedef struct hs_tokenizer hs_tokenizer;
+
+/* Opens the tokenizer of a GGUF file, a whole model or a vocab-only file.
+ * The tokenizer keeps its own copy of what it needs; the file is closed
+ * before this returns.  Free *out with hs_tokenizer_free().  Errors: -ENOENT,
+ * -EIO (a broken file or tokenizer array, the message names the key and the
+ * limit), -EINVAL (a tokenizer model or pre-tokenizer hotset does not
+ * implement, named in the message), -ENOMEM. */
+int hs_tokenizer_open(const char *gguf_path, hs_tokenizer **out);
+void hs_tokenizer_free(hs_tokenizer *t);
+
+/* Number of token ids (valid ids are 0 .. n_vocab - 1). */
+int hs_tokenizer_n_vocab(const hs_tokenizer *t);
+/* Ids the file names (tokenizer.ggml.bos_token_id, eos_token_id,
+ * eot_token_id); -1 when it names none.  Without an eot key, the chat
+ * format's end of turn: <|return|> (harmony) or <|im_end|> (ChatML). */
+int32_t hs_tokenizer_bos(const hs_tokenizer *t);
+int32_t hs_tokenizer_eos(const hs_tokenizer *t);
+int32_t hs_tokenizer_eot(const hs_tokenizer *t);
+/* The id of the token whose text is exactly `text` (NUL-terminated), e.g.
+ * "<|return|>" or "Hello"; -1 when no token has it.  Special tokens are
+ * found by their text, ordinary ones by their bytes. */
+int32_t hs_tokenizer_find(const hs_tokenizer *t, const char *text);
+
+/* Token types as GGUF stores them (tokenizer.ggml.token_type). */
+enum hs_token_type {
+	HS_TOKEN_NORMAL = 1, HS_TOKEN_UNKNOWN = 2, HS_TOKEN_CONTROL = 3,
+	HS_TOKEN_USER_DEFINED = 4, HS_TOKEN_UNUSED = 5, HS_TOKEN_BYTE = 6,
+};
+/* The type of token id; -EINVAL when id is out of range. */
+int hs_tokenizer_token_type(const hs_tokenizer *t, int32_t id);
+/* 1 for a control token (types control, unknown, unused: no text of their
+ * own, shown only when asked), 0 for others, -EINVAL out of range. */
+int hs_tokenizer_is_control(const hs_tokenizer *t, int32_t id);
+
+/* Static strings owned by t: general.architecture ("gpt-oss", "qwen3moe",
+ * "" when absent) and the pre-tokenizer ("gpt-4o", "qwen2"). */
+const char *hs_tokenizer_arch(const hs_tokenizer *t);
+const char *hs_tokenizer_pre(const hs_tokenizer *t);
+/* The file's own chat template (tokenizer.chat_template, Jinja text) or NULL
+ * when it has none.  Owned by t.  hotset does not run it: the built-in
+ * formats below are written in C. */
+const char *hs_tokenizer_chat_template(const hs_tokenizer *t);
+
+/* hs_tokenize() flags */
+#define HS_TOK_PARSE_SPECIAL 1 /* control tokens' texts in the input become those tokens */
+#define HS_TOK_ADD_BOS 2       /* begin with BOS when the file asks for it (add_bos_token) */
+
+/* Encodes text[0..len) (UTF-8; need not be NUL-terminated) into ids: the
+ * special tokens split out first (at each place the longest that matches;
+ * user-defined tokens always, control tokens only with
+ * HS_TOK_PARSE_SPECIAL), then the pre-tokenizer, then byte-level BPE.
+ * Returns the number of ids the text needs and writes at most max_ids of them
+ * to ids (ids may be NULL when max_ids is 0): when the result is larger than
+ * max_ids, call again with a larger buffer.  len + 1 ids always suffice.
+ * Bytes that are not well-formed UTF-8 are kept, each one a character of
+ * its own (punctuation, for the pre-tokenizer) encoded by its byte tokens, so
+ * decoding gives back the same bytes for any input.  -EINVAL when len is
+ * more than INT_MAX - 1. */
+int hs_tokenize(const hs_tokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int max_ids);
+
+/* The bytes of token id: what it stands for in the text, which may be part
+ * of a UTF-8 character.  A control token gives its text (e.g.
+ * "<|channel|>") when render_special is set, else nothing.  Writes at most n
+ * bytes to buf (no NUL) and returns the full length; -EINVAL naming the id
+ * and n_vocab when id is out of range. */
+int hs_token_bytes(const hs_tokenizer *t, int32_t id, int render_special, char *buf, size_t n);
+
+/* A streaming detokenizer: ids go in one at a time, and only whole, valid
+ * UTF-8 comes out.  The bytes of a character split across tokens wait for
+ * the token that completes it; bytes that can never become a valid
+ * character come out as U+FFFD (one per maximal invalid sequence, as
+ * Python's errors="replace" does), so nothing is lost and nothing invalid
+ * leaves.  Uses t, which must outlive it.  Free with hs_detok_free(). */
+typedef struct hs_detok hs_detok;
+int hs_detok_new(const hs_tokenizer *t, int render_special, hs_detok **out);
+void hs_detok_free(hs_detok *d);
+/* Pushes one id; *text (NUL-terminated, owned by d, valid until the next
+ * call on d) receives the *len bytes of text that became complete, possibly
+ * none.  -EINVAL naming the id and n_vocab when id is out of range (nothing
+ * changes). */
+int hs_detok_push(hs_detok *d, int32_t id, const char **text, size_t *len);
+/* Ends the text: a character still waiting for bytes comes out as U+FFFD.
+ * The detokenizer can then start again. */
+int hs_detok_flush(hs_detok *d, const char **text, size_t *len);
+/* Detokenizes a whole sequence: *text is malloc'd (the caller frees it),
+ * NUL-terminated valid UTF-8 of *len bytes (len may be NULL). */
+int hs_detokenize(const hs_tokenizer *t, const int32_t *ids, int n, int render_special, char **text, size_t *len);
+
+/* Chat formats written in C.  AUTO picks the architecture's own format:
+ * gpt-oss -> HARMONY, qwen2/qwen3/qwen3moe -> CHATML, and for other
+ * architectures the one whose special tokens the vocabulary has, else RAW
+ * (messages' contents one after another, replies are plain content). */
+enum hs_chat_format { HS_CHAT_AUTO = 0, HS_CHAT_HARMONY = 1, HS_CHAT_CHATML = 2, HS_CHAT_RAW = 3 };
+/* "auto", "harmony", "chatml", "raw" (static strings) */
+const char *hs_chat_format_name(enum hs_chat_format f);
+/* The format named "harmony", "chatml", "raw" or "auto"; -EINVAL otherwise. */
+int hs_chat_format_parse(const char *name, enum hs_chat_format *out);
+/* What AUTO means for this tokenizer (never AUTO). */
+enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t);
+
+/* One message of a conversation.  The strings belong to the caller. */
+struct hs_chat_message {
+	const char *role;      /* "system", "developer", "user", "assistant", "tool" */
+	const char *content;   /* its text (NULL = ""); for an assistant's tool call, the JSON arguments */
+	const char *reasoning; /* an assistant's reasoning, or NULL.  Both formats drop it from
+				  history as the models' templates do: harmony keeps it only
+				  before a tool call that no later answer follows, ChatML only
+				  after the last user turn */
+	const char *tool_name; /* an assistant message: the function it calls; a tool message: the
+				  function whose result it holds; NULL otherwise */
+};
+
+/* Options of hs_chat_render(); all zeros mean the defaults. */
+struct hs_chat_opts {
+	enum hs_chat_format format;   /* AUTO: hs_chat_format_of(t) */
+	const char *reasoning_effort; /* harmony: "low", "medium" (NULL) or "high" */
+	int no_thinking;              /* ChatML: 1 = thinking off (the empty think block) */
+	const char *date;             /* harmony's "Current date: "; NULL = today (UTC), YYYY-MM-DD */
+	const char *model_identity;   /* harmony; NULL = gpt-oss's default identity line */
+	const char *knowledge_cutoff; /* harmony; NULL = "2024-06" as gpt-oss's template says */
+	int no_generation_prompt;     /* 1: do not end with the opening of the assistant's turn */
+};
+
+/* Renders a conversation as the prompt text the model was trained on
+ * (harmony: system message with identity, knowledge cutoff, date, reasoning
+ * effort and channels; the first system or developer message as developer
+ * instructions; ... ; ending with "<|start|>assistant").  *prompt is
+ * malloc'd and NUL-terminated, the caller frees it; tokenize it with
+ * HS_TOK_PARSE_SPECIAL, or use hs_chat_tokenize().  t may be NULL when
+ * opts->format is not AUTO.  -EINVAL for an unknown role, a tool message
+ * without tool_name, or a bad reasoning effort (named); -ENOMEM. */
+int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
+		   const struct hs_chat_opts *opts, char **prompt);
+/* The same conversation as ids, where only the format's own special tokens
+ * are special: text in a message that looks like a special token (e.g. a
+ * user typing "<|end|>") stays text.  Otherwise the same ids as rendering and
+ * tokenizing with HS_TOK_PARSE_SPECIAL.  *ids is malloc'd (the caller frees
+ * it), *n_ids its count. */
+int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
+		     const struct hs_chat_opts *opts, int32_t **ids, int *n_ids);
+
+/* A model's reply, parsed as it is generated: one id at a time in, pieces of
+ * text out, each tagged with what it is.  Harmony: the analysis channel is
+ * reasoning, final (and commentary without a recipient) is content, a
+ * message to a recipient (" to=functions.x") is a tool call; the markers
+ * <|channel|>, <|message|>, <|end|>, <|start|>assistant are consumed; the
+ * reply stops at <|return|> or <|call|>.  ChatML: <think>...</think> is
+ * reasoning (newlines next to the markers trimmed), <tool_call>...</tool_call>
+ * a tool call, the rest content; it stops at <|im_end|> or <|endoftext|>.
+ * RAW: all content, stops at eos or eot.  A reply that does not follow its
+ * format (small or random models write anything) comes out as plain content,
+ * never as an error; control tokens in it are dropped and bytes that are not
+ * UTF-8 come out as U+FFFD: every delta is valid UTF-8. */
+enum hs_reply_kind { HS_REPLY_CONTENT = 0, HS_REPLY_REASONING = 1, HS_REPLY_TOOL_CALL = 2 };
+struct hs_reply_delta {
+	enum hs_reply_kind kind;
+	const char *text; /* NUL-terminated valid UTF-8, owned by the parser */
+	size_t len;
+};
+typedef struct hs_reply_parser hs_reply_parser;
+/* format AUTO: hs_chat_format_of(t).  t must outlive the parser. */
+int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_reply_parser **out);
+void hs_reply_parser_free(hs_reply_parser *p);
+/* Pushes one generated id.  *deltas receives *n_deltas pieces of text (0 or
+ * more, in order; owned by p, valid until the next call on p).  Returns 1
+ * when id is the format's stop token (it adds no text, and later pushes
+ * return 1 with nothing), 0 otherwise; -EINVAL naming the id and n_vocab
+ * for an id out of range. */
+int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_delta **deltas, int *n_deltas);
+/* Ends the reply (after the stop, or when generation ended otherwise):
+ * text held back while a marker might have been starting, and a character
+ * cut short (as U+FFFD), come out. */
+int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **deltas, int *n_deltas);
+/* The function of the latest tool call (harmony's recipient, e.g.
+ * "functions.get_weather"), or NULL.  Owned by p. */
+const char *hs_reply_parser_tool_name(const hs_reply_parser *p);
+
+/* A whole reply parsed at once (ids after the stop token are ignored).  Every
+ * string is malloc'd and NUL-terminated ("" when empty, tool_name NULL when
+ * there is no tool call); free them with hs_reply_free(). */
+struct hs_reply {
+	char *content, *reasoning, *tool_call, *tool_name;
+	int32_t stop_id; /* the stop token that ended it, -1 when none came */
+};
+int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int32_t *ids, int n,
+		   struct hs_reply *out);
+void hs_reply_free(struct hs_reply *r);
+
 /* ---- machine profiles --------------------------------------------------- */
 
 /* Fixed limits of the plain-data structs below (no allocation, easy to copy). */

@@ -24,6 +24,7 @@ static const struct {
 	{ "plan", hs_cmd_plan, "place a model's experts on GPU / host and predict speed and memory" },
 	{ "bench", hs_cmd_bench, "compare cpu-compute, pcie-stream and hybrid here, measured against predicted" },
 	{ "trace", hs_cmd_trace, "routing traces: generate, statistics and cache hit rates, project a plan" },
+	{ "tokenize", hs_cmd_tokenize, "encode a text with a GGUF file's tokenizer: ids and pieces" },
 };
 
 static void usage(FILE *f)

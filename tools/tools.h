@@ -38,5 +38,6 @@ int hs_cmd_tune(int argc, char **argv);
 int hs_cmd_plan(int argc, char **argv);
 int hs_cmd_trace(int argc, char **argv);
 int hs_cmd_bench(int argc, char **argv);
+int hs_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -1,0 +1,458 @@
+/* Chat formats written in C: a conversation rendered as gpt-oss's harmony
+ * template and Qwen3's ChatML template render it by default (the branches
+ * that need tool definitions, which hotset does not take, are left out).
+ * The prompt is built with the places of the format's own special tokens
+ * recorded, so hs_chat_tokenize() can make those special and nothing else. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/tokenizer.h"
+#include "base/error.h"
+
+static const char *const format_names[] = { "auto", "harmony", "chatml", "raw" };
+
+const char *hs_chat_format_name(enum hs_chat_format f)
+{
+	return (unsigned)f < 4 ? format_names[f] : "unknown";
+}
+
+int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(name, format_names[i]) == 0) {
+			*out = (enum hs_chat_format)i;
+			return 0;
+		}
+	return hs__error(EINVAL, "chat format '%s' is not one of auto, harmony, chatml, raw", name);
+}
+
+enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
+{
+	if (strcmp(t->arch, "gpt-oss") == 0)
+		return HS_CHAT_HARMONY;
+	if (strncmp(t->arch, "qwen", 4) == 0)
+		return HS_CHAT_CHATML;
+	if (hs_tokenizer_find(t, "<|im_start|>") >= 0 && hs_tokenizer_find(t, "<|im_end|>") >= 0)
+		return HS_CHAT_CHATML;
+	if (hs_tokenizer_find(t, "<|start|>") >= 0 && hs_tokenizer_find(t, "<|channel|>") >= 0 &&
+	    hs_tokenizer_find(t, "<|message|>") >= 0)
+		return HS_CHAT_HARMONY;
+	return HS_CHAT_RAW;
+}
+
+/* ---- the prompt being built ------------------------------------------- */
+
+struct span {
+	size_t off, len;
+	int32_t id;
+};
+
+struct prompt {
+	const hs_tokenizer *t;
+	struct hs_buf text;
+	struct span *sp;
+	int n_sp, cap_sp;
+	int err;
+};
+
+static void put(struct prompt *p, const char *s, size_t n)
+{
+	if (!p->err)
+		p->err = hs__buf_put(&p->text, s, n);
+}
+
+static void text(struct prompt *p, const char *s)
+{
+	put(p, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* A special token of the format: recorded where the vocabulary has it as a
+ * special token (else it stays text, as a tokenizer would see it). */
+static void special(struct prompt *p, const char *s)
+{
+	size_t n = strlen(s);
+	int32_t id = p->t ? hs__tok_special(p->t, (const uint8_t *)s, n) : -1;
+
+	if (id >= 0 && !p->err) {
+		if (p->n_sp == p->cap_sp) {
+			int cap = p->cap_sp ? 2 * p->cap_sp : 32;
+			struct span *q = realloc(p->sp, (size_t)cap * sizeof *q);
+			if (!q) {
+				p->err = hs__error(ENOMEM, "chat: out of memory");
+				return;
+			}
+			p->sp = q;
+			p->cap_sp = cap;
+		}
+		p->sp[p->n_sp++] = (struct span){ p->text.len, n, id };
+	}
+	put(p, s, n);
+}
+
+/* A string as JSON (what the templates' tojson writes: no ASCII escaping). */
+static void json_string(struct prompt *p, const char *s)
+{
+	text(p, "\"");
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[8];
+		switch (c) {
+		case '"': text(p, "\\\""); break;
+		case '\\': text(p, "\\\\"); break;
+		case '\n': text(p, "\\n"); break;
+		case '\r': text(p, "\\r"); break;
+		case '\t': text(p, "\\t"); break;
+		case '\b': text(p, "\\b"); break;
+		case '\f': text(p, "\\f"); break;
+		default:
+			if (c < 0x20) {
+				snprintf(esc, sizeof esc, "\\u%04x", c);
+				text(p, esc);
+			} else {
+				put(p, s, 1);
+			}
+		}
+	}
+	text(p, "\"");
+}
+
+static int is_role(const struct hs_chat_message *m, const char *role)
+{
+	return m->role && strcmp(m->role, role) == 0;
+}
+
+static int check_roles(const struct hs_chat_message *msgs, int n)
+{
+	static const char *const roles[] = { "system", "developer", "user", "assistant", "tool" };
+
+	for (int i = 0; i < n; i++) {
+		int ok = 0;
+		for (int k = 0; k < 5; k++)
+			ok |= is_role(&msgs[i], roles[k]);
+		if (!ok)
+			return hs__error(EINVAL, "chat: message %d has role '%s' (system, developer, user, assistant, "
+					 "tool are known)", i, msgs[i].role ? msgs[i].role : "(null)");
+	}
+	return 0;
+}
+
+/* ---- harmony (gpt-oss) ----------------------------------------------- */
+
+static void harmony_function(struct prompt *p, const char *name)
+{
+	if (strncmp(name, "functions.", 10) != 0)
+		text(p, "functions.");
+	text(p, name);
+}
+
+static void harmony_analysis(struct prompt *p, const char *reasoning)
+{
+	special(p, "<|start|>");
+	text(p, "assistant");
+	special(p, "<|channel|>");
+	text(p, "analysis");
+	special(p, "<|message|>");
+	text(p, reasoning);
+	special(p, "<|end|>");
+}
+
+static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o)
+{
+	const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium", *last_tool = NULL;
+	char today[32];
+	int first = 0;
+
+	if (strcmp(effort, "low") && strcmp(effort, "medium") && strcmp(effort, "high"))
+		return hs__error(EINVAL, "chat: reasoning effort '%s' is not low, medium or high", effort);
+	if (!o->date) {
+		time_t now = time(NULL);
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(today, sizeof today, "%Y-%m-%d", &tm);
+	}
+	special(p, "<|start|>");
+	text(p, "system");
+	special(p, "<|message|>");
+	text(p, o->model_identity ? o->model_identity : "You are ChatGPT, a large language model trained by OpenAI.");
+	text(p, "\nKnowledge cutoff: ");
+	text(p, o->knowledge_cutoff ? o->knowledge_cutoff : "2024-06");
+	text(p, "\nCurrent date: ");
+	text(p, o->date ? o->date : today);
+	text(p, "\n\nReasoning: ");
+	text(p, effort);
+	text(p, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+	special(p, "<|end|>");
+	/* the first message, when system or developer, is the developer's instructions */
+	if (n && (is_role(&m[0], "system") || is_role(&m[0], "developer"))) {
+		first = 1;
+		if (m[0].content && *m[0].content) {
+			special(p, "<|start|>");
+			text(p, "developer");
+			special(p, "<|message|>");
+			text(p, "# Instructions\n\n");
+			text(p, m[0].content);
+			text(p, "\n\n");
+			special(p, "<|end|>");
+		}
+	}
+	for (int i = first; i < n; i++) {
+		const struct hs_chat_message *x = &m[i];
+		if (is_role(x, "user")) {
+			special(p, "<|start|>");
+			text(p, "user");
+			special(p, "<|message|>");
+			text(p, x->content);
+			special(p, "<|end|>");
+		} else if (is_role(x, "assistant") && x->tool_name) {
+			/* its reasoning is kept unless an answer follows later */
+			int answered = 0;
+			for (int j = i + 1; j < n; j++)
+				answered |= is_role(&m[j], "assistant") && !m[j].tool_name;
+			if (x->reasoning && !answered) {
+				harmony_analysis(p, x->reasoning);
+			}
+			special(p, "<|start|>");
+			text(p, "assistant to=");
+			harmony_function(p, x->tool_name);
+			special(p, "<|channel|>");
+			text(p, "commentary json");
+			special(p, "<|message|>");
+			text(p, x->content);
+			special(p, "<|call|>");
+			last_tool = x->tool_name;
+		} else if (is_role(x, "assistant")) {
+			int training_end = i == n - 1 && o->no_generation_prompt;
+			if (training_end && x->reasoning) {
+				harmony_analysis(p, x->reasoning);
+			}
+			special(p, "<|start|>");
+			text(p, "assistant");
+			special(p, "<|channel|>");
+			text(p, "final");
+			special(p, "<|message|>");
+			text(p, x->content);
+			special(p, training_end ? "<|return|>" : "<|end|>");
+			last_tool = NULL;
+		} else if (is_role(x, "tool")) {
+			const char *name = x->tool_name ? x->tool_name : last_tool;
+			if (!name)
+				return hs__error(EINVAL, "chat: tool message %d names no function and follows no tool call", i);
+			special(p, "<|start|>");
+			harmony_function(p, name);
+			text(p, " to=assistant");
+			special(p, "<|channel|>");
+			text(p, "commentary");
+			special(p, "<|message|>");
+			json_string(p, x->content);
+			special(p, "<|end|>");
+		}
+		/* later system and developer messages: the template drops them */
+	}
+	if (!o->no_generation_prompt) {
+		special(p, "<|start|>");
+		text(p, "assistant");
+	}
+	return 0;
+}
+
+/* ---- ChatML (Qwen3) --------------------------------------------------- */
+
+static int starts_ends(const char *s, const char *a, const char *b)
+{
+	size_t n = strlen(s), na = strlen(a), nb = strlen(b);
+	return n >= na + nb && strncmp(s, a, na) == 0 && strcmp(s + n - nb, b) == 0;
+}
+
+/* s[0..n) without the newlines at its ends (lead, trail select which) */
+static void put_trimmed(struct prompt *p, const char *s, size_t n, int lead, int trail)
+{
+	while (lead && n && *s == '\n')
+		s++, n--;
+	while (trail && n && s[n - 1] == '\n')
+		n--;
+	put(p, s, n);
+}
+
+static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o)
+{
+	int last_query = n - 1, first = 0;
+
+	if (n && (is_role(&m[0], "system") || is_role(&m[0], "developer"))) {
+		special(p, "<|im_start|>");
+		text(p, "system\n");
+		text(p, m[0].content);
+		special(p, "<|im_end|>");
+		text(p, "\n");
+		first = 1;
+	}
+	/* reasoning is kept only after the last user turn that is not a tool response */
+	for (int i = n - 1; i >= 0; i--)
+		if (is_role(&m[i], "user") &&
+		    !starts_ends(m[i].content ? m[i].content : "", "<tool_response>", "</tool_response>")) {
+			last_query = i;
+			break;
+		}
+	for (int i = first; i < n; i++) {
+		const struct hs_chat_message *x = &m[i];
+		const char *c = x->tool_name && is_role(x, "assistant") ? "" : x->content ? x->content : "";
+		if (is_role(x, "user") || is_role(x, "system") || is_role(x, "developer")) {
+			special(p, "<|im_start|>");
+			text(p, is_role(x, "user") ? "user\n" : "system\n");
+			text(p, c);
+			special(p, "<|im_end|>");
+			text(p, "\n");
+		} else if (is_role(x, "assistant")) {
+			const char *r = x->reasoning ? x->reasoning : "", *end = strstr(c, "</think>");
+			size_t rn = strlen(r);
+			int split = !x->reasoning && end;
+			if (split) { /* reasoning written into the content, as the template splits it */
+				const char *open = NULL;
+				for (const char *q = c; (q = strstr(q, "<think>")) && q < end; q += 7)
+					open = q + 7;
+				r = open ? open : c;
+				rn = (size_t)(end - r);
+				while (rn && r[rn - 1] == '\n')
+					rn--;
+				while (rn && *r == '\n')
+					r++, rn--;
+				for (const char *q = end; (q = strstr(q + 1, "</think>"));)
+					end = q;
+				c = end + 8;
+			}
+			special(p, "<|im_start|>");
+			text(p, "assistant\n");
+			if (i > last_query && (i == n - 1 || rn)) {
+				special(p, "<think>");
+				text(p, "\n");
+				put_trimmed(p, r, rn, 1, 1);
+				text(p, "\n");
+				special(p, "</think>");
+				text(p, "\n\n");
+				put_trimmed(p, c, strlen(c), 1, 0);
+			} else {
+				put_trimmed(p, c, strlen(c), split, 0);
+			}
+			if (x->tool_name) {
+				special(p, "<tool_call>");
+				text(p, "\n{\"name\": \"");
+				text(p, x->tool_name);
+				text(p, "\", \"arguments\": ");
+				text(p, x->content && *x->content ? x->content : "{}");
+				text(p, "}\n");
+				special(p, "</tool_call>");
+			}
+			special(p, "<|im_end|>");
+			text(p, "\n");
+		} else if (is_role(x, "tool")) {
+			if (i == 0 || !is_role(&m[i - 1], "tool")) {
+				special(p, "<|im_start|>");
+				text(p, "user");
+			}
+			text(p, "\n");
+			special(p, "<tool_response>");
+			text(p, "\n");
+			text(p, c);
+			text(p, "\n");
+			special(p, "</tool_response>");
+			if (i == n - 1 || !is_role(&m[i + 1], "tool")) {
+				special(p, "<|im_end|>");
+				text(p, "\n");
+			}
+		}
+	}
+	if (!o->no_generation_prompt) {
+		special(p, "<|im_start|>");
+		text(p, "assistant\n");
+		if (o->no_thinking) {
+			special(p, "<think>");
+			text(p, "\n\n");
+			special(p, "</think>");
+			text(p, "\n\n");
+		}
+	}
+	return 0;
+}
+
+static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n, const struct hs_chat_opts *opts,
+		  struct prompt *p)
+{
+	static const struct hs_chat_opts defaults;
+	const struct hs_chat_opts *o = opts ? opts : &defaults;
+	enum hs_chat_format f = o->format;
+	int rc;
+
+	memset(p, 0, sizeof *p);
+	p->t = t;
+	if (n < 0 || (n && !msgs))
+		return hs__error(EINVAL, "chat: %d messages", n);
+	if (f == HS_CHAT_AUTO) {
+		if (!t)
+			return hs__error(EINVAL, "chat: format auto needs the tokenizer");
+		f = hs_chat_format_of(t);
+	}
+	if ((rc = check_roles(msgs, n)))
+		return rc;
+	text(p, "");
+	switch (f) {
+	case HS_CHAT_HARMONY: rc = harmony(p, msgs, n, o); break;
+	case HS_CHAT_CHATML: rc = chatml(p, msgs, n, o); break;
+	case HS_CHAT_RAW:
+		for (int i = 0; i < n; i++)
+			text(p, msgs[i].content);
+		rc = 0;
+		break;
+	default: rc = hs__error(EINVAL, "chat: format %d is not a chat format", (int)f);
+	}
+	return rc ? rc : p->err;
+}
+
+int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
+		   const struct hs_chat_opts *opts, char **prompt)
+{
+	struct prompt p;
+	int rc = render(t, msgs, n_msgs, opts, &p);
+
+	free(p.sp);
+	*prompt = rc ? NULL : p.text.p;
+	if (rc)
+		free(p.text.p);
+	return rc;
+}
+
+int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
+		     const struct hs_chat_opts *opts, int32_t **ids, int *n_ids)
+{
+	struct prompt p;
+	int rc, n = 0, cap = 0;
+	int32_t *v = NULL;
+	size_t pos = 0;
+
+	*ids = NULL;
+	*n_ids = 0;
+	if (!t)
+		return hs__error(EINVAL, "chat: tokenizing needs the tokenizer");
+	rc = render(t, msgs, n_msgs, opts, &p);
+	/* text between the format's specials is encoded without parsing
+	 * special text: a message cannot smuggle control tokens in */
+	for (int i = 0; !rc && i <= p.n_sp; i++) {
+		size_t end = i < p.n_sp ? p.sp[i].off : p.text.len;
+		rc = hs__tokenize_append(t, p.text.p + pos, end - pos, 0, &v, &n, &cap);
+		if (!rc && i < p.n_sp) {
+			rc = hs__tokenize_append(t, p.text.p + end, p.sp[i].len, HS_TOK_PARSE_SPECIAL, &v, &n, &cap);
+			pos = end + p.sp[i].len;
+		}
+	}
+	free(p.sp);
+	free(p.text.p);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	*ids = v;
+	*n_ids = n;
+	return 0;
+}

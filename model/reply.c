@@ -1,0 +1,524 @@
+/* Replies parsed as they are generated (see hs_reply_parser_push() in
+ * hotset.h).  Harmony is parsed at the token level: its markers are control
+ * tokens.  ChatML's <think> and <tool_call> are parsed in the text, since a
+ * vocabulary may have them as special tokens, as user-defined ones, or not
+ * at all; text that might be the start of a marker is held back until the
+ * next bytes say.  All text goes through one UTF-8 sink, finished whenever
+ * the kind of text changes, so a delta never carries half a character. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer.h"
+#include "base/error.h"
+
+#define MAX_HEADER 128 /* harmony header text ("commentary to=functions.name json") */
+#define MAX_START 256  /* ChatML: white space waited through before deciding there is no <think> */
+
+enum { H_HEADER, H_BODY, H_AFTER_END, H_RAW };           /* harmony */
+enum { C_START, C_THINK, C_CONTENT, C_TOOL };            /* ChatML */
+
+struct delta_at {
+	enum hs_reply_kind kind;
+	size_t off, len;
+};
+
+struct hs_reply_parser {
+	const hs_tokenizer *t;
+	enum hs_chat_format f;
+	int stopped;
+	int32_t stop[4];
+
+	/* this call's text, its deltas, and what is handed out */
+	struct hs_utf8_sink sink;
+	enum hs_reply_kind sink_kind;
+	struct hs_buf out, handed;
+	struct delta_at *d;
+	int n_d, cap_d;
+	struct hs_reply_delta *deltas;
+	int cap_deltas;
+	char *tool_name;
+
+	/* harmony */
+	int h;
+	enum hs_reply_kind body;
+	struct hs_buf header;
+	int32_t id_channel, id_constrain, id_message, id_end, id_start;
+
+	/* ChatML */
+	int c, skip_nl;
+	size_t nl_held;
+	struct hs_buf hold;
+};
+
+/* ---- output ------------------------------------------------------------ */
+
+/* The call's last delta is of this kind (a new one when it was not). */
+static int open_delta(hs_reply_parser *p, enum hs_reply_kind kind)
+{
+	if (p->n_d && p->d[p->n_d - 1].kind == kind)
+		return 0;
+	if (p->n_d == p->cap_d) {
+		int cap = p->cap_d ? 2 * p->cap_d : 8;
+		struct delta_at *q = realloc(p->d, (size_t)cap * sizeof *q);
+		if (!q)
+			return hs__error(ENOMEM, "reply: out of memory");
+		p->d = q;
+		p->cap_d = cap;
+	}
+	p->d[p->n_d++] = (struct delta_at){ kind, p->out.len, 0 };
+	return 0;
+}
+
+static void close_delta(hs_reply_parser *p)
+{
+	p->d[p->n_d - 1].len = p->out.len - p->d[p->n_d - 1].off;
+}
+
+/* A character cut short at the end of the previous kind's text ends there. */
+static int finish_char(hs_reply_parser *p)
+{
+	int rc;
+
+	if (!p->sink.n_pend)
+		return 0;
+	if ((rc = open_delta(p, p->sink_kind)) || (rc = hs__utf8_finish(&p->sink, &p->out)))
+		return rc;
+	close_delta(p);
+	return 0;
+}
+
+static int emit(hs_reply_parser *p, enum hs_reply_kind kind, const void *s, size_t n)
+{
+	int rc;
+
+	if (!n)
+		return 0;
+	if (p->sink_kind != kind && (rc = finish_char(p)))
+		return rc;
+	if ((rc = open_delta(p, kind)))
+		return rc;
+	p->sink_kind = kind;
+	rc = hs__utf8_feed(&p->sink, s, n, &p->out);
+	close_delta(p);
+	return rc;
+}
+
+/* Makes the call's deltas: each text NUL-terminated, empty ones left out. */
+static int hand_out(hs_reply_parser *p, int rc, const struct hs_reply_delta **deltas, int *n)
+{
+	int k = 0;
+
+	*deltas = p->deltas;
+	*n = 0;
+	if (!rc && p->n_d > p->cap_deltas) {
+		struct hs_reply_delta *q = realloc(p->deltas, (size_t)p->n_d * sizeof *q);
+		if (!q)
+			rc = hs__error(ENOMEM, "reply: out of memory");
+		else
+			p->deltas = q, p->cap_deltas = p->n_d;
+	}
+	p->handed.len = 0;
+	for (int i = 0; !rc && i < p->n_d; i++)
+		if (p->d[i].len && !(rc = hs__buf_put(&p->handed, p->out.p + p->d[i].off, p->d[i].len)))
+			rc = hs__buf_put(&p->handed, "", 1);
+	size_t off = 0;
+	for (int i = 0; !rc && i < p->n_d; i++)
+		if (p->d[i].len) {
+			p->deltas[k++] = (struct hs_reply_delta){ p->d[i].kind, p->handed.p + off, p->d[i].len };
+			off += p->d[i].len + 1;
+		}
+	p->out.len = 0;
+	p->n_d = 0;
+	*deltas = p->deltas;
+	*n = rc ? 0 : k;
+	return rc;
+}
+
+static int32_t find_id(const hs_tokenizer *t, const char *s)
+{
+	int32_t id = hs__tok_special(t, (const uint8_t *)s, strlen(s));
+	return id >= 0 && hs__tok_is_control_type(t->tok[id].type) ? id : -1;
+}
+
+static int same(const uint8_t *s, size_t n, const char *lit)
+{
+	return n == strlen(lit) && memcmp(s, lit, n) == 0;
+}
+
+static int is_stop(const hs_reply_parser *p, int32_t id)
+{
+	for (int i = 0; i < 4; i++)
+		if (p->stop[i] == id && id >= 0)
+			return 1;
+	return 0;
+}
+
+/* ---- harmony ---------------------------------------------------------- */
+
+static int harmony_raw(hs_reply_parser *p)
+{
+	/* the reply broke the format: what was held as header is content */
+	int rc = 0;
+	for (size_t i = 0; i < p->header.len && !rc; i++)
+		if (p->header.p[i] != '\1' && p->header.p[i] != '\2')
+			rc = emit(p, HS_REPLY_CONTENT, p->header.p + i, 1);
+	p->header.len = 0;
+	p->h = H_RAW;
+	return rc;
+}
+
+/* The header is "[ to=R]\1channel[ to=R][ json]\2constraint": the
+ * channel and a recipient decide what the message is. */
+static int harmony_message(hs_reply_parser *p)
+{
+	const char *h = p->header.p ? p->header.p : "", *ch = memchr(h, '\1', p->header.len), *to = NULL;
+	size_t n = p->header.len, cn = 0;
+
+	for (size_t i = 0; i + 3 <= n; i++)
+		if (memcmp(h + i, "to=", 3) == 0 && (i == 0 || h[i - 1] == ' ' || h[i - 1] == '\1')) {
+			to = h + i + 3;
+			break;
+		}
+	if (ch)
+		for (ch++; ch + cn < h + n && ch[cn] != ' ' && ch[cn] != '\2' && ch[cn] != '\1';)
+			cn++;
+	if (to) {
+		size_t tn = 0;
+		while (to + tn < h + n && to[tn] != ' ' && to[tn] != '\1' && to[tn] != '\2')
+			tn++;
+		free(p->tool_name);
+		p->tool_name = strndup(to, tn);
+		if (!p->tool_name)
+			return hs__error(ENOMEM, "reply: out of memory");
+		p->body = HS_REPLY_TOOL_CALL;
+	} else {
+		p->body = ch && cn == 8 && memcmp(ch, "analysis", 8) == 0 ? HS_REPLY_REASONING : HS_REPLY_CONTENT;
+	}
+	p->header.len = 0;
+	p->h = H_BODY;
+	return 0;
+}
+
+static int header_text_ok(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr(" ._=:/-", c)))
+			return 0;
+	}
+	return 1;
+}
+
+static int harmony_push(hs_reply_parser *p, int32_t id, const uint8_t *s, size_t n, int control)
+{
+	int rc;
+
+	if (p->h == H_RAW)
+		return control ? 0 : emit(p, HS_REPLY_CONTENT, s, n);
+	if (p->h == H_HEADER) {
+		if (id == p->id_message)
+			return harmony_message(p);
+		if ((id == p->id_channel || id == p->id_constrain || !control) && p->header.len + n + 1 <= MAX_HEADER &&
+		    (control || header_text_ok(s, n)))
+			return hs__buf_put(&p->header, id == p->id_channel ? "\1" : id == p->id_constrain ? "\2" : (const char *)s,
+					   control ? 1 : n);
+		if ((rc = harmony_raw(p)))
+			return rc;
+		return control ? 0 : emit(p, HS_REPLY_CONTENT, s, n);
+	}
+	if (id == p->id_start || (p->h == H_BODY && id == p->id_channel)) {
+		/* a new message; a missing <|end|> before it is forgiven */
+		p->h = H_HEADER;
+		p->header.len = 0;
+		return id == p->id_channel ? hs__buf_put(&p->header, "\1", 1) : 0;
+	}
+	if (p->h == H_BODY) {
+		if (id == p->id_end) {
+			p->h = H_AFTER_END;
+			return 0;
+		}
+		return control ? 0 : emit(p, p->body, s, n);
+	}
+	/* after <|end|>: only <|start|> (above) or a stop belongs here */
+	if (control)
+		return 0;
+	p->h = H_RAW;
+	return emit(p, HS_REPLY_CONTENT, s, n);
+}
+
+/* ---- ChatML ----------------------------------------------------------- */
+
+static enum hs_reply_kind section_kind(int c)
+{
+	return c == C_THINK ? HS_REPLY_REASONING : c == C_TOOL ? HS_REPLY_TOOL_CALL : HS_REPLY_CONTENT;
+}
+
+/* Text of the current section: newlines right after its opening marker are
+ * dropped, newlines at its end wait to see whether the closing marker
+ * comes next (then they are dropped too). */
+static int section_text(hs_reply_parser *p, const char *s, size_t n)
+{
+	enum hs_reply_kind kind = section_kind(p->c);
+	size_t k = n;
+	int rc = 0;
+
+	if (p->skip_nl) {
+		while (n && *s == '\n')
+			s++, n--;
+		if (!n)
+			return 0;
+		p->skip_nl = 0;
+		k = n;
+	}
+	while (k && s[k - 1] == '\n')
+		k--;
+	if (k) {
+		for (; p->nl_held && !rc; p->nl_held--)
+			rc = emit(p, kind, "\n", 1);
+		if (!rc)
+			rc = emit(p, kind, s, k);
+	}
+	p->nl_held += n - k;
+	return rc;
+}
+
+static const char *section_end(int c)
+{
+	return c == C_THINK ? "</think>" : c == C_TOOL ? "</tool_call>" : "<tool_call>";
+}
+
+static int chatml_scan(hs_reply_parser *p)
+{
+	int rc;
+
+	for (;;) {
+		char *h = p->hold.p;
+		size_t n = p->hold.len, i = 0;
+		if (!n)
+			return 0;
+		if (p->c == C_START) {
+			while (i < n && strchr(" \t\r\n", h[i]))
+				i++;
+			if (i == n) {
+				if (n <= MAX_START)
+					return 0;
+				p->c = C_CONTENT;
+				continue;
+			}
+			if (n - i >= 7 && memcmp(h + i, "<think>", 7) == 0) {
+				memmove(h, h + i + 7, n - i - 7);
+				p->hold.len = n - i - 7;
+				p->c = C_THINK;
+				p->skip_nl = 1;
+				continue;
+			}
+			if (n - i < 7 && memcmp(h + i, "<think>", n - i) == 0)
+				return 0; /* maybe <think> */
+			p->c = C_CONTENT;
+			continue;
+		}
+		const char *m = section_end(p->c);
+		size_t mn = strlen(m), at = n, keep = 0;
+		for (size_t j = 0; j + mn <= n; j++)
+			if (memcmp(h + j, m, mn) == 0) {
+				at = j;
+				break;
+			}
+		if (at == n) /* keep the longest tail that may begin the marker */
+			for (keep = mn - 1 < n ? mn - 1 : n; keep && memcmp(h + n - keep, m, keep) != 0; keep--)
+				;
+		if ((rc = section_text(p, h, at == n ? n - keep : at)))
+			return rc;
+		if (at == n) {
+			memmove(h, h + n - keep, keep);
+			p->hold.len = keep;
+			return 0;
+		}
+		/* the marker: the section ends, the next one begins */
+		p->nl_held = 0;
+		p->c = p->c == C_CONTENT ? C_TOOL : C_CONTENT;
+		p->skip_nl = 1;
+		memmove(h, h + at + mn, n - at - mn);
+		p->hold.len = n - at - mn;
+	}
+}
+
+static int chatml_finish(hs_reply_parser *p)
+{
+	int rc = 0;
+
+	if (p->c == C_START)
+		p->c = C_CONTENT;
+	if (p->hold.len)
+		rc = section_text(p, p->hold.p, p->hold.len);
+	p->hold.len = 0;
+	for (; p->nl_held && !rc; p->nl_held--)
+		rc = emit(p, section_kind(p->c), "\n", 1);
+	return rc;
+}
+
+/* ---- the parser ------------------------------------------------------- */
+
+int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_reply_parser **out)
+{
+	hs_reply_parser *p = calloc(1, sizeof *p);
+
+	*out = NULL;
+	if (!p)
+		return hs__error(ENOMEM, "reply: out of memory");
+	p->t = t;
+	p->f = format == HS_CHAT_AUTO ? hs_chat_format_of(t) : format;
+	if (p->f != HS_CHAT_HARMONY && p->f != HS_CHAT_CHATML && p->f != HS_CHAT_RAW) {
+		free(p);
+		return hs__error(EINVAL, "reply: format %d is not a chat format", (int)format);
+	}
+	p->stop[0] = t->eos;
+	p->stop[1] = find_id(t, "<|endoftext|>");
+	if (p->f == HS_CHAT_HARMONY) {
+		p->stop[2] = find_id(t, "<|return|>");
+		p->stop[3] = find_id(t, "<|call|>");
+		p->id_channel = find_id(t, "<|channel|>");
+		p->id_constrain = find_id(t, "<|constrain|>");
+		p->id_message = find_id(t, "<|message|>");
+		p->id_end = find_id(t, "<|end|>");
+		p->id_start = find_id(t, "<|start|>");
+		/* the prompt ended with <|start|>assistant: a header comes first */
+		p->h = H_HEADER;
+	} else {
+		p->stop[2] = p->f == HS_CHAT_CHATML ? find_id(t, "<|im_end|>") : t->eot;
+		p->stop[3] = -1;
+	}
+	if (hs__buf_put(&p->out, "", 0) || hs__buf_put(&p->handed, "", 0)) {
+		hs_reply_parser_free(p);
+		return hs__error(ENOMEM, "reply: out of memory");
+	}
+	*out = p;
+	return 0;
+}
+
+void hs_reply_parser_free(hs_reply_parser *p)
+{
+	if (!p)
+		return;
+	free(p->out.p);
+	free(p->handed.p);
+	free(p->header.p);
+	free(p->hold.p);
+	free(p->d);
+	free(p->deltas);
+	free(p->tool_name);
+	free(p);
+}
+
+int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_delta **deltas, int *n_deltas)
+{
+	const struct hs_token *k;
+	const uint8_t *s;
+	int control, rc = 0;
+
+	*deltas = p->deltas;
+	*n_deltas = 0;
+	if (id < 0 || id >= p->t->n_vocab)
+		return hs__tok_bad_id(p->t, id);
+	if (p->stopped)
+		return 1;
+	if (is_stop(p, id)) {
+		p->stopped = 1;
+		return 1;
+	}
+	k = &p->t->tok[id];
+	s = p->t->pool + k->off;
+	control = hs__tok_is_control_type(k->type);
+	if (p->f == HS_CHAT_HARMONY) {
+		rc = harmony_push(p, id, s, k->len, control);
+	} else if (p->f == HS_CHAT_CHATML) {
+		/* <think> and <tool_call> count whatever their type; other control tokens are dropped */
+		int marker = control && (same(s, k->len, "<think>") || same(s, k->len, "</think>") ||
+					 same(s, k->len, "<tool_call>") || same(s, k->len, "</tool_call>"));
+		if (!control || marker)
+			rc = hs__buf_put(&p->hold, s, k->len);
+		if (!rc)
+			rc = chatml_scan(p);
+	} else if (!control) {
+		rc = emit(p, HS_REPLY_CONTENT, s, k->len);
+	}
+	return hand_out(p, rc, deltas, n_deltas);
+}
+
+int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **deltas, int *n_deltas)
+{
+	int rc = 0;
+
+	if (p->f == HS_CHAT_CHATML)
+		rc = chatml_finish(p);
+	else if (p->f == HS_CHAT_HARMONY && p->h == H_HEADER && p->header.len)
+		rc = harmony_raw(p);
+	if (!rc)
+		rc = finish_char(p);
+	return hand_out(p, rc, deltas, n_deltas);
+}
+
+const char *hs_reply_parser_tool_name(const hs_reply_parser *p)
+{
+	return p->tool_name;
+}
+
+/* ---- a whole reply ---------------------------------------------------- */
+
+void hs_reply_free(struct hs_reply *r)
+{
+	free(r->content);
+	free(r->reasoning);
+	free(r->tool_call);
+	free(r->tool_name);
+	memset(r, 0, sizeof *r);
+}
+
+static int collect(struct hs_buf parts[3], const struct hs_reply_delta *d, int n)
+{
+	int rc = 0;
+
+	for (int i = 0; i < n && !rc; i++)
+		rc = hs__buf_put(&parts[d[i].kind], d[i].text, d[i].len);
+	return rc;
+}
+
+int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int32_t *ids, int n,
+		   struct hs_reply *out)
+{
+	struct hs_buf parts[3] = { { NULL, 0, 0 }, { NULL, 0, 0 }, { NULL, 0, 0 } };
+	const struct hs_reply_delta *d;
+	hs_reply_parser *p;
+	int rc, nd;
+
+	memset(out, 0, sizeof *out);
+	out->stop_id = -1;
+	if ((rc = hs_reply_parser_new(t, format, &p)))
+		return rc;
+	for (int k = 0; k < 3 && !rc; k++)
+		rc = hs__buf_put(&parts[k], "", 0);
+	for (int i = 0; i < n && !rc; i++) {
+		rc = hs_reply_parser_push(p, ids[i], &d, &nd);
+		if (rc == 1) {
+			out->stop_id = ids[i];
+			rc = 0;
+			break;
+		}
+		if (!rc)
+			rc = collect(parts, d, nd);
+	}
+	if (!rc && !(rc = hs_reply_parser_finish(p, &d, &nd)))
+		rc = collect(parts, d, nd);
+	if (!rc && p->tool_name && !(out->tool_name = strdup(p->tool_name)))
+		rc = hs__error(ENOMEM, "reply: out of memory");
+	hs_reply_parser_free(p);
+	out->content = parts[HS_REPLY_CONTENT].p;
+	out->reasoning = parts[HS_REPLY_REASONING].p;
+	out->tool_call = parts[HS_REPLY_TOOL_CALL].p;
+	if (rc)
+		hs_reply_free(out);
+	return rc;
+}
