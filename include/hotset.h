@@ -368,7 +368,7 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 enum hs_reply_kind { HS_REPLY_CONTENT = 0, HS_REPLY_REASONING = 1, HS_REPLY_TOOL_CALL = 2 };
 struct hs_reply_delta {
 	enum hs_reply_kind kind;
-	const char *text; /* NUL-terminated valid UTF-8, owned by the parser */
+	const char *text; /* valid UTF-8 (U+0000 included), NUL-terminated, owned by the parser */
 	size_t len;
 };
 typedef struct hs_reply_parser hs_reply_parser;
@@ -391,9 +391,11 @@ const char *hs_reply_parser_tool_name(const hs_reply_parser *p);
 
 /* A whole reply parsed at once (ids after the stop token are ignored).  Every
  * string is malloc'd and NUL-terminated ("" when empty, tool_name NULL when
- * there is no tool call); free them with hs_reply_free(). */
+ * there is no tool call); free them with hs_reply_free().  The lengths count
+ * bytes: a model may write U+0000, which is valid UTF-8 and stays in. */
 struct hs_reply {
 	char *content, *reasoning, *tool_call, *tool_name;
+	size_t content_len, reasoning_len, tool_call_len;
 	int32_t stop_id; /* the stop token that ended it, -1 when none came */
 };
 int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int32_t *ids, int n,

@@ -518,6 +518,9 @@ int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int3
 	out->content = parts[HS_REPLY_CONTENT].p;
 	out->reasoning = parts[HS_REPLY_REASONING].p;
 	out->tool_call = parts[HS_REPLY_TOOL_CALL].p;
+	out->content_len = parts[HS_REPLY_CONTENT].len;
+	out->reasoning_len = parts[HS_REPLY_REASONING].len;
+	out->tool_call_len = parts[HS_REPLY_TOOL_CALL].len;
 	if (rc)
 		hs_reply_free(out);
 	return rc;
