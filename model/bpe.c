@@ -66,7 +66,7 @@ struct part {
 	int32_t id, merged;
 };
 
-static void bpe_short(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o)
+static int bpe_short(const hs_tokenizer *t, const uint8_t *s, size_t n, int32_t *out)
 {
 	struct part p[SHORT_PIECE + 1];
 	size_t m = n;
@@ -97,7 +97,8 @@ static void bpe_short(const hs_tokenizer *t, const uint8_t *s, size_t n, struct 
 						  &p[b - 1].merged);
 	}
 	for (size_t i = 0; i < m; i++)
-		emit(o, p[i].id);
+		out[i] = p[i].id;
+	return (int)m;
 }
 
 /* ---- long pieces: a heap of candidate pairs over a linked list -------- */
@@ -214,8 +215,29 @@ out:
 	return rc;
 }
 
-static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o)
+/* Long texts repeat their words: the merges of each piece that is not a
+ * token itself are kept, for the length of one call, in a direct-mapped
+ * cache of recent pieces (a piece is always merged the same way). */
+#define CACHE_SLOTS 4096
+#define CACHE_IDS (1 << 16) /* when they are used up, the cache starts again empty */
+#define CACHE_FROM 4096 /* texts shorter than this do not set one up */
+
+struct piece_cache {
+	struct {
+		const uint8_t *p; /* the piece in the caller's text */
+		uint32_t len, at; /* its bytes; its ids at ids[at] */
+		uint16_t n;
+	} slot[CACHE_SLOTS];
+	int32_t ids[CACHE_IDS];
+	uint32_t used;
+};
+
+static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o, struct piece_cache *c)
 {
+	int32_t out[SHORT_PIECE];
+	uint32_t k = 0;
+	int m;
+
 	if (n == 1) {
 		emit(o, t->byte_id[s[0]]);
 		return 0;
@@ -227,21 +249,42 @@ static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struc
 			return 0;
 		}
 	}
-	if (n <= SHORT_PIECE) {
-		bpe_short(t, s, n, o);
-		return 0;
+	if (n > SHORT_PIECE)
+		return bpe_long(t, s, n, o);
+	if (c) {
+		k = (uint32_t)hs__tok_hash(s, n, hs__tok_key8(s, n)) & (CACHE_SLOTS - 1);
+		if (c->slot[k].len == n && memcmp(c->slot[k].p, s, n) == 0) {
+			for (int i = 0; i < c->slot[k].n; i++)
+				emit(o, c->ids[c->slot[k].at + (uint32_t)i]);
+			return 0;
+		}
 	}
-	return bpe_long(t, s, n, o);
+	m = bpe_short(t, s, n, out);
+	for (int i = 0; i < m; i++)
+		emit(o, out[i]);
+	if (c && c->used + (uint32_t)m > CACHE_IDS) {
+		memset(c->slot, 0, sizeof c->slot);
+		c->used = 0;
+	}
+	if (c) {
+		memcpy(c->ids + c->used, out, (size_t)m * sizeof *out);
+		c->slot[k].p = s;
+		c->slot[k].len = (uint32_t)n;
+		c->slot[k].at = c->used;
+		c->slot[k].n = (uint16_t)m;
+		c->used += (uint32_t)m;
+	}
+	return 0;
 }
 
-static int encode_text(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o)
+static int encode_text(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o, struct piece_cache *c)
 {
 	size_t (*split)(const uint8_t *, size_t) = t->pre == HS_PRE_O200K ? hs__pretok_o200k : hs__pretok_qwen2;
 	int rc;
 
 	for (size_t i = 0, len; i < n; i += len) {
 		len = split(s + i, n - i);
-		if ((rc = encode_piece(t, s + i, len, o)))
+		if ((rc = encode_piece(t, s + i, len, o, c)))
 			return rc;
 	}
 	return 0;
@@ -278,24 +321,27 @@ static size_t find_special(const hs_tokenizer *t, const uint8_t *s, size_t from,
 static int encode(const hs_tokenizer *t, const char *text, size_t len, int flags, struct sink *o)
 {
 	const uint8_t *s = (const uint8_t *)text;
+	/* no cache is no loss: it only saves time */
+	struct piece_cache *c = len >= CACHE_FROM ? calloc(1, sizeof *c) : NULL;
 	size_t pos = 0;
-	int rc;
+	int rc = 0;
 
-	if (len > INT_MAX - 1)
+	if (len > INT_MAX - 1) {
+		free(c);
 		return hs__error(EINVAL, "tokenize: a text of %zu bytes is longer than %d", len, INT_MAX - 1);
+	}
 	if ((flags & HS_TOK_ADD_BOS) && t->add_bos && t->bos >= 0)
 		emit(o, t->bos);
 	while (pos < len) {
 		int32_t id = -1;
 		size_t sp_len = 0, sp = find_special(t, s, pos, len, flags, &id, &sp_len);
-		if ((rc = encode_text(t, s + pos, sp - pos, o)))
-			return rc;
-		if (sp == len)
+		if ((rc = encode_text(t, s + pos, sp - pos, o, c)) || sp == len)
 			break;
 		emit(o, id);
 		pos = sp + sp_len;
 	}
-	return o->err;
+	free(c);
+	return rc ? rc : o->err;
 }
 
 int hs_tokenize(const hs_tokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int max_ids)

@@ -81,31 +81,22 @@ static char *copy_str(const struct hs_gguf *g, const char *key, const char *dflt
 
 /* ---- hashing ---------------------------------------------------------- */
 
-uint64_t hs__tok_hash(const uint8_t *p, size_t n)
+uint64_t hs__tok_hash_long(const uint8_t *p, size_t n)
 {
-	uint64_t h = 0x9E3779B97F4A7C15ull * (n + 1), w = 0;
+	uint64_t h = 0x9E3779B97F4A7C15ull * (n + 1), w;
 
 	for (; n >= 8; p += 8, n -= 8) {
 		memcpy(&w, p, 8);
 		h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
 		h ^= h >> 31;
 	}
-	if (n >= 4) { /* two overlapping words cover 4..7 bytes */
-		uint32_t a, b;
-		memcpy(&a, p, 4);
-		memcpy(&b, p + n - 4, 4);
-		w = (uint64_t)a << 32 | b;
-	} else if (n) {
-		w = p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
-	}
-	h = (h ^ w) * 0x94D049BB133111EBull;
+	h = (h ^ hs__tok_key8(p, n)) * 0x94D049BB133111EBull;
 	h ^= h >> 29;
 	h *= 0xBF58476D1CE4E5B9ull;
 	return h ^ (h >> 32);
 }
 
-/* Tables of ids by bytes: a slot holds id + 1 in its low half (0 = empty)
- * and the hash's high half above it, open addressing with linear probes. */
+/* Tables of ids by bytes (struct hs_tok_slot), at most half full. */
 static uint32_t table_mask(uint64_t n)
 {
 	uint64_t size = 16;
@@ -115,47 +106,21 @@ static uint32_t table_mask(uint64_t n)
 	return (uint32_t)(size - 1);
 }
 
-static int32_t table_find(const hs_tokenizer *t, const uint64_t *tab, uint32_t mask, const uint8_t *p, size_t n)
-{
-	uint64_t h = hs__tok_hash(p, n);
-	uint32_t fp = (uint32_t)(h >> 32);
-
-	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-		uint64_t slot = tab[i];
-		if (!slot)
-			return -1;
-		if ((uint32_t)(slot >> 32) == fp) {
-			const struct hs_token *k = &t->tok[(uint32_t)slot - 1];
-			if (k->len == n && memcmp(t->pool + k->off, p, n) == 0)
-				return (int32_t)((uint32_t)slot - 1);
-		}
-	}
-}
-
 /* Adds id unless a token with the same bytes is there (the first id wins). */
-static void table_add(const hs_tokenizer *t, uint64_t *tab, uint32_t mask, int32_t id)
+static void table_add(const hs_tokenizer *t, struct hs_tok_slot *tab, uint32_t mask, int32_t id)
 {
 	const struct hs_token *k = &t->tok[id];
 	const uint8_t *p = t->pool + k->off;
-	uint64_t h = hs__tok_hash(p, k->len);
+	uint64_t k8 = hs__tok_key8(p, k->len), h = hs__tok_hash(p, k->len, k8);
 
-	if (table_find(t, tab, mask, p, k->len) >= 0)
+	if (hs__tok_table_find(t, tab, mask, p, k->len) >= 0)
 		return;
 	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask)
-		if (!tab[i]) {
-			tab[i] = (h >> 32) << 32 | (uint32_t)(id + 1);
+		if (!tab[i].id1) {
+			tab[i] = (struct hs_tok_slot){ k8, (uint32_t)id + 1,
+						       (uint32_t)(h >> 40) << 8 | (k->len < 255 ? k->len : 255) };
 			return;
 		}
-}
-
-int32_t hs__tok_by_bytes(const hs_tokenizer *t, const uint8_t *p, size_t n)
-{
-	return table_find(t, t->by_bytes, t->by_bytes_mask, p, n);
-}
-
-int32_t hs__tok_special(const hs_tokenizer *t, const uint8_t *p, size_t n)
-{
-	return t->n_special ? table_find(t, t->specials, t->specials_mask, p, n) : -1;
 }
 
 static uint64_t merge_key(uint32_t left, uint32_t right)

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hotset.h"
 
@@ -26,6 +27,16 @@ struct hs_merge {
 	int32_t merged;
 };
 
+/* A slot of the tables of ids by bytes (open addressing, linear probes):
+ * the first 8 bytes of the token (zero-padded) and 24 bits of the hash with
+ * the length, so that a token of up to 8 bytes, most of them, is found or
+ * passed over without reading anything else. */
+struct hs_tok_slot {
+	uint64_t key8;
+	uint32_t id1;    /* id + 1; 0 = empty */
+	uint32_t fp_len; /* hash bits << 8 | min(length, 255) */
+};
+
 struct hs_tokenizer {
 	int n_vocab;
 	enum hs_pre pre;
@@ -41,9 +52,8 @@ struct hs_tokenizer {
 	 * Hugging Face do: only pairs in the merges list, by their index. */
 	int tiktoken;
 
-	/* ordinary tokens by their bytes: slot = id + 1 (0 empty), with 32
-	 * bits of the hash beside it to skip most wrong slots unread */
-	uint64_t *by_bytes;
+	/* ordinary tokens by their bytes */
+	struct hs_tok_slot *by_bytes;
 	uint32_t by_bytes_mask;
 	int32_t byte_id[256];
 
@@ -51,7 +61,7 @@ struct hs_tokenizer {
 	uint32_t merges_mask;
 
 	/* special tokens (control, unknown, user-defined) by their text */
-	uint64_t *specials;
+	struct hs_tok_slot *specials;
 	uint32_t specials_mask;
 	uint32_t *special_lens;    /* distinct lengths, longest first */
 	int n_special_lens;
@@ -66,11 +76,68 @@ struct hs_tokenizer {
  * closed afterwards.  Same errors as hs_tokenizer_open(). */
 int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out);
 
-uint64_t hs__tok_hash(const uint8_t *p, size_t n);
+/* The first min(n, 8) bytes of p as a little-endian number, zero above:
+ * reads nothing past p[n - 1]. */
+static inline uint64_t hs__tok_key8(const uint8_t *p, size_t n)
+{
+	uint64_t k = 0;
+	uint32_t a, b;
+
+	if (n >= 8) {
+		memcpy(&k, p, 8);
+	} else if (n >= 4) {
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		k = a | (uint64_t)b << (8 * (n - 4));
+	} else if (n) {
+		k = p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
+	}
+	return k;
+}
+
+/* The hash of p[0..n); key8 = hs__tok_key8(p, n). */
+uint64_t hs__tok_hash_long(const uint8_t *p, size_t n);
+static inline uint64_t hs__tok_hash(const uint8_t *p, size_t n, uint64_t key8)
+{
+	uint64_t h;
+
+	if (n > 8)
+		return hs__tok_hash_long(p, n);
+	h = (key8 ^ (0x9E3779B97F4A7C15ull * (n + 1))) * 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 31;
+	h *= 0x94D049BB133111EBull;
+	return h ^ (h >> 29);
+}
+
+static inline int32_t hs__tok_table_find(const hs_tokenizer *t, const struct hs_tok_slot *tab, uint32_t mask,
+					 const uint8_t *p, size_t n)
+{
+	uint64_t k8 = hs__tok_key8(p, n), h = hs__tok_hash(p, n, k8);
+	uint32_t fl = (uint32_t)(h >> 40) << 8 | (uint32_t)(n < 255 ? n : 255);
+
+	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+		const struct hs_tok_slot *s = &tab[i];
+		if (!s->id1)
+			return -1;
+		if (s->fp_len == fl && s->key8 == k8) {
+			const struct hs_token *k = &t->tok[s->id1 - 1];
+			if (n <= 8 || (k->len == n && memcmp(t->pool + k->off + 8, p + 8, n - 8) == 0))
+				return (int32_t)(s->id1 - 1);
+		}
+	}
+}
+
 /* The ordinary token with exactly these bytes, or -1. */
-int32_t hs__tok_by_bytes(const hs_tokenizer *t, const uint8_t *p, size_t n);
+static inline int32_t hs__tok_by_bytes(const hs_tokenizer *t, const uint8_t *p, size_t n)
+{
+	return hs__tok_table_find(t, t->by_bytes, t->by_bytes_mask, p, n);
+}
+
 /* The special token with exactly this text, or -1. */
-int32_t hs__tok_special(const hs_tokenizer *t, const uint8_t *p, size_t n);
+static inline int32_t hs__tok_special(const hs_tokenizer *t, const uint8_t *p, size_t n)
+{
+	return t->n_special ? hs__tok_table_find(t, t->specials, t->specials_mask, p, n) : -1;
+}
 /* The merge of the pair, or NULL. */
 const struct hs_merge *hs__tok_merge(const hs_tokenizer *t, uint32_t left, uint32_t right);
 
