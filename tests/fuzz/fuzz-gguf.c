@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
+#include "model/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,6 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hs__gguf_find_tensor(g, t->name);
 	}
 	(void)sink;
+	/* a tokenizer from whatever tokenizer.ggml.* keys are there: a clean
+	 * error or a tokenizer that encodes */
+	hs_tokenizer *t;
+	if (hs__tokenizer_from_gguf(g, &t) == 0) {
+		static const char text[] = "Hello <|end|> w\xc3\xb6rld\xff";
+		int32_t ids[64];
+		hs_tokenize(t, text, sizeof text - 1, HS_TOK_PARSE_SPECIAL, ids, 64);
+		hs_tokenizer_free(t);
+	}
 	hs__gguf_close(g);
 	return 0;
 }

@@ -1,6 +1,9 @@
 #!/bin/sh
-# Builds the GGUF parser fuzz target with clang's libFuzzer (plus ASan and
-# UBSan) and runs it for SECONDS (default 60) from the seed corpus.
+# Builds the fuzz targets with clang's libFuzzer (plus ASan and UBSan) and
+# runs each from its seed corpus for half of SECONDS (default 60): the GGUF
+# parser (with the tokenizer read from the parsed file) and the tokenizer
+# (encode and decode any bytes, ids through the detokenizer and the chat
+# reply parsers).
 # usage: tests/fuzz/run.sh BUILD_DIR [SECONDS]
 # Exits 0 when no crash was found, 1 on a crash (the input is kept in
 # BUILD_DIR/fuzz-crashes/), 77 when clang with libFuzzer is missing.
@@ -8,24 +11,35 @@ set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
 secs=${2:-60}
+each=$((secs / 2 > 0 ? secs / 2 : 1))
 CLANG=${CLANG:-clang}
 command -v "$CLANG" >/dev/null 2>&1 || { echo "SKIP: no clang (Debian package clang)"; exit 77; }
 out="$build/fuzz"
 mkdir -p "$out" "$build/fuzz-crashes"
-if ! "$CLANG" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-I"$build" -I"$src" -I"$src/include" \
-	"$src/tests/fuzz/fuzz-gguf.c" "$src/model/gguf.c" "$src/base/error.c" "$src/cpu_kernels/formats.c" \
-	-lm -o "$out/fuzz-gguf" 2>"$out/build.log"; then
-	if grep -q 'libclang_rt.fuzzer\|fuzzer.*not found\|cannot find.*fuzzer' "$out/build.log"; then
-		echo "SKIP: clang has no libFuzzer runtime"; cat "$out/build.log"; exit 77
+lib="$src/model/gguf.c $src/base/error.c $src/cpu_kernels/formats.c"
+for f in unicode unicode-tables pretok tokenizer bpe detok chat reply; do lib="$lib $src/model/$f.c"; done
+for target in gguf tokenizer; do
+	# shellcheck disable=SC2086 # $lib is a list of files
+	if ! "$CLANG" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-I"$build" -I"$src" -I"$src/include" \
+		"$src/tests/fuzz/fuzz-$target.c" $lib -lm -o "$out/fuzz-$target" 2>"$out/build-$target.log"; then
+		if grep -q 'libclang_rt.fuzzer\|fuzzer.*not found\|cannot find.*fuzzer' "$out/build-$target.log"; then
+			echo "SKIP: clang has no libFuzzer runtime"; cat "$out/build-$target.log"; exit 77
+		fi
+		cat "$out/build-$target.log"; exit 1
 	fi
-	cat "$out/build.log"; exit 1
-fi
-rm -rf "$out/corpus" && cp -r "$src/tests/fuzz/corpus" "$out/corpus" && chmod -R u+w "$out/corpus"
-echo "fuzzing the GGUF parser for $secs s from $(ls "$src/tests/fuzz/corpus" | wc -l) seeds"
-"$out/fuzz-gguf" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-	-artifact_prefix="$build/fuzz-crashes/" "$out/corpus" >"$out/run.log" 2>&1
-rc=$?
-tail -12 "$out/run.log"
-if [ $rc -ne 0 ]; then echo "fuzz: crash found, input in $build/fuzz-crashes/"; exit 1; fi
-echo "fuzz: no crash in $secs s"
+done
+run() { # TARGET SEEDS MAX_LEN WHAT
+	rm -rf "$out/corpus-$1" && cp -r "$2" "$out/corpus-$1" && chmod -R u+w "$out/corpus-$1"
+	echo "fuzzing $4 for $each s from $(ls "$2" | wc -l) seeds"
+	HS_DATA="$src/tests/data" "$out/fuzz-$1" -max_total_time="$each" -rss_limit_mb=2048 -max_len="$3" \
+		-print_final_stats=1 -artifact_prefix="$build/fuzz-crashes/" "$out/corpus-$1" >"$out/run-$1.log" 2>&1
+	rc=$?
+	tail -12 "$out/run-$1.log"
+	if [ $rc -ne 0 ]; then echo "fuzz: crash found in $1, input in $build/fuzz-crashes/"; return 1; fi
+	echo "fuzz: no crash in $1 in $each s"
+}
+status=0
+run gguf "$src/tests/fuzz/corpus" 65536 "the GGUF parser and tokenizer loader" || status=1
+run tokenizer "$src/tests/fuzz/corpus-tokenizer" 4096 "the tokenizer and chat formats" || status=1
+exit $status
