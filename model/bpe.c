@@ -74,8 +74,11 @@ static int bpe_short(const hs_tokenizer *t, const uint8_t *s, size_t n, int32_t 
 	for (size_t i = 0; i < n; i++)
 		p[i] = (struct part){ (uint32_t)i, NO_RANK, t->byte_id[s[i]], -1 };
 	p[n].start = (uint32_t)n;
-	for (size_t i = 0; i + 1 < m; i++)
-		p[i].rank = pair_rank(t, s, p[i].start, p[i + 2].start, p[i].id, p[i + 1].id, &p[i].merged);
+	for (size_t i = 0; i + 1 < m; i++) { /* two bytes: from the table of all byte pairs */
+		const struct hs_byte_pair *bp = &t->byte_pairs[s[i] << 8 | s[i + 1]];
+		p[i].rank = bp->rank;
+		p[i].merged = bp->merged;
+	}
 	for (;;) {
 		uint32_t best = NO_RANK;
 		size_t b = 0;
@@ -218,19 +221,46 @@ out:
 /* Long texts repeat their words: the merges of each piece that is not a
  * token itself are kept, for the length of one call, in a direct-mapped
  * cache of recent pieces (a piece is always merged the same way). */
-#define CACHE_SLOTS 4096
-#define CACHE_IDS (1 << 16) /* when they are used up, the cache starts again empty */
 #define CACHE_FROM 4096 /* texts shorter than this do not set one up */
 
 struct piece_cache {
-	struct {
+	struct cache_slot {
 		const uint8_t *p; /* the piece in the caller's text */
 		uint32_t len, at; /* its bytes; its ids at ids[at] */
 		uint16_t n;
-	} slot[CACHE_SLOTS];
-	int32_t ids[CACHE_IDS];
-	uint32_t used;
+	} *slot;
+	int32_t *ids;
+	uint32_t mask, cap_ids, used; /* when the ids are used up, it starts again empty */
 };
+
+/* One slot per 64 bytes of text, 1,024 to 4,096 of them (more measured slower:
+ * the cache then crowds the token tables out of the CPU's caches), 16 ids each. */
+static struct piece_cache *cache_new(size_t len)
+{
+	struct piece_cache *c = calloc(1, sizeof *c);
+	uint32_t slots = 1024;
+
+	while (slots < 4096 && slots < len / 64)
+		slots *= 2;
+	if (c && (c->slot = calloc(slots, sizeof *c->slot)) && (c->ids = malloc(16 * slots * sizeof *c->ids))) {
+		c->mask = slots - 1;
+		c->cap_ids = 16 * slots;
+		return c;
+	}
+	if (c)
+		free(c->slot);
+	free(c);
+	return NULL; /* no cache is no loss: it only saves time */
+}
+
+static void cache_free(struct piece_cache *c)
+{
+	if (c) {
+		free(c->slot);
+		free(c->ids);
+		free(c);
+	}
+}
 
 static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o, struct piece_cache *c)
 {
@@ -252,7 +282,7 @@ static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struc
 	if (n > SHORT_PIECE)
 		return bpe_long(t, s, n, o);
 	if (c) {
-		k = (uint32_t)hs__tok_hash(s, n, hs__tok_key8(s, n)) & (CACHE_SLOTS - 1);
+		k = (uint32_t)hs__tok_hash(s, n, hs__tok_key8(s, n)) & c->mask;
 		if (c->slot[k].len == n && memcmp(c->slot[k].p, s, n) == 0) {
 			for (int i = 0; i < c->slot[k].n; i++)
 				emit(o, c->ids[c->slot[k].at + (uint32_t)i]);
@@ -262,8 +292,8 @@ static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struc
 	m = bpe_short(t, s, n, out);
 	for (int i = 0; i < m; i++)
 		emit(o, out[i]);
-	if (c && c->used + (uint32_t)m > CACHE_IDS) {
-		memset(c->slot, 0, sizeof c->slot);
+	if (c && c->used + (uint32_t)m > c->cap_ids) {
+		memset(c->slot, 0, ((size_t)c->mask + 1) * sizeof *c->slot);
 		c->used = 0;
 	}
 	if (c) {
@@ -321,13 +351,12 @@ static size_t find_special(const hs_tokenizer *t, const uint8_t *s, size_t from,
 static int encode(const hs_tokenizer *t, const char *text, size_t len, int flags, struct sink *o)
 {
 	const uint8_t *s = (const uint8_t *)text;
-	/* no cache is no loss: it only saves time */
-	struct piece_cache *c = len >= CACHE_FROM ? calloc(1, sizeof *c) : NULL;
+	struct piece_cache *c = len >= CACHE_FROM ? cache_new(len) : NULL;
 	size_t pos = 0;
 	int rc = 0;
 
 	if (len > INT_MAX - 1) {
-		free(c);
+		cache_free(c);
 		return hs__error(EINVAL, "tokenize: a text of %zu bytes is longer than %d", len, INT_MAX - 1);
 	}
 	if ((flags & HS_TOK_ADD_BOS) && t->add_bos && t->bos >= 0)
@@ -340,7 +369,7 @@ static int encode(const hs_tokenizer *t, const char *text, size_t len, int flags
 		emit(o, id);
 		pos = sp + sp_len;
 	}
-	free(c);
+	cache_free(c);
 	return rc ? rc : o->err;
 }
 

@@ -389,6 +389,29 @@ static int load_merges(const struct hs_gguf *g, hs_tokenizer *t)
 	return rc;
 }
 
+/* The first merges of every piece, two single bytes, from one table. */
+static int byte_pairs(hs_tokenizer *t)
+{
+	t->byte_pairs = malloc(65536 * sizeof *t->byte_pairs);
+	if (!t->byte_pairs)
+		return hs__error(ENOMEM, "tokenizer: out of memory");
+	for (int a = 0; a < 256; a++)
+		for (int b = 0; b < 256; b++) {
+			struct hs_byte_pair *bp = &t->byte_pairs[a << 8 | b];
+			uint8_t two[2] = { (uint8_t)a, (uint8_t)b };
+			const struct hs_merge *m;
+			if (t->tiktoken) { /* the two bytes' own rank, their id */
+				bp->merged = hs__tok_by_bytes(t, two, 2);
+				bp->rank = bp->merged < 0 ? UINT32_MAX : (uint32_t)bp->merged;
+			} else {
+				m = hs__tok_merge(t, (uint32_t)t->byte_id[a], (uint32_t)t->byte_id[b]);
+				bp->merged = m ? m->merged : -1;
+				bp->rank = m ? m->rank : UINT32_MAX;
+			}
+		}
+	return 0;
+}
+
 void hs_tokenizer_free(hs_tokenizer *t)
 {
 	if (!t)
@@ -402,6 +425,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
 	free(t->specials);
 	free(t->special_lens);
 	free(t->merges);
+	free(t->byte_pairs);
 	free(t);
 }
 
@@ -441,7 +465,8 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 		rc = hs__error(ENOMEM, "tokenizer: out of memory");
 		goto out_free;
 	}
-	if ((rc = load_tokens(g, t)) || (rc = build_tables(t)) || (!t->tiktoken && (rc = load_merges(g, t))))
+	if ((rc = load_tokens(g, t)) || (rc = build_tables(t)) || (!t->tiktoken && (rc = load_merges(g, t))) ||
+	    (rc = byte_pairs(t)))
 		goto out_free;
 	if ((rc = get_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos)) ||
 	    (rc = get_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos)) ||

@@ -37,6 +37,12 @@ struct hs_tok_slot {
 	uint32_t fp_len; /* hash bits << 8 | min(length, 255) */
 };
 
+/* What merging two single bytes gives (every pair is looked up up front). */
+struct hs_byte_pair {
+	uint32_t rank; /* UINT32_MAX: they do not merge */
+	int32_t merged;
+};
+
 struct hs_tokenizer {
 	int n_vocab;
 	enum hs_pre pre;
@@ -59,6 +65,7 @@ struct hs_tokenizer {
 
 	struct hs_merge *merges;
 	uint32_t merges_mask;
+	struct hs_byte_pair *byte_pairs; /* [first << 8 | second] */
 
 	/* special tokens (control, unknown, user-defined) by their text */
 	struct hs_tok_slot *specials;
