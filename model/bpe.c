@@ -233,8 +233,9 @@ struct piece_cache {
 	uint32_t mask, cap_ids, used; /* when the ids are used up, it starts again empty */
 };
 
-/* One slot per 64 bytes of text, 1,024 to 4,096 of them (more measured slower:
- * the cache then crowds the token tables out of the CPU's caches), 16 ids each. */
+/* One slot per 64 bytes of text, 1,024 to 4,096 of them, 16 ids each (up to
+ * 16,384 ran slower in one noisy run on the 10 MB corpus: the cache may crowd
+ * the token tables out of the CPU's caches). */
 static struct piece_cache *cache_new(size_t len)
 {
 	struct piece_cache *c = calloc(1, sizeof *c);
