@@ -4,6 +4,7 @@
  * use, and all sizes are limited before anything is allocated. */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #define MAX_TOKENS (1 << 24)     /* n_vocab must fit an int32 id with room */
 #define MAX_POOL (UINT32_MAX - 1) /* token bytes in all, 32-bit offsets */
+#define MAX_TOKEN 65536           /* bytes of one token (real ones have at most a few hundred) */
 
 /* ---- GGUF string arrays, walked once in order --------------------------- */
 
@@ -210,6 +212,9 @@ static int load_tokens(const struct hs_gguf *g, hs_tokenizer *t)
 		uint64_t len;
 		if ((rc = str_next(&first, i, &s, &len)))
 			return rc;
+		if (len > MAX_TOKEN)
+			return hs__error(EIO, "tokenizer: token %llu is %llu bytes long (at most %d)", (unsigned long long)i,
+					 (unsigned long long)len, MAX_TOKEN);
 		pool_len += len;
 	}
 	if (pool_len > MAX_POOL)
@@ -242,13 +247,11 @@ static int load_tokens(const struct hs_gguf *g, hs_tokenizer *t)
 		k->type = (uint8_t)type;
 		k->off = (uint32_t)pool_len;
 		dec = -1;
-		if (type == HS_TOKEN_BYTE && len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>') {
-			char hex[3] = { (char)s[3], (char)s[4], 0 }, *end;
-			long v = strtol(hex, &end, 16);
-			if (*end == 0) {
-				t->pool[pool_len] = (uint8_t)v;
-				dec = 1;
-			}
+		if (type == HS_TOKEN_BYTE && len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' &&
+		    isxdigit(s[3]) && isxdigit(s[4])) { /* "<0xAB>", as SentencePiece writes byte tokens */
+			char hex[3] = { (char)s[3], (char)s[4], 0 };
+			t->pool[pool_len] = (uint8_t)strtol(hex, NULL, 16);
+			dec = 1;
 		}
 		if (dec < 0 && (type == HS_TOKEN_NORMAL || type == HS_TOKEN_BYTE))
 			dec = byte_level_decode(map, s, len, t->pool + pool_len);

@@ -107,8 +107,9 @@ static void tables(void)
 	      hs__uc_class('!') == HS_UC_OTHER, "ASCII classes");
 	CHECK(hs__uc_class(0x01C5) == HS_UC_LU && hs__uc_class(0x02B0) == HS_UC_LO && hs__uc_class(0x4E2D) == HS_UC_LO &&
 	      hs__uc_class(0x0301) == HS_UC_M && hs__uc_class(0x2167) == HS_UC_N && hs__uc_class(0x0085) == HS_UC_WS &&
-	      hs__uc_class(0x3000) == HS_UC_WS && hs__uc_class(0x180E) == HS_UC_OTHER && hs__uc_class(0x0295) == HS_UC_LL &&
-	      hs__uc_class(0x105C0) == HS_UC_LO && hs__uc_class(0x323B0) == HS_UC_OTHER && hs__uc_class(0x110000) == HS_UC_OTHER,
+	      hs__uc_class(0x3000) == HS_UC_WS && hs__uc_class(0x180E) == HS_UC_OTHER &&
+	      hs__uc_class(0x0295) == HS_UC_LL && hs__uc_class(0x105C0) == HS_UC_LO &&
+	      hs__uc_class(0x323B0) == HS_UC_OTHER && hs__uc_class(0x110000) == HS_UC_OTHER,
 	      "classes of Lt, Lm, Lo, Mn, Nl, NEL, ideographic space, U+180E, ʕ (Ll since 16.0), Todhri (16.0), "
 	      "CJK Ext J (17.0)");
 	/* UTF-8 decoding: every form Unicode forbids is one bad byte */

@@ -7,8 +7,10 @@
 
 #include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hotset.h"
+#include "model/gguf-write.h"
 #include "model/tokenizer.h"
 #include "tests/tok-util.h"
 
@@ -223,15 +225,113 @@ static void api_edges(void)
 									     ids, 4) == 1, "special parsing");
 }
 
-static void bad_files(void)
-{
-	hs_tokenizer *t = NULL;
+/* ---- tokenizer files written here, good and broken ------------------- */
 
+enum {
+	FLAW_OK, FLAW_MODEL, FLAW_PRE, FLAW_NO_MODEL, FLAW_TYPES_LEN, FLAW_TYPE_9, FLAW_BOS, FLAW_NO_BYTE, FLAW_TOKENS_INT,
+	FLAW_HUGE, FLAW_MERGE
+};
+
+/* GPT-2's byte-level text of one byte, as UTF-8 */
+static void byte_text(int b, char out[4])
+{
+	int k = 0, cp = -1;
+	for (int x = 0; x < 256 && cp < 0; x++) {
+		int printable = (x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF);
+		if (x == b)
+			cp = printable ? x : 256 + k;
+		k += !printable;
+	}
+	uint8_t u[4];
+	int n = hs__utf8_encode((uint32_t)cp, u);
+	memcpy(out, u, (size_t)n);
+	out[n] = '\0';
+}
+
+static int write_tokenizer(const char *path, int flaw)
+{
+	static char text[256][4];
+	const char *tokens[264], *merges[3] = { "h e", "l l", "he ll" };
+	char *huge = NULL;
+	int32_t types[264];
+	int n = 0, rc;
+	struct hs_gguf_writer *w = hs__gguf_writer_new();
+
+	for (int b = 0; b < 256; b++) {
+		byte_text(b, text[b]);
+		tokens[n] = text[b];
+		types[n++] = 1;
+	}
+	tokens[n] = "he", types[n++] = 1;
+	tokens[n] = "ll", types[n++] = 1;
+	tokens[n] = "hell", types[n++] = 1;
+	tokens[n] = "<|end|>", types[n++] = 3;
+	tokens[n] = "<tag>", types[n++] = 4;
+	if (flaw == FLAW_NO_BYTE)
+		tokens['A'] = "not a byte";
+	if (flaw == FLAW_TYPE_9)
+		types[5] = 9;
+	if (flaw == FLAW_HUGE) {
+		huge = malloc(70001);
+		memset(huge, 'x', 70000);
+		huge[70000] = '\0';
+		tokens[n - 1] = huge;
+	}
+	if (flaw == FLAW_MERGE)
+		merges[1] = "ll";
+	hs__gguf_w_str(w, "general.architecture", "qwen3moe");
+	if (flaw != FLAW_NO_MODEL)
+		hs__gguf_w_str(w, "tokenizer.ggml.model", flaw == FLAW_MODEL ? "llama" : "gpt2");
+	hs__gguf_w_str(w, "tokenizer.ggml.pre", flaw == FLAW_PRE ? "llama3" : "qwen2");
+	if (flaw == FLAW_TOKENS_INT)
+		hs__gguf_w_arr_i32(w, "tokenizer.ggml.tokens", types, (uint64_t)n);
+	else
+		hs__gguf_w_arr_str(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
+	hs__gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)(flaw == FLAW_TYPES_LEN ? n - 1 : n));
+	hs__gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 3);
+	hs__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", flaw == FLAW_BOS ? (uint32_t)n : 259);
+	rc = hs__gguf_w_write(w, path, NULL, NULL, NULL, NULL);
+	hs__gguf_writer_free(w);
+	free(huge);
+	return rc;
+}
+
+static void tokenizer_files(void)
+{
+	static const struct { int flaw, err; const char *says; } cases[] = {
+		{ FLAW_MODEL, -EINVAL, "'llama'" }, { FLAW_PRE, -EINVAL, "'llama3'" }, { FLAW_NO_MODEL, -EINVAL, "no tokenizer" },
+		{ FLAW_TYPES_LEN, -EIO, "token_type" }, { FLAW_TYPE_9, -EIO, "type 9" }, { FLAW_BOS, -EIO, "bos_token_id" },
+		{ FLAW_NO_BYTE, -EINVAL, "byte 0x41" }, { FLAW_TOKENS_INT, -EIO, "not an array of strings" },
+		{ FLAW_HUGE, -EIO, "70000 bytes" }, { FLAW_MERGE, -EIO, "merge 1" },
+	};
+	char dir[] = "/tmp/hs-tok-XXXXXX", path[64];
+	hs_tokenizer *t;
+	int32_t ids[16];
+
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(path, sizeof path, "%s/t.gguf", dir);
+	CHECK(write_tokenizer(path, FLAW_OK) == 0 && hs_tokenizer_open(path, &t) == 0, "good file: %s", hs_last_error());
+	if (!hs_test_failures) {
+		/* merges "h e", "l l", "he ll": hello = hell + o; <tag> is user-defined, split without asking */
+		int n = hs_tokenize(t, "hello<tag><|end|>", 17, 0, ids, 16);
+		CHECK(n > 3 && ids[0] == 258 && ids[1] == 'o' && ids[2] == 260, "hello<tag>: %d ids: %d %d %d", n,
+		      ids[0], ids[1], ids[2]);
+		CHECK(hs_tokenize(t, "<|end|>", 7, HS_TOK_PARSE_SPECIAL, ids, 16) == 1 && ids[0] == 259, "<|end|> special");
+		CHECK(hs_tokenizer_bos(t) == 259 && hs_tokenizer_eos(t) == -1, "bos %d eos %d", hs_tokenizer_bos(t),
+		      hs_tokenizer_eos(t));
+		hs_tokenizer_free(t);
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		t = NULL;
+		CHECK(write_tokenizer(path, cases[i].flaw) == 0, "write case %zu", i);
+		int rc = hs_tokenizer_open(path, &t);
+		CHECK(rc == cases[i].err && !t && strstr(hs_last_error(), cases[i].says) && strstr(hs_last_error(), path),
+		      "case %zu: %d, want %d saying \"%s\": %s", i, rc, cases[i].err, cases[i].says, hs_last_error());
+		hs_tokenizer_free(t);
+	}
+	unlink(path);
+	rmdir(dir);
 	CHECK(hs_tokenizer_open(hs_test_data("no/such.gguf"), &t) == -ENOENT && !t, "missing file");
-	/* a model file without a tokenizer says so */
-	CHECK(hs_tokenizer_open(hs_test_data("models/gptoss-tiny-h256-e32.gguf"), &t) == 0 ||
-	      strstr(hs_last_error(), "tokenizer"), "tiny model: %s", hs_last_error());
-	hs_tokenizer_free(t);
 	CHECK(hs_tokenizer_open(hs_test_data("topologies/README.md"), &t) == -EIO && !t, "not a GGUF: %s",
 	      hs_last_error());
 }
@@ -252,7 +352,7 @@ int main(void)
 	invalid_utf8();
 	long_pieces();
 	api_edges();
-	bad_files();
+	tokenizer_files();
 	hs_tokenizer_free(o200k);
 	hs_tokenizer_free(qwen);
 	return hs_test_end();
