@@ -2,7 +2,7 @@
 """Writes a large mixed multilingual text for the tokenizer benchmark from the
 gettext catalogs of this machine (/usr/share/locale/LANG/LC_MESSAGES/*.mo, the
 translations Debian packages ship: real sentences of real programs), English
-(the catalogs' source strings) and 24 other languages in 15 scripts, at most
+(the catalogs' source strings) and 24 other languages in 14 scripts, at most
 CAP bytes of each, the messages of all languages shuffled together with a
 fixed seed.  The same packages give the same text.
 

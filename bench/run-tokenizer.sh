@@ -1,7 +1,7 @@
 #!/bin/sh
 # Measures hotset's tokenizer beside OpenAI's tiktoken in the same run, on one
 # core each, on a large mixed multilingual text (bench/make-corpus.py: this
-# machine's gettext catalogs, 25 languages), and the o200k pattern run by
+# machine's gettext catalogs, 25 languages in 14 scripts), and the o200k pattern run by
 # PCRE2's JIT for the pre-tokenizer alone; checks that both tokenizers give
 # the same ids (count and hash); keeps the raw output, with the machine and
 # the commit, in bench/results/tokenizer-DATE-COMMIT.txt.
