@@ -221,6 +221,10 @@ static int harmony_push(hs_reply_parser *p, int32_t id, const uint8_t *s, size_t
 	if (p->h == H_HEADER) {
 		if (id == p->id_message)
 			return harmony_message(p);
+		if (id == p->id_start) { /* the header begins again (a repeated <|start|>) */
+			p->header.len = 0;
+			return 0;
+		}
 		if ((id == p->id_channel || id == p->id_constrain || !control) && p->header.len + n + 1 <= MAX_HEADER &&
 		    (control || header_text_ok(s, n)))
 			return hs__buf_put(&p->header, id == p->id_channel ? "\1" : id == p->id_constrain ? "\2" : (const char *)s,

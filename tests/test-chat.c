@@ -245,6 +245,9 @@ static void harmony_replies(void)
 	/* the recipient in the role part of the header */
 	reply_case(o200k, HS_CHAT_HARMONY, " to=functions.f<|channel|>commentary json<|message|>{}<|call|>",
 		   HS_TOK_PARSE_SPECIAL, "", "", "{}", 200012, "harmony recipient before the channel");
+	/* the prompt's <|start|>assistant written again by the model */
+	reply_case(o200k, HS_CHAT_HARMONY, "<|start|>assistant<|channel|>final<|message|>Hi.<|return|>",
+		   HS_TOK_PARSE_SPECIAL, "Hi.", "", "", 200002, "harmony repeated start");
 	/* a reply that ignores the format: plain content */
 	reply_case(o200k, HS_CHAT_HARMONY, "Hello there, no header at all.\nSecond line.", 0,
 		   "Hello there, no header at all.\nSecond line.", "", "", 0, "harmony without a header");
