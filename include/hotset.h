@@ -361,7 +361,8 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
  * reply stops at <|return|> or <|call|>.  ChatML: <think>...</think> is
  * reasoning (newlines next to the markers trimmed), <tool_call>...</tool_call>
  * a tool call, the rest content; it stops at <|im_end|> or <|endoftext|>.
- * RAW: all content, stops at eos or eot.  A reply that does not follow its
+ * RAW: all content, stops at eot.  Every format also stops at the file's
+ * eos and at <|endoftext|>.  A reply that does not follow its
  * format (small or random models write anything) comes out as plain content,
  * never as an error; control tokens in it are dropped and bytes that are not
  * UTF-8 come out as U+FFFD: every delta is valid UTF-8. */
