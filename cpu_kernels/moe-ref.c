@@ -114,17 +114,17 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 
 	if (!row || !h || !acc) {
 		rc = hs__error(ENOMEM, "reference MoE: out of memory");
-		goto out;
+		goto out_free;
 	}
 	if (!ids_in) {
 		ids = malloc(sizeof *ids * (size_t)n * K);
 		wts = malloc(sizeof *wts * (size_t)n * K);
 		if (!ids || !wts) {
 			rc = hs__error(ENOMEM, "reference MoE: out of memory");
-			goto out;
+			goto out_free;
 		}
 		if ((rc = hs__moe_route_ref(l, n, x, ids, wts)))
-			goto out;
+			goto out_free;
 		ids_in = ids;
 		w_in = wts;
 	}
@@ -132,7 +132,7 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 		if (ids_in[i] < -1 || ids_in[i] >= l->n_experts) {
 			rc = hs__error(EINVAL, "expert id %d at token %zu slot %zu (-1 or 0..%d allowed)", ids_in[i],
 				       i / K, i % K, l->n_experts - 1);
-			goto out;
+			goto out_free;
 		}
 	for (int t = 0; t < n; t++) {
 		const float *xt = x + (size_t)t * D;
@@ -161,7 +161,7 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 		for (int d = 0; d < D; d++)
 			y[(size_t)t * D + d] = (float)acc[d];
 	}
-out:
+out_free:
 	free(ids);
 	free(wts);
 	free(row);

@@ -142,7 +142,7 @@ static int cpu_time(const struct hs_moe_layer *l, struct hs_pool *pool, int n, i
 
 	if (!x || !y || !w || !ids || !scratch) {
 		rc = hs__error(ENOMEM, "calibrate: out of memory");
-		goto out;
+		goto out_free;
 	}
 	for (size_t i = 0; i < (size_t)n * l->n_embd; i++)
 		x[i] = (float)((int)(rng_next(&s) % 200) - 100) / 100.0f;
@@ -156,14 +156,14 @@ static int cpu_time(const struct hs_moe_layer *l, struct hs_pool *pool, int n, i
 		struct hs_ffn_job job = { .layer = l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids,
 					  .weights = w, .y = y, .scratch = scratch };
 		if ((rc = hs__ffn_prepare(&job)))
-			goto out;
+			goto out_free;
 		double t0 = now_s();
 		hs__ffn_run_pool(&job, pool);
 		if (p >= 0)
 			times[p] = now_s() - t0;
 	}
 	*secs = median(times, passes);
-out:
+out_free:
 	free(x);
 	free(y);
 	free(w);
@@ -195,20 +195,20 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 
 	if ((rc = o->queue_create(d->dev, &q)) || (rc = o->event_create(d->dev, &ev[0])) ||
 	    (rc = o->event_create(d->dev, &ev[1])))
-		goto out;
+		goto out_release;
 	if (posix_memalign((void **)&host, 4096, host_b + ids_b + sizeof(float) * (size_t)max_n * k)) {
 		rc = hs__error(ENOMEM, "calibrate: out of memory for %zu bytes of packed experts", host_b);
-		goto out;
+		goto out_release;
 	}
 	for (int e = 0; e < E; e++)
 		hs__expert_pack(l, e, &pack, host + (size_t)e * pack.bytes);
 	ids = (int32_t *)(host + host_b);
 	hw = (float *)(host + host_b + ids_b);
 	if ((rc = hs__device_pin(d, host, host_b + ids_b + sizeof(float) * (size_t)max_n * k, 0)))
-		goto out;
+		goto out_release;
 	pinned = 1;
 	if ((rc = hs__slots_create(d, E, E, pack.bytes, q, &slots)))
-		goto out;
+		goto out_release;
 	/* copies: every expert into its slot (a pass to warm up), then each
 	 * expert's copy timed on its own */
 	double times[64];
@@ -224,7 +224,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 		times[nt++] = ms / 1e3;
 	}
 	if (rc || (rc = o->queue_sync(q)))
-		goto out;
+		goto out_release;
 	double tc = median(times, nt);
 	r->pcie_Bps = tc > 0 ? (double)pack.bytes / tc : 0;
 
@@ -236,7 +236,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 	    (rc = o->alloc(d->dev, sizeof(float) * (size_t)max_n * k, &dw)) ||
 	    (rc = o->alloc(d->dev, sizeof(float) * (size_t)max_n * D, &dy)) ||
 	    (rc = o->alloc(d->dev, o->ffn_scratch_bytes(&f), &scr)))
-		goto out;
+		goto out_release;
 	for (int i = 0; i < max_n * k; i++)
 		hw[i] = 1.0f / (float)k;
 	/* activations like real ones (kernels may skip all-zero blocks): the
@@ -247,7 +247,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 	if ((rc = hs__dev_copy_h2d(d, q, dx, hx, sizeof(float) * (size_t)max_n * D)) || (rc = o->queue_sync(q)) ||
 	    (rc = hs__dev_copy_h2d(d, q, dw, hw, sizeof(float) * (size_t)max_n * k)) ||
 	    (rc = o->zero(q, dy, sizeof(float) * (size_t)max_n * D)) || (rc = o->quantize(q, dx, max_n, D, dxq)))
-		goto out;
+		goto out_release;
 	f.xq = dxq;
 	f.weights = dw;
 	f.y = dy;
@@ -270,7 +270,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 			times[nt++] = now_s() - t0;
 		}
 		if (rc)
-			goto out;
+			goto out_release;
 		r->sync_s = median(times, nt);
 	}
 	for (int phase = 0; phase < 2; phase++) { /* 1 token, then the batch */
@@ -279,16 +279,16 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 			make_ids(ids + (size_t)st * n * k, n, k, E, st, &s);
 		f.n = n;
 		if ((rc = hs__dev_copy_h2d(d, q, dids, ids, sizeof(int32_t) * (size_t)n * k * sets)))
-			goto out;
+			goto out_release;
 		f.ids = dids; /* warm-up */
 		if ((rc = o->ffn(q, &f)))
-			goto out;
+			goto out_release;
 		nt = 0;
 		for (int i = 0; i < reps; i++) { /* each launch timed on its own */
 			f.ids = (const int32_t *)dids + (size_t)(i % sets) * n * k;
 			if ((rc = o->event_record(ev[0], q)) || (rc = o->ffn(q, &f)) || (rc = o->event_record(ev[1], q)) ||
 			    (rc = o->event_sync(ev[1])) || (rc = o->event_elapsed_ms(ev[0], ev[1], &ms)))
-				goto out;
+				goto out_release;
 			times[nt++] = ms / 1e3;
 		}
 		double t = median(times, nt);
@@ -302,7 +302,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 	if (batch <= 1)
 		r->gpu_flops = 0;
 	rc = o->queue_sync(q);
-out:
+out_release:
 	if (q)
 		o->queue_sync(q);
 	void *bufs[] = { dx, dxq, dids, dw, dy, scr };

@@ -73,7 +73,7 @@ int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbp
 	if (rc)
 		return rc;
 	if ((e = cudaSetDevice(dev)) != cudaSuccess)
-		goto out;
+		goto out_release;
 	if ((e = cudaMalloc(&dst, bytes)) != cudaSuccess) {
 		cudaGetLastError();
 		return hs__error(ENOMEM, "CUDA device %d: cannot allocate %zu bytes for the copy test", dev, bytes);
@@ -82,23 +82,23 @@ int hs__cuda_h2d_gbps(int dev, void *host, size_t bytes, int pinned, double *gbp
 	 * page-locked in place, which does not move them */
 	if (pinned) {
 		if ((e = cudaHostRegister(host, bytes, cudaHostRegisterDefault)) != cudaSuccess)
-			goto out;
+			goto out_release;
 		registered = 1;
 	}
 	if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaEventCreate(&t0)) != cudaSuccess || (e = cudaEventCreate(&t1)) != cudaSuccess ||
 	    (e = cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess ||
 	    (e = cudaStreamSynchronize(s)) != cudaSuccess)
-		goto out;
+		goto out_release;
 	cudaEventRecord(t0, s);
 	for (int i = 0; i < 4; i++)
 		if ((e = cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s)) != cudaSuccess)
-			goto out;
+			goto out_release;
 	cudaEventRecord(t1, s);
 	if ((e = cudaEventSynchronize(t1)) != cudaSuccess || (e = cudaEventElapsedTime(&ms, t0, t1)) != cudaSuccess)
-		goto out;
+		goto out_release;
 	*gbps = ms > 0 ? 4.0 * (double)bytes / (ms * 1e6) : 0;
-out:
+out_release:
 	if (t0) cudaEventDestroy(t0);
 	if (t1) cudaEventDestroy(t1);
 	if (s) cudaStreamDestroy(s);

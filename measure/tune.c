@@ -173,7 +173,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 
 	if (!x || !y || !w || !ids || !sc) {
 		rc = hs__error(ENOMEM, "tune: no memory for the kernel test");
-		goto out;
+		goto out_free;
 	}
 	for (int i = 0; i < NP * KD; i++) {
 		r = r * 6364136223846793005ull + 1;
@@ -199,7 +199,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 			memset(y, 0, sizeof *y * (size_t)n * KD);
 			double t0 = now_s();
 			if ((rc = hs__ffn_run_omp(&job, threads)))
-				goto out;
+				goto out_free;
 			double t = now_s() - t0;
 			if (step < 0)
 				continue; /* warm-up: thread start, page faults */
@@ -211,7 +211,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 		else
 			out->decode_gbps = work / t_run / 1e9;
 	}
-out:
+out_free:
 	free(x);
 	free(y);
 	free(w);

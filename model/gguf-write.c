@@ -227,7 +227,7 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 	memcpy(tmp + plen, ".part", 6);
 	if (w->failed) {
 		rc = hs__error(ENOMEM, "%s: an earlier metadata or tensor call failed", path);
-		goto out;
+		goto out_free;
 	}
 	/* header, metadata, tensor infos */
 	rc = put(&hdr, "GGUF", 4);
@@ -247,11 +247,11 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 		if (!rc) rc = put_u64(&hdr, t->offset);
 	}
 	if (rc)
-		goto out;
+		goto out_free;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = hs__error(EIO, "%s: cannot create: %s", tmp, strerror(errno));
-		goto out;
+		goto out_free;
 	}
 	if ((rc = write_all(fd, hdr.meta, hdr.meta_len, tmp)) ||
 	    (rc = write_all(fd, zeros, align_up(hdr.meta_len, HS_GGUF_DEFAULT_ALIGNMENT) - hdr.meta_len, tmp)))
@@ -296,13 +296,13 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 		goto out_unlink;
 	}
 	rc = 0;
-	goto out;
+	goto out_free;
 
 out_unlink:
 	if (fd >= 0)
 		close(fd);
 	unlink(tmp);
-out:
+out_free:
 	free(buf);
 	free(hdr.meta);
 	free(tmp);

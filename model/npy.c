@@ -103,11 +103,11 @@ int hs_npy_read_f32(const char *path, float **data, int64_t *rows, int64_t *cols
 		return hs__error(errno == ENOENT ? ENOENT : EIO, "%s: %s", path, strerror(errno));
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
 		rc = hs__error(EIO, "%s: not a regular file", path);
-		goto out;
+		goto out_close;
 	}
 	if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
 		rc = hs__error(EIO, "%s: not a .npy file (no \\x93NUMPY magic)", path);
-		goto out;
+		goto out_close;
 	}
 	if (pre[6] == 1) {
 		hlen = pre[8] | (size_t)pre[9] << 8;
@@ -115,50 +115,50 @@ int hs_npy_read_f32(const char *path, float **data, int64_t *rows, int64_t *cols
 	} else if (pre[6] == 2 || pre[6] == 3) {
 		if (fread(pre + 10, 1, 2, f) != 2) {
 			rc = hs__error(EIO, "%s: truncated .npy header", path);
-			goto out;
+			goto out_close;
 		}
 		hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
 		pre_len = 12;
 	} else {
 		rc = hs__error(EIO, "%s: .npy format version %d (1, 2 and 3 are read)", path, pre[6]);
-		goto out;
+		goto out_close;
 	}
 	if (hlen > MAX_HEADER) {
 		rc = hs__error(EIO, "%s: .npy header of %zu bytes (at most %d)", path, hlen, MAX_HEADER);
-		goto out;
+		goto out_close;
 	}
 	header = malloc(hlen + 1);
 	if (!header) {
 		rc = hs__error(ENOMEM, "%s: out of memory", path);
-		goto out;
+		goto out_close;
 	}
 	if (fread(header, 1, hlen, f) != hlen) {
 		rc = hs__error(EIO, "%s: truncated .npy header", path);
-		goto out;
+		goto out_close;
 	}
 	header[hlen] = '\0';
 	if ((rc = parse_header(path, header, rows, cols)))
-		goto out;
+		goto out_close;
 	uint64_t want = (uint64_t)*rows * (uint64_t)*cols * 4, have = (uint64_t)st.st_size - pre_len - hlen;
 	if (have != want) {
 		rc = hs__error(EIO, "%s: %s: %llu data bytes for shape (%lld, %lld), %llu expected", path,
 			       have < want ? "truncated" : "trailing bytes", (unsigned long long)have, (long long)*rows,
 			       (long long)*cols, (unsigned long long)want);
-		goto out;
+		goto out_close;
 	}
 	*data = malloc(want ? want : 1);
 	if (!*data) {
 		rc = hs__error(ENOMEM, "%s: out of memory for %llu bytes", path, (unsigned long long)want);
-		goto out;
+		goto out_close;
 	}
 	if (fread(*data, 1, want, f) != want) {
 		free(*data);
 		*data = NULL;
 		rc = hs__error(EIO, "%s: read failed", path);
-		goto out;
+		goto out_close;
 	}
 	rc = 0;
-out:
+out_close:
 	free(header);
 	fclose(f);
 	return rc;

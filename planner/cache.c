@@ -188,17 +188,17 @@ int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admi
 	used_now = calloc(n_experts, 1);
 	if (!m.in || !m.last || !m.count || !m.score || !m.score_at || !used_now) {
 		rc = hs__error(ENOMEM, "cache: out of memory");
-		goto out;
+		goto out_free;
 	}
 	for (int e = 0; e < n_experts; e++)
 		m.last[e] = -1;
 	for (long s = 0; s < n_steps; s++)
 		if (off[s] > off[s + 1] || off[s] < 0) {
 			rc = hs__error(EINVAL, "cache: step %ld has a negative length", s);
-			goto out;
+			goto out_free;
 		}
 	if (p == HS_CACHE_BELADY && (rc = index_uses(&m, n_steps, off, experts)))
-		goto out;
+		goto out_free;
 	if (freq && p != HS_CACHE_NONE) { /* warm start: the `slots` most frequent (static keeps them) */
 		for (int k = 0; k < m.slots; k++) {
 			int best = -1;
@@ -215,7 +215,7 @@ int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admi
 			if (e < 0 || e >= n_experts || used_now[e]) {
 				rc = hs__error(EINVAL, "cache: step %ld lists expert %d %s", s, e,
 					       e < 0 || e >= n_experts ? "outside the layer" : "twice");
-				goto out;
+				goto out_free;
 			}
 			used_now[e] = 1;
 			out->accesses += pairs[i];
@@ -272,7 +272,7 @@ int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admi
 			m.score_at[e] = s;
 		}
 	}
-out:
+out_free:
 	free(m.in);
 	free(m.last);
 	free(m.count);

@@ -102,16 +102,16 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	h->n_lists = n_staging > 0 ? (E < HS_MAX_STREAMED ? E : HS_MAX_STREAMED) : 0;
 	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)) ||
 	    (rc = hs__lanes_create(&h->lanes)))
-		goto fail;
+		goto out_close;
 	if ((rc = hs__slots_create(d, n_cached + n_staging, E, h->pack.bytes, h->qx, &h->slots)))
-		goto fail;
+		goto out_close;
 	if (!(h->ev = calloc((size_t)2 * (1 + h->n_lists), sizeof *h->ev))) {
 		rc = hs__error(ENOMEM, "hybrid: out of memory");
-		goto fail;
+		goto out_close;
 	}
 	for (int i = 0; i < 2 * (1 + h->n_lists); i++)
 		if ((rc = o->event_create(d->dev, &h->ev[i])))
-			goto fail;
+			goto out_close;
 	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
 				.n_used = K, .n = max_n };
 	size_t sb = o->ffn_scratch_bytes(&f);
@@ -120,7 +120,7 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	    (rc = o->alloc(d->dev, (size_t)(2 + h->n_lists) * h->hids_b, &h->dids)) ||
 	    (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
 	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
-		goto fail;
+		goto out_close;
 	h->hx = pinned(d, h->hx_b);
 	h->hw = pinned(d, h->hw_b);
 	h->hy = pinned(d, h->hx_b);
@@ -136,10 +136,10 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	if (!h->hx || !h->hw || !h->hy || !h->hids || !h->hpack || !h->cscratch || !h->ycpu || !h->ids_cpu ||
 	    !h->route || !h->hit_slot) {
 		rc = -ENOMEM;
-		goto fail;
+		goto out_close;
 	}
 	return 0;
-fail:
+out_close:
 	hs__hybrid_close(h);
 	return rc ? rc : hs__error(ENOMEM, "hybrid: out of memory");
 }

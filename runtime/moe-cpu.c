@@ -64,10 +64,10 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
 		rw = malloc(sizeof *rw * (size_t)n * l->n_used);
 		if (!rids || !rw) {
 			rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory");
-			goto out;
+			goto out_free;
 		}
 		if ((rc = hs__moe_route_ref(l, n, x, rids, rw)))
-			goto out;
+			goto out_free;
 		ids = rids;
 		weights = rw;
 	}
@@ -82,11 +82,11 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
 	if (!job.scratch) {
 		rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory for %zu bytes of scratch",
 			       hs__ffn_scratch_bytes(l, n));
-		goto out;
+		goto out_free;
 	}
 	memset(y, 0, sizeof *y * (size_t)n * l->n_embd);
 	rc = hs__ffn_run_omp(&job, threads);
-out:
+out_free:
 	free(job.scratch);
 	free(rids);
 	free(rw);

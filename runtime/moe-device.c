@@ -75,21 +75,21 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 		snprintf(desc, desc_len, "%s", d->ops->describe(d->dev));
 	const struct hs_dev_ops *o = d->ops;
 	if ((rc = o->queue_create(d->dev, &qc)) || (rc = o->queue_create(d->dev, &qx)))
-		goto out;
+		goto out_release;
 	float *hx = pin_alloc(d, &bx, xb), *hw = pin_alloc(d, &bw, sizeof(float) * (size_t)n * K);
 	float *hy = pin_alloc(d, &by, xb);
 	int32_t *hids = pin_alloc(d, &bids, ib);
 	slot_for = malloc(sizeof *slot_for * E);
 	if (!hx || !hw || !hy || !hids || !slot_for) {
 		rc = -ENOMEM;
-		goto out;
+		goto out_release;
 	}
 	memcpy(hx, x, xb);
 	if (ids_in) {
 		memcpy(hids, ids_in, ib);
 		memcpy(hw, weights_in, sizeof(float) * (size_t)n * K);
 	} else if ((rc = hs__moe_route_ref(l, n, x, hids, hw))) {
-		goto out;
+		goto out_release;
 	}
 	/* one slot per routed expert; the others stay on the host, unread */
 	int n_slots = 0;
@@ -98,17 +98,17 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	for (int i = 0; i < n * K; i++) {
 		if (hids[i] < -1 || hids[i] >= E) {
 			rc = hs__error(EINVAL, "device forward: id %d outside -1..%d", hids[i], E - 1);
-			goto out;
+			goto out_release;
 		}
 		if (hids[i] >= 0 && slot_for[hids[i]] < 0)
 			slot_for[hids[i]] = n_slots++;
 	}
 	if ((rc = hs__slots_create(d, n_slots ? n_slots : 1, E, pack.bytes, qx, &slots)))
-		goto out;
+		goto out_release;
 	uint8_t *hp = pin_alloc(d, &bpack, pack.bytes * (size_t)(n_slots ? n_slots : 1));
 	if (!hp) {
 		rc = -ENOMEM;
-		goto out;
+		goto out_release;
 	}
 	for (int e = 0; e < E; e++) {
 		if (slot_for[e] < 0)
@@ -116,7 +116,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 		uint8_t *src = hp + (size_t)slot_for[e] * pack.bytes;
 		hs__expert_pack(l, e, &pack, src);
 		if ((rc = hs__slots_upload(slots, slot_for[e], e, src, qx, qc)))
-			goto out;
+			goto out_release;
 	}
 	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = F, .n_experts = E,
 				.n_used = K, .pack = pack, .pool = slots->pool, .pool_stride = pack.bytes,
@@ -125,7 +125,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	if ((rc = o->alloc(d->dev, xb, &dx)) || (rc = o->alloc(d->dev, (size_t)n * (D / HS_QK) * 34, &dxq)) ||
 	    (rc = o->alloc(d->dev, ib, &dids)) || (rc = o->alloc(d->dev, sizeof(float) * (size_t)n * K, &dw)) ||
 	    (rc = o->alloc(d->dev, xb, &dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &scratch)))
-		goto out;
+		goto out_release;
 	f.xq = dxq;
 	f.ids = dids;
 	f.weights = dw;
@@ -135,9 +135,9 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	    (rc = hs__dev_copy_h2d(d, qc, dw, hw, sizeof(float) * (size_t)n * K)) || (rc = o->zero(qc, dy, xb)) ||
 	    (rc = o->quantize(qc, dx, n, D, dxq)) || (rc = o->ffn(qc, &f)) || (rc = o->copy_d2h(qc, hy, dy, xb)) ||
 	    (rc = o->queue_sync(qc)))
-		goto out;
+		goto out_release;
 	memcpy(y, hy, xb);
-out:
+out_release:
 	if (qx)
 		o->queue_sync(qx);
 	if (qc)

@@ -94,13 +94,13 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	out->identity = malloc(sizeof *out->identity * E);
 	if (!out->mem || !out->identity) {
 		rc = hs__error(ENOMEM, "layer %d: no memory for its host experts", layer);
-		goto fail;
+		goto out_free;
 	}
 	out->os_node = os_node;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = hs__error(EIO, "%s: cannot open to place layer %d: %s", path, layer, strerror(errno));
-		goto fail;
+		goto out_free;
 	}
 	for (int e = 0; e < E && !rc; e++) {
 		uint8_t *blk = out->mem + (size_t)e * pack.bytes;
@@ -124,7 +124,7 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	}
 	close(fd);
 	if (rc)
-		goto fail;
+		goto out_free;
 	out->l = *l;
 	out->l.gate = out->l.up = out->l.down = NULL;
 	out->l.gate_b = out->l.up_b = out->l.down_b = NULL;
@@ -133,9 +133,9 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	out->l.slot_of = out->identity;
 	out->l.pack = pack;
 	if ((rc = hs__numa_where(out->mem, out->bytes, out->node_bytes, HS_MAX_NODES)))
-		goto fail;
+		goto out_free;
 	return 0;
-fail:
+out_free:
 	hs__host_layer_free(out);
 	return rc;
 }

@@ -132,14 +132,14 @@ static int get_plan(hs_runtime *rt)
 	hs_topology *t = NULL;
 	int rc = -ENOMEM;
 	if (!md || !pf)
-		goto out;
+		goto out_free;
 	if ((rc = hs_model_desc_from_model(rt->m, md)))
-		goto out;
+		goto out_free;
 	if (rt->o.profile) {
 		*pf = *rt->o.profile;
 	} else {
 		if ((rc = hs_topology_open(NULL, &t)) || (rc = hs_profile_from_topology(t, pf)))
-			goto out;
+			goto out_free;
 	}
 	struct hs_plan_opts po = { .gpu = -1, .ctx = 8192, .kv_type = HS_KV_F16, .ubatch = 512, .host_layers = -1 };
 	if (rt->d) { /* plan for the device actually opened */
@@ -156,7 +156,7 @@ static int get_plan(hs_runtime *rt)
 		po.gpu = 0;
 	}
 	rc = hs_plan_make(md, pf, &po, &rt->plan);
-out:
+out_free:
 	hs_topology_free(t);
 	free(md);
 	free(pf);
@@ -310,10 +310,10 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	    strcmp(rt->o.cache_policy, "lfru") && strcmp(rt->o.cache_policy, "static") &&
 	    strcmp(rt->o.cache_policy, "none")) {
 		rc = hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", rt->o.cache_policy);
-		goto fail;
+		goto out_close;
 	}
 	if ((rc = hs_model_open(model_path, &rt->m)))
-		goto fail;
+		goto out_close;
 	const struct hs_model_info *in = hs_model_info(rt->m);
 	if (hs__device_open(rt->o.device, 0, &rt->d)) {
 		say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
@@ -322,7 +322,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		say(rt, "device: %s", rt->d->ops->describe(rt->d->dev));
 	}
 	if ((rc = get_plan(rt)))
-		goto fail;
+		goto out_close;
 	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && (rt->o.plan_path || rt->o.plan))
 		say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
@@ -347,7 +347,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		else
 			say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
 		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
-			goto fail;
+			goto out_close;
 		for (int c = threads; c < n_cpus; c++) /* what the workers leave */
 			free_cpus[n_free++] = cpus[c];
 	}
@@ -355,13 +355,13 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	rt->layers = calloc(rt->n_layers, sizeof *rt->layers);
 	if (!rt->layers) {
 		rc = hs__error(ENOMEM, "runtime: out of memory");
-		goto fail;
+		goto out_close;
 	}
 	for (int i = 0; i < rt->plan.n_layers; i++) {
 		int b = rt->plan.layers[i].layer;
 		if (b < 0 || b >= rt->n_layers || !hs_model_layer_is_moe(rt->m, b)) {
 			rc = hs__error(EINVAL, "plan: layer %d is not a MoE layer of %s", b, model_path);
-			goto fail;
+			goto out_close;
 		}
 		rt->layers[b].plan = rt->plan.layers[i];
 		rt->layers[b].moe = 1;
@@ -400,7 +400,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if (restore)
 		sched_setaffinity(0, sizeof saved, &saved);
 	if (rc)
-		goto fail;
+		goto out_close;
 	if (rt->o.trace_path) {
 		int E = 0, K = 0;
 		for (int li = 0; li < rt->n_layers && !E; li++)
@@ -409,13 +409,13 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 				K = hs__model_layer(rt->m, li)->n_used;
 			}
 		if ((rc = hs_trace_writer_open(rt->o.trace_path, E, K, &rt->trace)))
-			goto fail;
+			goto out_close;
 		say(rt, "recording routing to %s", rt->o.trace_path);
 	}
 	if (rt->o.replay_path) {
 		int nr, E, K;
 		if ((rc = hs_trace_load(rt->o.replay_path, &rt->replay)))
-			goto fail;
+			goto out_close;
 		hs_trace_info(rt->replay, &nr, &E, &K);
 		for (int li = 0; li < rt->n_layers; li++)
 			if (rt->layers[li].moe &&
@@ -423,18 +423,18 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 				rc = hs__error(EINVAL, "replay %s: %d experts, %d used; layer %d has %d and %d",
 					       rt->o.replay_path, E, K, li, hs__model_layer(rt->m, li)->n_experts,
 					       hs__model_layer(rt->m, li)->n_used);
-				goto fail;
+				goto out_close;
 			}
 		if (!(rt->replay_next = calloc(rt->n_layers, sizeof *rt->replay_next))) {
 			rc = hs__error(ENOMEM, "runtime: out of memory");
-			goto fail;
+			goto out_close;
 		}
 		say(rt, "routing replayed from %s (%d records)", rt->o.replay_path, nr);
 	}
 	progress(rt, "loaded", 1.0);
 	*out = rt;
 	return 0;
-fail:
+out_close:
 	hs_runtime_close(rt);
 	return rc;
 }

@@ -301,7 +301,7 @@ int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used,
 	float *wt = malloc(sizeof *wt * (size_t)tokens * n_used);
 	if (!cdf || !perm || !ids || !prev || !wt) {
 		rc = hs__error(ENOMEM, "trace gen: out of memory");
-		goto out;
+		goto out_close;
 	}
 	double sum = 0;
 	for (int i = 0; i < n_experts; i++)
@@ -349,10 +349,10 @@ int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used,
 					wt[t * n_used + j] = (float)(wt[t * n_used + j] / wsum);
 			}
 			if ((rc = hs_trace_writer_add(w, s, l, tokens, ids, wt)))
-				goto out;
+				goto out_close;
 			memcpy(pv, ids, sizeof *ids * (size_t)tokens * n_used);
 		}
-out:
+out_close:
 	free(cdf);
 	free(perm);
 	free(ids);

@@ -380,7 +380,7 @@ static struct hits predicted_hits(const struct routing *r, int l, int B, int slo
 	float *w = malloc(sizeof(float) * P);
 	int *cnt = calloc(r->E, sizeof(int));
 	if (!off || !pairs || !ex || !ids || !w || !cnt)
-		goto out;
+		goto out_free;
 	off[0] = 0;
 	for (int s = 0; s < n; s++) {
 		routing_step(r, l, s, B, ids, w);
@@ -402,7 +402,7 @@ static struct hits predicted_hits(const struct routing *r, int l, int B, int slo
 		out.h = (double)(b.hits - a.hits) / (double)(b.accesses - a.accesses);
 		out.adm = stream ? 0 : (double)(b.admissions - a.admissions) / steps;
 	}
-out:
+out_free:
 	free(off);
 	free(pairs);
 	free(ex);
@@ -881,7 +881,7 @@ int hs_cmd_bench(int argc, char **argv)
 		return hs_cli_fail("bench", "device %s: %s", device, hs_last_error());
 	/* the model */
 	if (prepare_model(&c, model_file, sizeof model_file, &temp_model, &m))
-		goto out;
+		goto out_close;
 	const struct hs_model_info *in = hs_model_info(m);
 	const int E = in->n_experts, K = in->n_used, max_slots = E - 2 * K;
 	if (max_slots < 0)
@@ -898,7 +898,7 @@ int hs_cmd_bench(int argc, char **argv)
 		if (c.slots[i] > max_slots) {
 			hs_cli_fail("bench", "--slots %d: at most %d for %d experts (2 x %d stay for streaming)", c.slots[i],
 				    max_slots, E, K);
-			goto out;
+			goto out_close;
 		}
 	int max_b = 1;
 	for (int i = 0; i < c.n_batch; i++)
@@ -907,13 +907,13 @@ int hs_cmd_bench(int argc, char **argv)
 	/* the routing */
 	if (c.trace) {
 		if (routing_load(c.trace, c.trace, m, &r))
-			goto out;
+			goto out_close;
 	} else {
 		int fd = temp_file(trace_file, sizeof trace_file);
 		if (fd < 0) {
 			hs_cli_fail("bench", "temporary trace %s: %s", trace_file, strerror(errno));
 			trace_file[0] = 0;
-			goto out;
+			goto out_close;
 		}
 		close(fd);
 		int top = (E * 14 + 64) / 128 > 0 ? (E * 14 + 64) / 128 : 1;
@@ -921,10 +921,10 @@ int hs_cmd_bench(int argc, char **argv)
 		if (hs_trace_generate(trace_file, in->n_moe_layers, E, K, c.warmup + c.steps, max_b, top, share, locality,
 				      1)) {
 			hs_cli_fail("bench", "%s", hs_last_error());
-			goto out;
+			goto out_close;
 		}
 		if (routing_load(trace_file, "(generated)", m, &r))
-			goto out;
+			goto out_close;
 		note("routing: synthetic, %s skew (the top %d of %d experts take %.0f%% of the pairs, locality %.1f)\n",
 		     c.skew, top, E, 100 * share, locality);
 	}
@@ -959,7 +959,7 @@ int hs_cmd_bench(int argc, char **argv)
 	d = NULL;
 	if (crc) {
 		hs_cli_fail("bench", "calibration: %s", hs_last_error());
-		goto out;
+		goto out_close;
 	}
 	u.c = &c;
 	u.m = m;
@@ -977,7 +977,7 @@ int hs_cmd_bench(int argc, char **argv)
 	plan = calloc(1, sizeof *plan);
 	if (!u.x || !u.y || !u.w || !u.ids || !rows || !plan) {
 		hs_cli_fail("bench", "out of memory");
-		goto out;
+		goto out_close;
 	}
 	uint64_t sd = 3;
 	for (size_t i = 0; i < (size_t)max_b * in->n_embd; i++) {
@@ -1017,7 +1017,7 @@ int hs_cmd_bench(int argc, char **argv)
 			if (hs__device_open(device, 0, &d) ||
 			    hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[s])) {
 				hs_cli_fail("bench", "calibration: %s", hs_last_error());
-				goto out;
+				goto out_close;
 			}
 			hs__device_close(d);
 			d = NULL;
@@ -1052,7 +1052,7 @@ int hs_cmd_bench(int argc, char **argv)
 		note("loading: %d slots per layer\n", c.slots[s]);
 		if (hs_runtime_open(model_file, &o, &rt)) {
 			hs_cli_fail("bench", "%s", hs_last_error());
-			goto out;
+			goto out_close;
 		}
 		const char *desc = hs_runtime_describe(rt);
 		for (const char *p = desc; p && *p;) { /* the runtime's warnings: what was lost */
@@ -1068,7 +1068,7 @@ int hs_cmd_bench(int argc, char **argv)
 				note("[%d/%d] %-6s batch %-3d slots %-3d ... ", done + 1, n_rows, MODE_NAMES[c.modes[mi]],
 				     c.batch[b], c.slots[s]);
 				if (run_case(&u, rt, c.modes[mi], c.batch[b], c.slots[s], row))
-					goto out;
+					goto out_close;
 				note("%.1f tok/s (predicted %.1f), %.0f s so far\n", row->tok_s, row->pred_tok_s,
 				     now_s() - t_start);
 				done++;
@@ -1080,7 +1080,7 @@ int hs_cmd_bench(int argc, char **argv)
 	struct hs_bench_row *sorted = calloc(n_rows, sizeof *sorted);
 	if (!sorted) {
 		hs_cli_fail("bench", "out of memory");
-		goto out;
+		goto out_close;
 	}
 	int k = 0;
 	for (int b = 0; b < c.n_batch; b++)
@@ -1110,21 +1110,21 @@ int hs_cmd_bench(int argc, char **argv)
 		verdict(rows, n_rows, &c, stdout);
 	}
 	if (c.csv && write_csv(c.csv, rows, n_rows))
-		goto out;
+		goto out_close;
 	if (c.plot) {
 		char title[256];
 		snprintf(title, sizeof title, "hotset bench: %s, %s%s", in->name[0] ? in->name : "model", dev_desc,
 			 sim ? " (sim)" : "");
 		if (plot(c.plot, title, rows, n_rows, &c))
-			goto out;
+			goto out_close;
 		note("plot: %s\n", c.plot);
 	}
 	rc = 0;
-	goto out;
+	goto out_close;
 bad_shape:
 	hs_cli_fail("bench", "%s: %d experts with %d per token leave no room for a cache and staging slots",
 		    model_file, in->n_experts, in->n_used);
-out:
+out_close:
 	if (d)
 		hs__device_close(d);
 	if (rt)

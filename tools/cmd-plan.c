@@ -233,7 +233,7 @@ int hs_cmd_plan(int argc, char **argv)
 
 	if (!m || !pf || !plan) {
 		rc = hs_cli_fail("plan", "out of memory");
-		goto out;
+		goto out_free;
 	}
 	optind = 0; /* re-initialises getopt (argument permutation too) */
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -246,23 +246,23 @@ int hs_cmd_plan(int argc, char **argv)
 			if (strcmp(optarg, "none") == 0)
 				o.gpu = -1;
 			else if (hs_cli_parse_int("plan", "--gpu", optarg, 0, HS_MAX_GPUS - 1, &o.gpu))
-				goto out;
+				goto out_free;
 			break;
 		case 'V':
 			if (hs_cli_parse_num("plan", "--vram", optarg, 0.01, 1 << 20, &v))
-				goto out;
+				goto out_free;
 			o.vram_bytes = (uint64_t)(v * GiB);
 			break;
 		case 'R':
 			if (hs_cli_parse_num("plan", "--ram", optarg, 0.01, 1 << 24, &v))
-				goto out;
+				goto out_free;
 			o.ram_bytes = (uint64_t)(v * GiB);
 			break;
-		case 'c': if (hs_cli_parse_int("plan", "--ctx", optarg, 1, 1 << 24, &o.ctx)) goto out; break;
-		case 'u': if (hs_cli_parse_int("plan", "--ubatch", optarg, 1, 1 << 16, &o.ubatch)) goto out; break;
+		case 'c': if (hs_cli_parse_int("plan", "--ctx", optarg, 1, 1 << 24, &o.ctx)) goto out_free; break;
+		case 'u': if (hs_cli_parse_int("plan", "--ubatch", optarg, 1, 1 << 16, &o.ubatch)) goto out_free; break;
 		case 'H':
 			if (hs_cli_parse_int("plan", "--host-layers", optarg, 0, HS_MAX_LAYERS, &o.host_layers))
-				goto out;
+				goto out_free;
 			break;
 		case 'k':
 			if (strcmp(optarg, "f16") == 0)
@@ -271,7 +271,7 @@ int hs_cmd_plan(int argc, char **argv)
 				o.kv_type = HS_KV_Q8_0;
 			else {
 				hs_cli_fail("plan", "--kv %s: f16 or q8_0", optarg);
-				goto out;
+				goto out_free;
 			}
 			break;
 		case 'N': o.no_cache = 1; break;
@@ -279,64 +279,64 @@ int hs_cmd_plan(int argc, char **argv)
 		case 'w':
 			wait = 1;
 			if (optarg && hs_cli_parse_num("plan", "--wait", optarg, 0, 86400 * 7, &wait_s))
-				goto out;
+				goto out_free;
 			break;
 		case 'j': json = 1; break;
 		case 'o': out_path = optarg; break;
-		case 'h': help(); rc = 0; goto out;
-		default: rc = hs_cli_usage_error("plan"); goto out;
+		case 'h': help(); rc = 0; goto out_free;
+		default: rc = hs_cli_usage_error("plan"); goto out_free;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "hotset plan: unexpected argument '%s'\n", argv[optind]);
 		rc = hs_cli_usage_error("plan");
-		goto out;
+		goto out_free;
 	}
 	if (profile_arg && strcmp(profile_arg, "list") == 0) {
 		rc = list_profiles();
-		goto out;
+		goto out_free;
 	}
 	if (model && preset) {
 		hs_cli_fail("plan", "give --model or --preset, not both");
-		goto out;
+		goto out_free;
 	}
 
 	/* the model */
 	if (model) {
 		if (hs_model_open(model, &mf) || hs_model_desc_from_model(mf, m)) {
 			hs_cli_fail("plan", "%s", hs_last_error());
-			goto out;
+			goto out_free;
 		}
 	} else if (hs_model_desc_preset(preset ? preset : "gpt-oss-120b", m)) {
 		hs_cli_fail("plan", "--preset: %s", hs_last_error());
-		goto out;
+		goto out_free;
 	}
 
 	/* the machine */
 	int lp = load_profile(profile_arg, pf, profile_name, sizeof profile_name);
 	if (lp < 0) {
 		hs_cli_fail("plan", "%s", hs_last_error());
-		goto out;
+		goto out_free;
 	}
 	if (lp > 0) {
 		char def[1024];
 		if (!hs_cli.topology && hs_profile_default_path(def, sizeof def) == 0 && file_exists(def)) {
 			if (hs_profile_load(def, pf)) {
 				hs_cli_fail("plan", "%s (run `hotset tune` again)", hs_last_error());
-				goto out;
+				goto out_free;
 			}
 			snprintf(profile_name, sizeof profile_name, "%s", def);
 		} else {
 			hs_topology *t;
 			if (hs_cli_open_topology("plan", &t))
-				goto out;
+				goto out_free;
 			int e = hs_profile_from_topology(t, pf);
 			snprintf(profile_name, sizeof profile_name, "topology of %s%s", hs_topology_source(t),
 				 hs_topology_is_this_system(t) ? " (run `hotset tune` to measure it)" : "");
 			hs_topology_free(t);
 			if (e) {
 				hs_cli_fail("plan", "%s", hs_last_error());
-				goto out;
+				goto out_free;
 			}
 		}
 	}
@@ -347,7 +347,7 @@ int hs_cmd_plan(int argc, char **argv)
 		int64_t rows, cols;
 		if (hs_npy_read_f32(routing, &freq, &rows, &cols)) {
 			hs_cli_fail("plan", "--routing: %s", hs_last_error());
-			goto out;
+			goto out_free;
 		}
 		o.freq = freq;
 		o.freq_layers = (int)rows;
@@ -355,12 +355,12 @@ int hs_cmd_plan(int argc, char **argv)
 	}
 	if (hs_plan_make(m, pf, &o, plan)) {
 		hs_cli_fail("plan", "%s", hs_last_error());
-		goto out;
+		goto out_free;
 	}
 	char *js = hs_plan_to_json(plan);
 	if (!js) {
 		hs_cli_fail("plan", "out of memory");
-		goto out;
+		goto out_free;
 	}
 	if (json)
 		printf("%s\n", js);
@@ -369,7 +369,7 @@ int hs_cmd_plan(int argc, char **argv)
 	if (out_path && hs_plan_save(plan, out_path)) {
 		free(js);
 		hs_cli_fail("plan", "-o: %s", hs_last_error());
-		goto out;
+		goto out_free;
 	}
 	free(js);
 
@@ -377,15 +377,15 @@ int hs_cmd_plan(int argc, char **argv)
 		int dev = plan->gpu >= 0 ? pf->gpus[plan->gpu].cuda_index : -1;
 		if (dev < 0 || strcmp(pf->source, "measured") != 0) {
 			hs_cli_fail("plan", "--wait needs a GPU of this machine in a measured profile (run `hotset tune`)");
-			goto out;
+			goto out_free;
 		}
 		if (hs_vram_wait(dev, plan->memory.vram_bytes, wait_s, 1000, NULL, NULL, wait_progress, NULL)) {
 			hs_cli_fail("plan", "%s", hs_last_error());
-			goto out;
+			goto out_free;
 		}
 	}
 	rc = 0;
-out:
+out_free:
 	hs_model_free(mf);
 	free(freq);
 	free(m);

@@ -95,30 +95,30 @@ int hs_cmd_run_layer(int argc, char **argv)
 	if (!hs_model_layer_is_moe(m, layer)) {
 		hs_cli_fail("run-layer", "--layer %d: %s has %d layers and layer %d has no experts", layer, model,
 			    mi->n_layers, layer);
-		goto out;
+		goto out_close;
 	}
 	if (hs_npy_read_f32(in, &x, &rows, &cols) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
-		goto out;
+		goto out_close;
 	}
 	if (cols != mi->n_embd || rows < 1 || rows > (1 << 20)) {
 		hs_cli_fail("run-layer", "%s: shape (%lld, %lld), but the model needs (n, %d) with 1 <= n <= %d", in,
 			    (long long)rows, (long long)cols, mi->n_embd, 1 << 20);
-		goto out;
+		goto out_close;
 	}
 	y = malloc(sizeof *y * (size_t)rows * (size_t)cols);
 	if (!y) {
 		hs_cli_fail("run-layer", "out of memory");
-		goto out;
+		goto out_close;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (ref && (device || mode_s)) {
 		hs_cli_fail("run-layer", "--ref runs the reference alone: no --device or --mode with it");
-		goto out;
+		goto out_close;
 	}
 	if ((plan || q >= 0 || trace || replay) && !mode_s) {
 		hs_cli_fail("run-layer", "--plan, --q, --trace and --replay go with --mode");
-		goto out;
+		goto out_close;
 	}
 	if (mode_s) {
 		static const struct {
@@ -133,12 +133,12 @@ int hs_cmd_run_layer(int argc, char **argv)
 			i++;
 		if (i == 4) {
 			hs_cli_fail("run-layer", "--mode %s: cpu, stream, hybrid or auto", mode_s);
-			goto out;
+			goto out_close;
 		}
 		ro.mode = modes[i].mode;
 		if (hs_runtime_open(model, &ro, &rt)) {
 			hs_cli_fail("run-layer", "%s", hs_last_error());
-			goto out;
+			goto out_close;
 		}
 	}
 	if ((ref      ? hs_moe_ref(m, layer, (int)rows, x, NULL, NULL, y)
@@ -146,12 +146,12 @@ int hs_cmd_run_layer(int argc, char **argv)
 	     : device ? hs_moe_forward_device(m, layer, (int)rows, x, NULL, NULL, y, device, desc, sizeof desc)
 		      : hs_moe_forward_cpu(m, layer, (int)rows, x, NULL, NULL, y, 0)) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
-		goto out;
+		goto out_close;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (hs_npy_write_f32(out, y, rows, cols) != 0) {
 		hs_cli_fail("run-layer", "%s", hs_last_error());
-		goto out;
+		goto out_close;
 	}
 	if (rt) {
 		struct hs_layer_report r;
@@ -170,7 +170,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 			ref ? "double-precision reference" : device ? desc : hs_cpu_kernels_name(),
 			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	rc = 0;
-out:
+out_close:
 	hs_runtime_close(rt);
 	free(x);
 	free(y);

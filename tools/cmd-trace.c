@@ -104,19 +104,19 @@ static int load_layers(const char *sub, const char *path, struct layer_seq **out
 		if (i == n_layers) {
 			struct layer_seq *g = realloc(ls, sizeof *g * (n_layers + 1));
 			if (!g)
-				goto oom;
+				goto oom_free;
 			ls = g;
 			memset(&ls[n_layers], 0, sizeof ls[n_layers]);
 			ls[n_layers++].layer = layer;
 		}
 		if (add_step(&ls[i], *E, n, *K, ids))
-			goto oom;
+			goto oom_free;
 	}
 	hs_trace_free(t);
 	*out = ls;
 	*n_out = n_layers;
 	return 0;
-oom:
+oom_free:
 	hs_trace_free(t);
 	return hs_cli_fail(sub, "out of memory");
 }

@@ -86,13 +86,13 @@ int hs_cmd_tune(int argc, char **argv)
 	if (!out) {
 		if (hs_profile_default_path(def, sizeof def)) {
 			hs_cli_fail("tune", "%s", hs_last_error());
-			goto out;
+			goto out_free;
 		}
 		out = def;
 	}
 	if (hs_topology_open(NULL, &t) || hs_profile_measure(t, level, show, &pr, p) || hs_profile_save(p, out)) {
 		hs_cli_fail("tune", "%s", hs_last_error());
-		goto out;
+		goto out_free;
 	}
 	printf("profile of %s (measured, %.0f s)\n", p->machine, now_s() - pr.t0);
 	for (int i = 0; i < p->n_nodes; i++) {
@@ -126,7 +126,7 @@ int hs_cmd_tune(int argc, char **argv)
 	}
 	printf("saved: %s\n", out);
 	rc = 0;
-out:
+out_free:
 	hs_topology_free(t);
 	free(p);
 	return rc;

@@ -42,7 +42,7 @@ char *hs_topology_to_json(const hs_topology *t)
 	char *text = NULL;
 
 	if (!root || !nodes || !gpus)
-		goto out;
+		goto out_decref;
 	json_object_set_new(root, "source", json_string(hs_topology_source(t)));
 	json_object_set_new(root, "this_system", json_boolean(hs_topology_is_this_system(t)));
 	json_object_set_new(root, "cores", json_integer(hs_topology_n_cores(t)));
@@ -75,7 +75,7 @@ char *hs_topology_to_json(const hs_topology *t)
 	json_object_set_new(root, "gpus", gpus);
 	nodes = gpus = NULL;
 	text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-out:
+out_decref:
 	json_decref(nodes);
 	json_decref(gpus);
 	json_decref(root);
