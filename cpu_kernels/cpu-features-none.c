@@ -2,12 +2,17 @@
  * every kernel runs its scalar reference. */
 #include "config.h"
 
+#include "base/log.h"
 #include "cpu_kernels/cpu-features.h"
 
 static const struct hs_cpu_features none = { 0, 0, 0, 0, 0 };
 
 const struct hs_cpu_features *hs__cpu_features(void)
 {
+	static int said;
+
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		hs__log(HS_LOG_INFO, "CPU kernels: scalar reference (this build has no AVX2 kernels)");
 	return &none;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cpu_kernels/cpu-features.h"
 
 static struct hs_cpu_features features;
@@ -29,7 +30,11 @@ const struct hs_cpu_features *hs__cpu_features(void)
 		f.avx2_built = 1;
 		f.use_avx2 = f.avx2 && f.fma && f.f16c && !(ref && strcmp(ref, "1") == 0);
 		features = f;
-		__atomic_store_n(&detected, 1, __ATOMIC_RELEASE);
+		/* Said once, even when two first callers race. */
+		if (!__atomic_exchange_n(&detected, 1, __ATOMIC_ACQ_REL))
+			hs__log(HS_LOG_INFO, "CPU kernels: %s", f.use_avx2 ? "AVX2 (the CPU has AVX2, FMA and F16C)"
+								: f.avx2 && f.fma && f.f16c ? "scalar reference (HS_USE_REF=1)"
+								: "scalar reference (the CPU lacks AVX2, FMA or F16C)");
 	}
 	return &features;
 }

@@ -9,6 +9,7 @@
 #include "topology/cuda-probe.h"
 #include "device/device.h"
 #include "base/error.h"
+#include "base/log.h"
 
 /* Registration chunk: very large single registrations fail on recent
  * drivers, and smaller pieces let a partial failure be undone. */
@@ -17,14 +18,18 @@
 int hs__device_open(const char *backend, int index, struct hs_device **out)
 {
 	const struct hs_dev_ops *ops = NULL;
+	const char *why = "as asked";
 	struct hs_device *d;
 	int rc;
 
 	*out = NULL;
-	if (!backend || !*backend)
-		backend = getenv("HOTSET_DEVICE");
-	if (!backend || !*backend)
-		backend = hs__cuda_probe() > 0 && hs__dev_cuda_ops() ? "cuda" : "sim";
+	if ((!backend || !*backend) && (backend = getenv("HOTSET_DEVICE")) && *backend)
+		why = "as $HOTSET_DEVICE asks";
+	if (!backend || !*backend) {
+		int cuda = hs__cuda_probe() > 0 && hs__dev_cuda_ops();
+		backend = cuda ? "cuda" : "sim";
+		why = cuda ? "a CUDA device answered" : hs__cuda_probe_status();
+	}
 	if (strcmp(backend, "sim") == 0)
 		ops = &hs__dev_sim_ops;
 	else if (strcmp(backend, "cuda") == 0) {
@@ -41,6 +46,7 @@ int hs__device_open(const char *backend, int index, struct hs_device **out)
 		free(d);
 		return rc;
 	}
+	hs__log(HS_LOG_INFO, "device: %s %d opened, %s; %s", backend, index, ops->describe(d->dev), why);
 	*out = d;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "cpu_kernels/kernels.h"
 #include "hotset.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "runtime/hybrid.h"
 #include "model/model.h"
 #include "runtime/numa.h"
@@ -64,6 +65,12 @@ static void say(hs_runtime *rt, const char *fmt, ...)
 		return;
 	if ((size_t)n >= sizeof line)
 		n = sizeof line - 1;
+	/* The description is also the log: its warnings (a layer left to the
+	 * CPU, a device that failed) at warning level, the rest at debug. */
+	if (!strncmp(line, "warning: ", 9))
+		hs__log(HS_LOG_WARN, "runtime: %s", line + 9);
+	else
+		hs__log(HS_LOG_DEBUG, "runtime: %s", line);
 	if (rt->desc_len + (size_t)n + 2 > rt->desc_cap) {
 		size_t cap = rt->desc_cap ? 2 * rt->desc_cap + (size_t)n : 1024;
 		char *d = realloc(rt->desc, cap);

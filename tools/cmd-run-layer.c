@@ -167,7 +167,7 @@ int hs_cmd_run_layer(int argc, char **argv)
 		printf("run-layer: layer %d, %lld tokens on device %s\n", layer, (long long)rows, desc);
 	if (hs_cli.verbose)
 		fprintf(stderr, "run-layer: layer %d, %lld tokens, %s, %.3f s\n", layer, (long long)rows,
-			ref ? "double-precision reference" : device ? desc : hs_cpu_kernels_name(),
+			ref ? "double-precision reference" : rt ? "hybrid runtime" : device ? desc : hs_cpu_kernels_name(),
 			(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	rc = 0;
 out_close:

@@ -29,7 +29,7 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: hotset [--topology FILE] [--verbose] SUBCOMMAND [OPTIONS]\n"
+	fprintf(f, "usage: hotset [--topology FILE] [-v | -vv] SUBCOMMAND [OPTIONS]\n"
 		   "       hotset --version | --help\n\n"
 		   "Runs the Mixture-of-Experts layers of large models across CPU and GPU.\n\n"
 		   "subcommands:\n");
@@ -38,7 +38,9 @@ static void usage(FILE *f)
 	fprintf(f, "\nglobal options:\n"
 		   "  --topology FILE  use this hwloc XML topology instead of this machine's\n"
 		   "                   (also $HOTSET_TOPOLOGY)\n"
-		   "  -v, --verbose    say more on stderr\n"
+		   "  -v, --verbose    say what the library chose on stderr (CPU kernels, device,\n"
+		   "                   topology, layers left to the CPU); twice (-vv) for debug\n"
+		   "                   messages too\n"
 		   "  --version        print the version and how hotset was built\n"
 		   "  -h, --help       this text; `hotset SUBCOMMAND --help` for each subcommand\n");
 }
@@ -101,7 +103,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, version = 0;
 
 	hs_cli.topology = getenv("HOTSET_TOPOLOGY");
 	if (hs_cli.topology && !*hs_cli.topology)
@@ -111,12 +113,17 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 't': hs_cli.topology = optarg; break;
 		case 'v': hs_cli.verbose++; break;
-		case 'V':
-			printf("hotset %s\n%s\n%s\n", hs_version(), hs_build_info(), hs_cuda_status());
-			return 0;
+		case 'V': version = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: fprintf(stderr, "Try 'hotset --help'.\n"); return 2;
 		}
+	}
+	/* The library is silent by default; -v lets its messages through. */
+	if (hs_cli.verbose)
+		hs_log_set(hs_cli.verbose >= 2 ? HS_LOG_DEBUG : HS_LOG_INFO, NULL, NULL);
+	if (version) {
+		printf("hotset %s\n%s\n%s\n", hs_version(), hs_build_info(), hs_cuda_status());
+		return 0;
 	}
 	if (optind >= argc) {
 		usage(stderr);

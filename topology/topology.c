@@ -17,6 +17,7 @@
 #include "topology/cuda-probe.h"
 #include "topology/topology.h"
 #include "base/error.h"
+#include "base/log.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_CLASS_VGA 0x0300
@@ -272,6 +273,9 @@ int hs_topology_open(const char *xml_path, hs_topology **out)
 	if (!xml_path)
 		match_cuda(t);
 	hwloc_topology_destroy(h);
+	hs__log(HS_LOG_DEBUG, "topology: %s%s: %d NUMA node%s, %d cores, %d NVIDIA GPU%s", t->source,
+		t->this_system ? "" : " (another machine's export)", t->n_nodes, t->n_nodes == 1 ? "" : "s", t->n_cores,
+		t->n_gpus, t->n_gpus == 1 ? "" : "s");
 	*out = t;
 	return 0;
 
