@@ -465,6 +465,17 @@ struct hs_profile {
  * and their links); every bandwidth 0 = unknown.  source = "topology". */
 int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out);
 
+/* The machine topology t describes, with the rates of a profile made for
+ * another one (planning for a machine that has not been measured): t's NUMA
+ * nodes, cores, memory and GPUs (bus ids, nodes, links), each with the
+ * bandwidths and kernel speeds of the profile's node or GPU that stands for
+ * it (same OS index or PCI bus id, else the same position, else the first),
+ * and the profile's GPU memory sizes.  Reads and copies between nodes keep
+ * their kind (local or remote); a kind the profile lacks stays 0 (unknown).
+ * Returns 0 when both describe the same machine (*out = *rates), 1 when they
+ * differ (*out mixes them as above), or a negative errno. */
+int hs_profile_on_topology(const struct hs_profile *rates, const hs_topology *t, struct hs_profile *out);
+
 /* Progress of long work: what is being done, fraction 0..1. */
 typedef void (*hs_progress_fn)(const char *what, double fraction, void *ctx);
 

@@ -118,6 +118,13 @@ static int node_index(const struct hs_profile *pf, int os_index)
 	return -1;
 }
 
+/* What a profile is named in messages: one made from a topology alone
+ * (an hwloc file, or this machine unmeasured) is not a profile file. */
+static const char *pf_kind(const struct hs_profile *pf)
+{
+	return strcmp(pf->source, "topology") == 0 ? "topology" : "profile";
+}
+
 /* The kernel speed point with the most threads not above `threads`. */
 static const struct hs_kernel_speed *kernel_at(const struct hs_profile_node *n, int threads)
 {
@@ -704,10 +711,10 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 		return hs__error(EINVAL, "model '%s' has no usable MoE shape (%d MoE layers, %d experts, %d used)",
 				 m->name, m->n_moe_layers, m->n_experts, m->n_used);
 	if (pf->n_nodes <= 0 || pf->n_nodes > HS_MAX_NODES)
-		return hs__error(EINVAL, "profile '%s' has %d NUMA nodes (1..%d)", pf->machine, pf->n_nodes,
+		return hs__error(EINVAL, "%s '%s' has %d NUMA nodes (1..%d)", pf_kind(pf), pf->machine, pf->n_nodes,
 				 HS_MAX_NODES);
 	if (o.gpu >= pf->n_gpus)
-		return hs__error(EINVAL, "GPU %d is not in profile '%s' (it has %d)", o.gpu, pf->machine,
+		return hs__error(EINVAL, "GPU %d is not in %s '%s' (it has %d)", o.gpu, pf_kind(pf), pf->machine,
 				 pf->n_gpus);
 	if (o.freq && (o.freq_layers != m->n_moe_layers || o.freq_experts != m->n_experts))
 		return hs__error(EINVAL, "routing table is %d x %d, the model has %d MoE layers x %d experts",
@@ -793,9 +800,8 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 			double free_b = c.g->memory_free_bytes ? (double)c.g->memory_free_bytes
 							       : (double)c.g->memory_total_bytes;
 			if (free_b <= 0)
-				return hs__error(EINVAL,
-						 "profile '%s' does not say how much memory GPU %d has; give --vram",
-						 pf->machine, o.gpu);
+				return hs__error(EINVAL, "%s '%s' does not say how much memory GPU %d has; give --vram",
+						 pf_kind(pf), pf->machine, o.gpu);
 			c.vram_budget = fmax(0, free_b - VRAM_MARGIN);
 		}
 		p->memory.vram_budget = (uint64_t)c.vram_budget;

@@ -50,6 +50,116 @@ int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out)
 	return 0;
 }
 
+/* ---- a profile's rates on another machine's topology ----------------------- */
+
+static int same_machine(const struct hs_profile *a, const struct hs_profile *t)
+{
+	if (a->n_nodes != t->n_nodes || a->n_gpus != t->n_gpus)
+		return 0;
+	for (int i = 0; i < t->n_nodes; i++)
+		if (a->nodes[i].os_index != t->nodes[i].os_index || a->nodes[i].n_cores != t->nodes[i].n_cores)
+			return 0;
+	for (int i = 0; i < t->n_gpus; i++)
+		if (a->gpus[i].pci_bus_id[0] && strcmp(a->gpus[i].pci_bus_id, t->gpus[i].pci_bus_id))
+			return 0;
+	return 1;
+}
+
+/* The profile node that stands for topology node i: the same OS index, else
+ * the same position, else the first. */
+static int rate_node(const struct hs_profile *r, const struct hs_profile *t, int i)
+{
+	for (int j = 0; j < r->n_nodes; j++)
+		if (r->nodes[j].os_index == t->nodes[i].os_index)
+			return j;
+	return i < r->n_nodes ? i : 0;
+}
+
+static int gpu_is_local(const struct hs_profile_gpu *g, int os_index)
+{
+	for (int i = 0; i < g->n_numa_nodes; i++)
+		if (g->numa_nodes[i] == os_index)
+			return 1;
+	return 0;
+}
+
+/* A rate the profile measured between node pairs of one kind: reading or
+ * copying from a node near the reader (local) or from a far one. */
+static double pair_rate(const struct hs_profile *r, const double *v, int near_node, int local,
+			const struct hs_profile_gpu *g)
+{
+	for (int j = 0; j < r->n_nodes; j++) {
+		int is_local = g ? gpu_is_local(g, r->nodes[j].os_index) || g->n_numa_nodes == 0 : j == near_node;
+		if (is_local == local && v[j] > 0)
+			return v[j];
+	}
+	return 0;
+}
+
+int hs_profile_on_topology(const struct hs_profile *rates, const hs_topology *t, struct hs_profile *out)
+{
+	struct hs_profile *tp = malloc(sizeof *tp);
+	int rc;
+
+	if (!tp)
+		return hs__error(ENOMEM, "profile: out of memory");
+	if ((rc = hs_profile_from_topology(t, tp))) {
+		free(tp);
+		return rc;
+	}
+	if (same_machine(rates, tp)) {
+		*out = *rates;
+		free(tp);
+		return 0;
+	}
+	/* Nodes and GPUs as the topology has them (memory too: what was free on
+	 * the profile's machine says nothing about this one), each with the
+	 * figures of the profile's node or GPU that stands for it.  A read or
+	 * copy between nodes keeps its kind: local figures for local pairs,
+	 * remote ones (when the profile has any) for remote pairs. */
+	for (int i = 0; i < tp->n_nodes; i++) {
+		const struct hs_profile_node *rn = &rates->nodes[rate_node(rates, tp, i)];
+		struct hs_profile_node *n = &tp->nodes[i];
+		int ri = (int)(rn - rates->nodes);
+		for (int j = 0; j < tp->n_nodes; j++)
+			n->read_gbps[j] = j == i ? rn->read_gbps[ri] : pair_rate(rates, rn->read_gbps, ri, 0, NULL);
+		n->n_kernel = rn->n_kernel;
+		memcpy(n->kernel, rn->kernel, sizeof n->kernel);
+	}
+	for (int i = 0; i < tp->n_gpus && rates->n_gpus > 0; i++) {
+		const struct hs_profile_gpu *rg = &rates->gpus[i < rates->n_gpus ? i : 0];
+		for (int k = 0; k < rates->n_gpus; k++)
+			if (rates->gpus[k].pci_bus_id[0] && !strcmp(rates->gpus[k].pci_bus_id, tp->gpus[i].pci_bus_id))
+				rg = &rates->gpus[k];
+		struct hs_profile_gpu *g = &tp->gpus[i];
+		if (!g->name[0])
+			snprintf(g->name, sizeof g->name, "%s", rg->name);
+		g->memory_total_bytes = rg->memory_total_bytes;
+		g->memory_free_bytes = rg->memory_free_bytes;
+		g->h2d_pageable_gbps = rg->h2d_pageable_gbps;
+		g->device_memory_gbps = rg->device_memory_gbps;
+		g->prefill_tflops = rg->prefill_tflops;
+		if (g->link_gbps <= 0) {
+			g->link_gbps = rg->link_gbps;
+			g->pcie_gen = rg->pcie_gen;
+			g->pcie_width = rg->pcie_width;
+		}
+		for (int j = 0; j < tp->n_nodes; j++)
+			g->h2d_pinned_gbps[j] =
+				pair_rate(rates, rg->h2d_pinned_gbps, -1,
+					  gpu_is_local(g, tp->nodes[j].os_index) || !g->n_numa_nodes, rg);
+	}
+	snprintf(tp->source, sizeof tp->source, "%s", rates->source);
+	snprintf(tp->cpu_kernels, sizeof tp->cpu_kernels, "%s", rates->cpu_kernels);
+	snprintf(tp->created, sizeof tp->created, "%s", rates->created);
+	snprintf(tp->note, sizeof tp->note,
+		 "NUMA nodes, cores, memory and GPUs from the topology %s; rates from the %s profile '%.600s'",
+		 hs_topology_source(t), rates->source, rates->machine);
+	*out = *tp;
+	free(tp);
+	return 1;
+}
+
 /* ---- JSON ---------------------------------------------------------------- */
 
 static json_t *node_gbps(const double *v, const struct hs_profile *p)

@@ -1,6 +1,8 @@
 # Checks `hotset plan` and `hotset tune` from the command line: the shipped
 # profiles plan, JSON and -o agree, a measured profile of this machine
-# plans, and bad flags, files and profiles get one clear line each.
+# plans, a profile put on another machine's topology says so and plans with
+# the topology's nodes, and bad flags, files and profiles get one clear line
+# each.
 . "${top_srcdir:-.}/tests/lib.sh"
 HOTSET_PROFILES="$top_srcdir/profiles"; export HOTSET_PROFILES
 unset XDG_CACHE_HOME
@@ -39,9 +41,18 @@ expect_ok "dual socket" "$HOTSET" --topology "$HS_DATA/topologies/32em64t-2n8c2t
 	plan --preset gpt-oss-20b --gpu 1 --vram 6
 expect_grep "dual socket node" 'host(\+cache)? +node 1 '
 expect_grep "dual socket cpu" 'one per core of node 1'
+# --topology with --profile of another machine: one line says so, the plan
+# uses the topology's nodes (6 cores each) and GPUs and the profile's rates
+T24="$HS_DATA/topologies/24em64t-2n6c2t-pci.xml"
+expect_ok "topology + profile" "$HOTSET" --topology "$T24" plan --preset gpt-oss-120b --profile a6000-48g-pcie3
+[ "$(grep -c . "$TMP/err")" -eq 1 ] || fail "topology + profile: not one line on stderr: $(cat "$TMP/err")"
+expect_grep "topology + profile note" "^hotset plan: note: topology $T24 \(2 NUMA nodes, 12 cores, 3 GPUs\) and profile .*a6000-48g-pcie3\.json \(1 node, 1 GPU\) describe different machines" "$TMP/err"
+expect_grep "topology + profile cores" '^CPU: 6 threads, one per core of node [01]$'
+expect_grep "topology + profile nodes" 'node 1 [0-9.]+$'
+expect_grep "topology + profile rates" 'figures used +host read 16\.5, .* GPU memory 768 GB/s'
 expect_fail "topology without GPU memory" "$HOTSET" --topology "$HS_DATA/topologies/32em64t-2n8c2t-pci-wholeio.xml" \
 	plan --gpu 1
-expect_grep "GPU memory message" 'does not say how much memory GPU 1 has; give --vram' "$TMP/err"
+expect_grep "GPU memory message" "^hotset plan: topology '[^']*32em64t-2n8c2t-pci-wholeio\.xml' does not say how much memory GPU 1 has; give --vram" "$TMP/err"
 expect_ok "cpu only" "$HOTSET" plan --profile dual-ddr5-1gpu --gpu none --preset qwen3-30b-a3b
 expect_grep "cpu only" '\[no_gpu\]'
 

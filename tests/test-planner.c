@@ -1,5 +1,6 @@
 /* Checks the planner against the published reference cases (shipped
- * profiles, real dual-socket topologies), its properties over many budgets
+ * profiles, real dual-socket topologies, a profile's rates put on another
+ * machine's topology), its properties over many budgets
  * and routing tables, plan JSON round trips, profile files with errors, and
  * hs_vram_wait with a fake device-memory reporter. */
 #include "config.h"
@@ -186,6 +187,65 @@ static void dual_socket(void)
 	CHECK(plan.memory.ram_node_bytes[1] <= (uint64_t)(100 * GiB), "node 1 over its memory");
 	CHECK(has_warning(&plan, "numa_split"), "split not reported");
 	CHECK(!has_warning(&plan, "ram_over"), "over RAM when two nodes hold it");
+}
+
+/* A profile's rates on another machine's topology: the topology's nodes,
+ * cores, memory and GPUs; the profile's rates, local and remote kept apart. */
+static void on_topology(void)
+{
+	static struct hs_profile rates, mixed, topo;
+	hs_topology *t = NULL;
+	struct hs_model_desc m;
+	struct hs_plan_opts o = defaults();
+
+	CHECK(hs_topology_open(hs_test_data("topologies/32em64t-2n8c2t-pci-wholeio.xml"), &t) == 0, "%s",
+	      hs_last_error());
+	if (!t)
+		return;
+	CHECK(hs_profile_from_topology(t, &topo) == 0, "%s", hs_last_error());
+	CHECK(hs_profile_load(profile_path("dual-ddr5-1gpu"), &rates) == 0, "%s", hs_last_error());
+	CHECK(hs_profile_on_topology(&rates, t, &mixed) == 1, "different machines not told: %s", hs_last_error());
+	CHECK(mixed.n_nodes == 2 && mixed.n_gpus == 3, "nodes %d, GPUs %d", mixed.n_nodes, mixed.n_gpus);
+	CHECK(mixed.nodes[0].n_cores == 8 && mixed.nodes[1].n_cores == 8, "cores %d %d", mixed.nodes[0].n_cores,
+	      mixed.nodes[1].n_cores);
+	CHECK(mixed.nodes[1].memory_bytes == topo.nodes[1].memory_bytes && mixed.nodes[1].available_bytes == 0,
+	      "memory %llu, available %llu", (unsigned long long)mixed.nodes[1].memory_bytes,
+	      (unsigned long long)mixed.nodes[1].available_bytes);
+	CHECK(mixed.nodes[0].read_gbps[0] == 230 && mixed.nodes[0].read_gbps[1] == 110 &&
+	      mixed.nodes[1].read_gbps[1] == 230, "read %g %g %g", mixed.nodes[0].read_gbps[0],
+	      mixed.nodes[0].read_gbps[1], mixed.nodes[1].read_gbps[1]);
+	for (int g = 0; g < 3; g++) {
+		const struct hs_profile_gpu *pg = &mixed.gpus[g];
+		int local = pg->numa_nodes[0]; /* GPU 0 on node 0, the others on node 1 */
+		CHECK(!strcmp(pg->pci_bus_id, topo.gpus[g].pci_bus_id), "GPU %d bus id %s", g, pg->pci_bus_id);
+		CHECK(pg->memory_total_bytes == rates.gpus[0].memory_total_bytes && pg->device_memory_gbps == 2000,
+		      "GPU %d memory %llu, %g GB/s", g, (unsigned long long)pg->memory_total_bytes,
+		      pg->device_memory_gbps);
+		CHECK(pg->h2d_pinned_gbps[local] == 50 && pg->h2d_pinned_gbps[1 - local] == 35,
+		      "GPU %d on node %d: pinned %g from node 0, %g from node 1", g, local, pg->h2d_pinned_gbps[0],
+		      pg->h2d_pinned_gbps[1]);
+	}
+	hs_model_desc_preset("gpt-oss-120b", &m);
+	o.gpu = 0;
+	CHECK(hs_plan_make(&m, &mixed, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(plan.cpu_node == 0 && plan.cpu_threads == 8, "GPU 0: CPU node %d, %d threads", plan.cpu_node,
+	      plan.cpu_threads);
+	CHECK(fabs(plan.predicted.host_read_gbps - 230) < 1e-9, "host read %g", plan.predicted.host_read_gbps);
+
+	/* one node's rates on two nodes: the remote figure is unknown, not local */
+	CHECK(hs_profile_load(profile_path("a6000-48g-pcie3"), &rates) == 0, "%s", hs_last_error());
+	CHECK(hs_profile_on_topology(&rates, t, &mixed) == 1, "a6000 on the dual socket");
+	CHECK(mixed.nodes[1].read_gbps[1] == 16.5 && mixed.nodes[1].read_gbps[0] == 0, "read %g (local), %g (remote)",
+	      mixed.nodes[1].read_gbps[1], mixed.nodes[1].read_gbps[0]);
+
+	/* the same machine: the profile as it is */
+	rates = topo;
+	rates.nodes[0].read_gbps[0] = 77;
+	rates.nodes[0].available_bytes = 12345;
+	snprintf(rates.source, sizeof rates.source, "measured");
+	CHECK(hs_profile_on_topology(&rates, t, &mixed) == 0, "same machine told apart");
+	CHECK(!memcmp(&rates, &mixed, sizeof rates), "same machine: the profile changed");
+	hs_topology_free(t);
 }
 
 /* Everything fits in VRAM: no host experts, no cache. */
@@ -528,6 +588,7 @@ int main(void)
 	reference_a6000();
 	small_gpu();
 	dual_socket();
+	on_topology();
 	all_fits();
 	properties();
 	bad_input();

@@ -110,6 +110,43 @@ static int load_profile(const char *arg, struct hs_profile *p, char *used, size_
 	return 1; /* no --profile: the caller decides */
 }
 
+/* --topology with --profile: plan for the topology's machine.  When the
+ * profile describes another machine, its rates are put on the topology's
+ * nodes and GPUs, and one line says so. */
+static int on_topology(struct hs_profile *pf, char *name, size_t n)
+{
+	struct hs_profile *mixed = malloc(sizeof *mixed);
+	hs_topology *t;
+	int rc;
+
+	if (!mixed)
+		return hs_cli_fail("plan", "out of memory");
+	if (hs_cli_open_topology("plan", &t)) {
+		free(mixed);
+		return 1;
+	}
+	rc = hs_profile_on_topology(pf, t, mixed);
+	if (rc < 0) {
+		hs_cli_fail("plan", "%s", hs_last_error());
+	} else if (rc == 1) {
+		fprintf(stderr,
+			"hotset plan: note: topology %s (%d NUMA node%s, %d cores, %d GPU%s) and profile %s "
+			"(%d node%s, %d GPU%s) describe different machines: planning with the topology's nodes and "
+			"GPUs and the profile's rates\n",
+			hs_topology_source(t), mixed->n_nodes, mixed->n_nodes == 1 ? "" : "s", hs_topology_n_cores(t),
+			mixed->n_gpus, mixed->n_gpus == 1 ? "" : "s", name, pf->n_nodes, pf->n_nodes == 1 ? "" : "s",
+			pf->n_gpus, pf->n_gpus == 1 ? "" : "s");
+		size_t len = strlen(name);
+		snprintf(name + len, n - len, "'s rates on the topology of %s", hs_topology_source(t));
+		snprintf(mixed->machine, sizeof mixed->machine, "%s", hs_topology_source(t));
+		*pf = *mixed;
+		rc = 0;
+	}
+	hs_topology_free(t);
+	free(mixed);
+	return rc;
+}
+
 static void layer_line(const struct hs_plan *p, int a, int b)
 {
 	const struct hs_plan_layer *l = &p->layers[a];
@@ -318,6 +355,11 @@ int hs_cmd_plan(int argc, char **argv)
 		hs_cli_fail("plan", "%s", hs_last_error());
 		goto out_free;
 	}
+	if (lp == 0 && hs_cli.topology && (rc = on_topology(pf, profile_name, sizeof profile_name)) != 0) {
+		rc = 1;
+		goto out_free;
+	}
+	rc = 1;
 	if (lp > 0) {
 		char def[1024];
 		if (!hs_cli.topology && hs_profile_default_path(def, sizeof def) == 0 && file_exists(def)) {
