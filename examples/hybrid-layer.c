@@ -1,6 +1,6 @@
 /* Example: run one MoE layer of a GGUF model through the hybrid runtime.
  *
- *   cc hybrid-layer.c $(pkg-config --cflags --libs hotset) -o hybrid-layer
+ *   cc hybrid-layer.c $(pkg-config --cflags --libs hotset) -lm -o hybrid-layer
  *   ./hybrid-layer model.gguf LAYER [sim|cuda]
  *
  * Loads the model with a placement planned now for this machine (host
