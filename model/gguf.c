@@ -17,6 +17,9 @@
 
 #define MAX_NESTING 4      /* arrays of arrays of ... */
 #define MAX_NAME 256       /* tensor name bytes (llama.cpp allows 63) */
+/* Tensors are read in place, f32 values among them: an alignment that is
+ * not a multiple of their 4 bytes would leave floats at odd addresses. */
+#define MIN_ALIGNMENT 4
 
 struct cursor {
 	const uint8_t *base, *p, *end;
@@ -147,6 +150,40 @@ static int cmp_key(const void *a, const void *b)
 	uint64_t n = x->key.n < y->key.n ? x->key.n : y->key.n;
 	int r = memcmp(x->key.p, y->key.p, n);
 	return r ? r : (x->key.n > y->key.n) - (x->key.n < y->key.n);
+}
+
+static int cmp_tensor_offset(const void *a, const void *b)
+{
+	const struct hs_gguf_tensor *x = *(struct hs_gguf_tensor *const *)a, *y = *(struct hs_gguf_tensor *const *)b;
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Each tensor owns its bytes: data ranges that overlap would make a write
+ * to one tensor's copy of the data change another, and are a sign of a
+ * forged file.  Empty tensors own nothing. */
+static int check_disjoint(struct hs_gguf *g, const char *what)
+{
+	struct hs_gguf_tensor **v;
+	uint64_t n = 0;
+	int rc = 0;
+
+	if (g->n_tensors < 2)
+		return 0;
+	v = malloc(g->n_tensors * sizeof *v);
+	if (!v)
+		return hs__error(ENOMEM, "%s: out of memory", what);
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		if (g->tensors[i].size)
+			v[n++] = &g->tensors[i];
+	qsort(v, n, sizeof *v, cmp_tensor_offset);
+	for (uint64_t i = 1; i < n && !rc; i++)
+		if (v[i - 1]->offset + v[i - 1]->size > v[i]->offset) /* both lie inside the file: no overflow */
+			rc = hs__error(EIO, "%s: tensors '%s' [%llu, +%llu) and '%s' [%llu, +%llu) overlap", what,
+				       v[i - 1]->name, (unsigned long long)v[i - 1]->offset,
+				       (unsigned long long)v[i - 1]->size, v[i]->name, (unsigned long long)v[i]->offset,
+				       (unsigned long long)v[i]->size);
+	free(v);
+	return rc;
 }
 
 /* Both lists must hold unique names (llama.cpp refuses duplicates too). */
@@ -308,6 +345,13 @@ int hs__gguf_parse(const void *buf, size_t size, const char *what, struct hs_ggu
 					       g->alignment);
 				goto out_free;
 			}
+			if (g->alignment % MIN_ALIGNMENT) {
+				rc = hs__error(EIO,
+					       "%s: general.alignment %u is not a multiple of %d, the largest element "
+					       "(f32) read in place",
+					       what, g->alignment, MIN_ALIGNMENT);
+				goto out_free;
+			}
 		}
 	}
 	if (g->n_tensors > (uint64_t)(c.end - c.p) / 32) {
@@ -342,7 +386,7 @@ int hs__gguf_parse(const void *buf, size_t size, const char *what, struct hs_ggu
 		t->offset += g->data_offset;
 		t->data = c.base + t->offset;
 	}
-	if ((rc = check_unique(g, what)))
+	if ((rc = check_unique(g, what)) || (rc = check_disjoint(g, what)))
 		goto out_free;
 	*out = g;
 	return 0;

@@ -1,7 +1,7 @@
 /* Checks that broken and hostile GGUF files give a clean one-line error,
  * never a crash or an out-of-bounds read: truncation at every byte of the
  * header, huge counts and lengths, offsets past the end, misalignment,
- * n_dims 5, unknown types, deep nesting, duplicate names and keys, and MoE
+ * alignments too small for f32 values, overlapping tensor data, n_dims 5, unknown types, deep nesting, duplicate names and keys, and MoE
  * models with wrong expert shapes, types or missing tensors.  Run under
  * ASan in the sanitizer build.  With `--write-corpus DIR` it also writes
  * the fuzz seed corpus. */
@@ -178,6 +178,9 @@ static void test_parser(void)
 		MUTATE("ggml type 99", put_u32(b + ia + 4 + 16, 99));
 		MUTATE("ggml type q4_0", put_u32(b + ia + 4 + 16, 2));
 		MUTATE("misaligned offset", put_u64(b + ib + 4 + 24 + 4, 257));
+		/* alpha holds [0, 256): beta on top of it, or on its last 32 bytes */
+		MUTATE("overlap", put_u64(b + ib + 4 + 24 + 4, 0));
+		MUTATE("overlap", put_u64(b + ib + 4 + 24 + 4, 224));
 		MUTATE("offset past the end", put_u64(b + ib + 4 + 24 + 4, n));
 		MUTATE("offset wraps", put_u64(b + ib + 4 + 24 + 4, ~0ull - 31));
 		MUTATE("huge dimensions", put_u64(b + ib + 4, 1ull << 62); put_u64(b + ib + 12, 1ull << 62));
@@ -203,8 +206,9 @@ static void test_written(void)
 	struct {
 		const char *label;
 		int what;
-	} cases[] = { { "duplicate tensor", 0 }, { "duplicate key", 1 }, { "alignment 0", 2 },
-		      { "alignment 3", 3 },      { "alignment as string", 4 }, { "deep nesting", 5 } };
+	} cases[] = { { "duplicate tensor", 0 }, { "duplicate key", 1 },       { "alignment 0", 2 },
+		      { "alignment 3", 3 },      { "alignment as string", 4 }, { "deep nesting", 5 },
+		      { "alignment 1", 6 },      { "alignment 2", 7 } };
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		w = hs__gguf_writer_new();
 		hs__gguf_w_str(w, "general.architecture", "test");
@@ -214,6 +218,9 @@ static void test_written(void)
 		case 2: hs__gguf_w_u32(w, "general.alignment", 0); break;
 		case 3: hs__gguf_w_u32(w, "general.alignment", 3); break;
 		case 4: hs__gguf_w_str(w, "general.alignment", "32"); break;
+		/* powers of two, but f32 tensors would sit at odd addresses */
+		case 6: hs__gguf_w_u32(w, "general.alignment", 1); hs__gguf_w_tensor(w, "t", 1, ne, HS_TYPE_F32); break;
+		case 7: hs__gguf_w_u32(w, "general.alignment", 2); break;
 		case 5: {
 			/* array of array of ... of one uint8, 6 deep */
 			uint8_t raw[6 * 12 + 1], *p = raw;
