@@ -97,8 +97,9 @@ struct hs_gpu {
 /* Builds the topology of this machine (xml_path NULL) or of the hwloc XML
  * file xml_path (another machine's, e.g. from `lstopo machine.xml`).
  * On success *out is a new topology the caller frees with
- * hs_topology_free().  Errors: -EIO (missing or malformed file), -ENOMEM,
- * -EINVAL (a topology with no NUMA node or no PU). */
+ * hs_topology_free().  Errors: -EIO (missing or malformed file, or one over
+ * 16 MiB: real exports are kB to a few MB), -ENOMEM, -EINVAL (a topology
+ * with no NUMA node or no PU). */
 int hs_topology_open(const char *xml_path, hs_topology **out);
 void hs_topology_free(hs_topology *t);
 

@@ -1,5 +1,6 @@
 # Checks `hotset topo` on real machines' exports (table and JSON), on this
-# machine, and that bad topology files give one error line and a non-zero exit.
+# machine, and that bad topology files (cut short, missing, a folder, over
+# the 16 MiB cap) give one error line and a non-zero exit.
 . "${top_srcdir:-.}/tests/lib.sh"
 T=$HS_DATA/topologies
 
@@ -36,6 +37,13 @@ expect_ok "this machine json" "$HOTSET" topo --json && expect_grep "json nodes" 
 printf '<?xml version="1.0"?>\n<topology><object type="Machine"' >"$TMP/cut.xml"
 expect_fail "cut XML" "$HOTSET" topo --topology "$TMP/cut.xml" && expect_grep "cut message" 'cut\.xml' "$TMP/err"
 expect_fail "missing XML" "$HOTSET" topo --topology "$TMP/nope.xml" && expect_grep "missing message" 'nope\.xml: No such file' "$TMP/err"
+# a file over the 16 MiB cap is refused before hwloc parses it (a forged
+# 166 MB export claiming a million nodes took hwloc minutes and 2 GB)
+{ head -c 200 "$HS_DATA/topologies/24em64t-2n6c2t-pci.xml"; head -c 16777300 /dev/zero | tr '\0' ' '; } >"$TMP/big.xml"
+expect_fail "XML over the cap" "$HOTSET" topo --topology "$TMP/big.xml" &&
+	expect_grep "cap message" 'big\.xml: 16777500 bytes, more than the 16 MiB limit for an hwloc export' "$TMP/err"
+rm -f "$TMP/big.xml"
+expect_fail "XML folder" "$HOTSET" topo --topology "$TMP" && expect_grep "folder message" 'not a regular file' "$TMP/err"
 expect_fail "usage: bad flag" "$HOTSET" topo --bogus
 expect_fail "usage: extra argument" "$HOTSET" topo extra
 finish

@@ -19,6 +19,12 @@
 #include "base/error.h"
 #include "base/log.h"
 
+/* An hwloc export of a real machine is tens of kB (a DGX-2 with every PCI
+ * device: 41 kB) and a few MB with every virtual function of a large box;
+ * hwloc's parser takes minutes and gigabytes on a file of 100+ MB that
+ * claims a million NUMA nodes, so larger files are refused before it runs. */
+#define MAX_XML_BYTES (16 << 20)
+
 #define PCI_VENDOR_NVIDIA 0x10de
 #define PCI_CLASS_VGA 0x0300
 #define PCI_CLASS_3D 0x0302
@@ -231,26 +237,65 @@ static void match_cuda(hs_topology *t)
 	}
 }
 
+/* The whole file, read here so that its size is checked on the bytes hwloc
+ * will parse (not on a stat that a growing file could outrun). */
+static int read_xml(const char *path, char **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	size_t n;
+
+	*buf = NULL;
+	if (!f)
+		return hs__error(EIO, "topology file %s: %s", path, strerror(errno));
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return hs__error(EIO, "topology file %s: not a regular file", path);
+	}
+	if (st.st_size > MAX_XML_BYTES) {
+		fclose(f);
+		return hs__error(EIO, "topology file %s: %lld bytes, more than the %d MiB limit for an hwloc export", path,
+				 (long long)st.st_size, MAX_XML_BYTES >> 20);
+	}
+	*buf = malloc(MAX_XML_BYTES + 1);
+	if (!*buf) {
+		fclose(f);
+		return hs__error(ENOMEM, "topology file %s: out of memory", path);
+	}
+	n = fread(*buf, 1, MAX_XML_BYTES + 1, f);
+	int bad = ferror(f);
+	fclose(f);
+	if (bad || n > MAX_XML_BYTES) {
+		free(*buf);
+		*buf = NULL;
+		return hs__error(EIO, "topology file %s: %s", path,
+				 bad ? "read error" : "grew past the limit for an hwloc export while being read");
+	}
+	(*buf)[n] = '\0'; /* hwloc reads it as its own exports come: a string and its NUL */
+	*len = n + 1;
+	return 0;
+}
+
 int hs_topology_open(const char *xml_path, hs_topology **out)
 {
 	hwloc_topology_t h;
 	hs_topology *t;
-	struct stat st;
+	char *xml = NULL;
+	size_t xml_len = 0;
 	int rc;
 
 	*out = NULL;
-	if (xml_path) {
-		if (stat(xml_path, &st) != 0)
-			return hs__error(EIO, "topology file %s: %s", xml_path, strerror(errno));
-		if (!S_ISREG(st.st_mode))
-			return hs__error(EIO, "topology file %s: not a regular file", xml_path);
-	}
+	if (xml_path && (rc = read_xml(xml_path, &xml, &xml_len)))
+		return rc;
 	t = calloc(1, sizeof *t);
-	if (!t)
+	if (!t) {
+		free(xml);
 		return hs__error(ENOMEM, "topology: out of memory");
+	}
 	t->source = strdup(xml_path ? xml_path : "this machine");
 	if (!t->source) {
 		free(t);
+		free(xml);
 		return hs__error(ENOMEM, "topology: out of memory");
 	}
 	if (hwloc_topology_init(&h) != 0) {
@@ -259,7 +304,7 @@ int hs_topology_open(const char *xml_path, hs_topology **out)
 	}
 	/* Without this filter hwloc drops the PCI devices, from XML files too. */
 	hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-	if (xml_path && hwloc_topology_set_xml(h, xml_path) != 0) {
+	if (xml && hwloc_topology_set_xmlbuffer(h, xml, (int)xml_len) != 0) {
 		rc = hs__error(EIO, "topology file %s: hwloc cannot use it as XML (%s)", xml_path, strerror(errno));
 		goto out_destroy;
 	}
@@ -267,6 +312,8 @@ int hs_topology_open(const char *xml_path, hs_topology **out)
 		rc = hs__error(EIO, "topology %s: not a valid hwloc XML topology (%s)", t->source, strerror(errno));
 		goto out_destroy;
 	}
+	free(xml); /* hwloc has its own copy of what it needs */
+	xml = NULL;
 	t->this_system = hwloc_topology_is_thissystem(h);
 	if ((rc = fill_nodes(t, h)) != 0 || (rc = fill_gpus(t, h)) != 0)
 		goto out_destroy;
@@ -283,6 +330,7 @@ out_destroy:
 	hwloc_topology_destroy(h);
 out_free:
 	hs_topology_free(t);
+	free(xml);
 	return rc;
 }
 
