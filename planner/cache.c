@@ -41,6 +41,7 @@ struct sim {
 	/* Belady: the steps using each expert (CSR) and a cursor per expert */
 	int *occ_off, *occ_cur;
 	long *occ;
+	int *occ_pairs;   /* pairs of that use */
 };
 
 /* next step > s at which expert e is used, or LONG_MAX (s never decreases) */
@@ -51,13 +52,14 @@ static long next_use(struct sim *m, int e, long s)
 	return m->occ_cur[e] < m->occ_off[e + 1] ? m->occ[m->occ_cur[e]] : 0x7fffffffffffffffL;
 }
 
-static int index_uses(struct sim *m, int n_steps, const int *off, const int32_t *experts)
+static int index_uses(struct sim *m, int n_steps, const int *off, const int32_t *experts, const int *pairs)
 {
 	const int total = n_steps ? off[n_steps] : 0;
 	m->occ_off = calloc(m->E + 1, sizeof *m->occ_off);
 	m->occ_cur = calloc(m->E, sizeof *m->occ_cur);
 	m->occ = malloc(sizeof *m->occ * (total ? total : 1));
-	if (!m->occ_off || !m->occ_cur || !m->occ)
+	m->occ_pairs = malloc(sizeof *m->occ_pairs * (total ? total : 1));
+	if (!m->occ_off || !m->occ_cur || !m->occ || !m->occ_pairs)
 		return hs__error(ENOMEM, "cache: out of memory");
 	for (int i = 0; i < total; i++)
 		if (experts[i] >= 0 && experts[i] < m->E)
@@ -68,8 +70,10 @@ static int index_uses(struct sim *m, int n_steps, const int *off, const int32_t 
 		m->occ_cur[e] = m->occ_off[e];
 	for (long s = 0; s < n_steps; s++) /* steps ascend, so each list is sorted */
 		for (int i = off[s]; i < off[s + 1]; i++)
-			if (experts[i] >= 0 && experts[i] < m->E)
+			if (experts[i] >= 0 && experts[i] < m->E) {
+				m->occ_pairs[m->occ_cur[experts[i]]] = pairs[i];
 				m->occ[m->occ_cur[experts[i]]++] = s;
+			}
 	for (int e = 0; e < m->E; e++)
 		m->occ_cur[e] = m->occ_off[e];
 	return 0;
@@ -104,6 +108,49 @@ static int victim(struct sim *m, enum hs_cache_policy p, const char *used_now, l
 	return best;
 }
 
+/* pairs of expert e's next use (after next_use() moved its cursor), 0 if none */
+static int next_pairs(const struct sim *m, int e)
+{
+	return m->occ_cur[e] < m->occ_off[e + 1] ? m->occ_pairs[m->occ_cur[e]] : 0;
+}
+
+struct cand {
+	long next; /* the next step that uses it */
+	int pairs; /* and its pairs then */
+	int e, cached;
+};
+
+/* sooner first; on a tie the one with more pairs then, cached ones (no
+ * upload), then by expert number */
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->next != y->next)
+		return x->next < y->next ? -1 : 1;
+	if (x->pairs != y->pairs)
+		return y->pairs - x->pairs;
+	if (x->cached != y->cached)
+		return y->cached - x->cached;
+	return (x->e > y->e) - (x->e < y->e);
+}
+
+struct ranked {
+	float f;
+	int e;
+};
+
+/* more frequent first (NaN last), ties by expert number */
+static int cmp_ranked(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+	int xn = isnan(x->f), yn = isnan(y->f);
+	if (xn != yn)
+		return xn - yn;
+	if (!xn && x->f != y->f)
+		return x->f > y->f ? -1 : 1;
+	return (x->e > y->e) - (x->e < y->e);
+}
+
 /* Belady after step s: of the cached experts and the step's, keep the
  * `slots` needed soonest (cached ones win ties, saving uploads); at most
  * cap of them new.  Unlike the online policies it may drop an expert the
@@ -112,7 +159,7 @@ static int victim(struct sim *m, enum hs_cache_policy p, const char *used_now, l
 static int belady_step(struct sim *m, long s, int cap, const int *off, const int32_t *experts)
 {
 	const size_t E = (size_t)(m->E > 0 ? m->E : 1);
-	int *cand = malloc(sizeof *cand * (E + (size_t)(off[s + 1] - off[s])));
+	struct cand *cand = malloc(sizeof *cand * (E + (size_t)(off[s + 1] - off[s])));
 	char *want = calloc(E, 1);
 	int n = 0, admitted = 0;
 	if (!cand || !want) {
@@ -122,23 +169,16 @@ static int belady_step(struct sim *m, long s, int cap, const int *off, const int
 	}
 	for (int e = 0; e < m->E; e++)
 		if (m->in[e])
-			cand[n++] = e;
+			cand[n++] = (struct cand){ next_use(m, e, s), next_pairs(m, e), e, 1 };
 	for (int i = off[s]; i < off[s + 1]; i++)
 		if (!m->in[experts[i]])
-			cand[n++] = experts[i];
-	/* selection: the `slots` with the smallest next use */
-	for (int k = 0; k < n; k++)
-		for (int j = k + 1; j < n; j++) {
-			long a = next_use(m, cand[k], s), b = next_use(m, cand[j], s);
-			if (b < a || (b == a && m->in[cand[j]] && !m->in[cand[k]])) {
-				int t = cand[k];
-				cand[k] = cand[j];
-				cand[j] = t;
-			}
-		}
+			cand[n++] = (struct cand){ next_use(m, experts[i], s), next_pairs(m, experts[i]), experts[i], 0 };
+	/* the `slots` with the smallest next use first (a sort, not a scan
+	 * per slot: with thousands of slots that was seconds per step) */
+	qsort(cand, (size_t)n, sizeof *cand, cmp_cand);
 	int keep = n < m->slots ? n : m->slots;
 	for (int k = 0; k < keep; k++) {
-		int e = cand[k];
+		int e = cand[k].e;
 		if (!m->in[e]) {
 			if (cap >= 0 && admitted >= cap)
 				continue;
@@ -151,8 +191,8 @@ static int belady_step(struct sim *m, long s, int cap, const int *off, const int
 	for (int e = 0; e < m->E; e++)
 		held += want[e];
 	for (int k = keep; k < n && held < m->slots; k++)
-		if (m->in[cand[k]] && !want[cand[k]]) {
-			want[cand[k]] = 1;
+		if (m->in[cand[k].e] && !want[cand[k].e]) {
+			want[cand[k].e] = 1;
 			held++;
 		}
 	m->n_cached = 0;
@@ -197,16 +237,20 @@ int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admi
 			rc = hs__error(EINVAL, "cache: step %ld has a negative length", s);
 			goto out_free;
 		}
-	if (p == HS_CACHE_BELADY && (rc = index_uses(&m, n_steps, off, experts)))
+	if (p == HS_CACHE_BELADY && (rc = index_uses(&m, n_steps, off, experts, pairs)))
 		goto out_free;
 	if (freq && p != HS_CACHE_NONE) { /* warm start: the `slots` most frequent (static keeps them) */
-		for (int k = 0; k < m.slots; k++) {
-			int best = -1;
-			for (int e = 0; e < n_experts; e++)
-				if (!m.in[e] && (best < 0 || freq[e] > freq[best]))
-					best = e;
-			m.in[best] = 1;
+		struct ranked *r = malloc(sizeof *r * (size_t)n_experts);
+		if (!r) {
+			rc = hs__error(ENOMEM, "cache: out of memory");
+			goto out_free;
 		}
+		for (int e = 0; e < n_experts; e++)
+			r[e] = (struct ranked){ freq[e], e };
+		qsort(r, (size_t)n_experts, sizeof *r, cmp_ranked);
+		for (int k = 0; k < m.slots; k++)
+			m.in[r[k].e] = 1;
+		free(r);
 		m.n_cached = m.slots;
 	}
 	for (long s = 0; s < n_steps; s++) {
@@ -282,5 +326,6 @@ out_free:
 	free(m.occ_off);
 	free(m.occ_cur);
 	free(m.occ);
+	free(m.occ_pairs);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hotset.h"
@@ -17,7 +18,13 @@
 #include "base/error.h"
 
 #define MAGIC "HSTRACE"
-#define MAX_EXPERTS 65536
+/* Limits of the format (docs/trace-format.md).  Readers do work in
+ * proportion to experts x records and experts x layers (`trace stats`
+ * replays every layer's cache per slot count), so a small file must not
+ * declare a huge expert count or thousands of layers: today's MoE models
+ * have at most a few hundred experts and layers. */
+#define MAX_EXPERTS 4096
+#define MAX_LAYER 4095
 #define MAX_USED 64
 #define MAX_TOKENS (1 << 20)
 
@@ -84,8 +91,9 @@ int hs_trace_writer_add(hs_trace_writer *w, int step, int layer, int n_tokens, c
 	uint32_t rh[4] = { (uint32_t)step, (uint32_t)layer, (uint32_t)n_tokens, 0 };
 	size_t m = (size_t)n_tokens * w->n_used;
 
-	if (step < 0 || layer < 0 || n_tokens < 1 || n_tokens > MAX_TOKENS)
-		return hs__error(EINVAL, "trace %s: record step %d layer %d with %d tokens", w->path, step, layer, n_tokens);
+	if (step < 0 || layer < 0 || layer > MAX_LAYER || n_tokens < 1 || n_tokens > MAX_TOKENS)
+		return hs__error(EINVAL, "trace %s: record step %d, layer %d (0..%d), %d tokens (1..%d)", w->path, step,
+				 layer, MAX_LAYER, n_tokens, MAX_TOKENS);
 	for (size_t i = 0; i < m; i++)
 		if (ids[i] < -1 || ids[i] >= w->n_experts)
 			return hs__error(EINVAL, "trace %s: id %d outside -1..%d", w->path, ids[i], w->n_experts - 1);
@@ -131,11 +139,16 @@ int hs_trace_load(const char *path, hs_trace **out)
 	uint32_t head[8], rh[4];
 	hs_trace *t = NULL;
 	size_t cap_r = 0, cap_i = 0, n_ids = 0;
+	struct stat st;
 	int rc = 0;
 
 	*out = NULL;
 	if (!f)
 		return hs__error(errno == ENOENT ? ENOENT : EIO, "trace %s: cannot open: %s", path, strerror(errno));
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return hs__error(EIO, "trace %s: not a regular file", path);
+	}
 	if (fread(head, sizeof head, 1, f) != 1 || memcmp(head, MAGIC, 8) != 0) {
 		fclose(f);
 		return hs__error(EIO, "trace %s: not a hotset trace (no %s header)", path, MAGIC);
@@ -145,6 +158,10 @@ int hs_trace_load(const char *path, hs_trace **out)
 		fclose(f);
 		return hs__error(EIO, "trace %s: version %u, %u experts, %u used (version 1, 1..%d experts, 1..%d used)",
 				 path, head[2], head[3], head[4], MAX_EXPERTS, MAX_USED);
+	}
+	if (head[5] || head[6] || head[7]) {
+		fclose(f);
+		return hs__error(EIO, "trace %s: header bytes 20..31 are reserved and must be zero", path);
 	}
 	t = calloc(1, sizeof *t);
 	if (!t) {
@@ -161,12 +178,23 @@ int hs_trace_load(const char *path, hs_trace **out)
 				rc = hs__error(EIO, "trace %s: record header at byte %ld is cut short", path, at);
 			break;
 		}
-		if (rh[2] < 1 || rh[2] > MAX_TOKENS || rh[0] > 0x7fffffff || rh[1] > 0x7fffffff || rh[3] != 0) {
-			rc = hs__error(EIO, "trace %s: record at byte %ld: step %u, layer %u, %u tokens (1..%d)", path, at,
-				       rh[0], rh[1], rh[2], MAX_TOKENS);
+		if (rh[2] < 1 || rh[2] > MAX_TOKENS || rh[0] > 0x7fffffff || rh[1] > MAX_LAYER) {
+			rc = hs__error(EIO, "trace %s: record at byte %ld: step %u, layer %u (0..%d), %u tokens (1..%d)", path,
+				       at, rh[0], rh[1], MAX_LAYER, rh[2], MAX_TOKENS);
+			break;
+		}
+		if (rh[3] != 0) {
+			rc = hs__error(EIO, "trace %s: record at byte %ld: its reserved field is %u, not zero", path, at, rh[3]);
 			break;
 		}
 		size_t m = (size_t)rh[2] * t->n_used;
+		/* memory follows the bytes that are there, not the count declared */
+		if ((uint64_t)m * 8 > (uint64_t)st.st_size - (uint64_t)at - sizeof rh) {
+			rc = hs__error(EIO, "trace %s: record at byte %ld is cut short (%u tokens x %d need %llu bytes, %lld left)",
+				       path, at, rh[2], t->n_used, (unsigned long long)m * 8,
+				       (long long)st.st_size - at - (long long)sizeof rh);
+			break;
+		}
 		if (t->n_records == (int)cap_r) {
 			cap_r = cap_r ? 2 * cap_r : 64;
 			struct rec *r = realloc(t->recs, sizeof *r * cap_r);

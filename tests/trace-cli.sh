@@ -2,7 +2,8 @@
 # skew, `stats` reports it (the Belady bound above every policy, hit rates
 # growing with slots), `csv` has one line per routed slot, `project` labels
 # its figure a projection, the runtime records what run-layer routed, and
-# broken trace files each get one clear line.
+# broken trace files (cut short, reserved fields set, expert counts, layers
+# or token counts past the format's limits) each get one clear line.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 expect_ok "gen" "$HOTSET" trace gen --layers 3 --experts 32 --used 4 --steps 100 --tokens 2 --top 4 --share 0.5 \
@@ -59,6 +60,30 @@ expect_grep "truncated says where" 'record at byte 32 is cut short|record header
 printf 'NOTATRACE-------------------------------' >"$TMP/bad.trace"
 expect_fail "magic" "$HOTSET" trace stats "$TMP/bad.trace"
 expect_grep "magic message" 'not a hotset trace' "$TMP/err"
+# trace HEAD: magic, version 1, 32 experts, 1 used, then 12 reserved bytes
+# (each a 4-byte word given as octal escapes); a record of one token follows
+head32='HSTRACE\000\001\000\000\000\040\000\000\000\001\000\000\000'
+zero4='\000\000\000\000' one4='\001\000\000\000' w1='\000\000\200\077'
+rec="$zero4$zero4$one4$zero4$one4$w1" # step 0, layer 0, 1 token, reserved; id 1, weight 1.0
+printf "$head32$zero4$zero4$zero4$rec" >"$TMP/ok.trace"
+expect_ok "hand-made trace" "$HOTSET" trace stats "$TMP/ok.trace"
+printf "$head32$zero4$one4$zero4$rec" >"$TMP/bad.trace"
+expect_fail "reserved header" "$HOTSET" trace stats "$TMP/bad.trace"
+expect_grep "reserved header message" 'header bytes 20\.\.31 are reserved and must be zero' "$TMP/err"
+printf "$head32$zero4$zero4$zero4$zero4$zero4$one4$one4$one4$w1" >"$TMP/bad.trace"
+expect_fail "reserved record" "$HOTSET" trace stats "$TMP/bad.trace"
+expect_grep "reserved record message" 'record at byte 32: its reserved field is 1, not zero' "$TMP/err"
+# a 56-byte file declaring 65,536 experts: refused at once (it cost minutes of `stats`)
+printf 'HSTRACE\000\001\000\000\000\000\000\001\000\001\000\000\000'"$zero4$zero4$zero4$rec" >"$TMP/bad.trace"
+expect_fail "65536 experts" "$HOTSET" trace stats "$TMP/bad.trace"
+expect_grep "65536 experts message" '65536 experts, 1 used \(version 1, 1\.\.4096 experts' "$TMP/err"
+printf "$head32$zero4$zero4$zero4$zero4"'\000\040\000\000'"$one4$zero4$one4$w1" >"$TMP/bad.trace"
+expect_fail "layer 8192" "$HOTSET" trace stats "$TMP/bad.trace"
+expect_grep "layer message" 'layer 8192 \(0\.\.4095\)' "$TMP/err"
+# a record declaring a million tokens in a file of 56 bytes: no allocation for them
+printf "$head32$zero4$zero4$zero4$zero4$zero4"'\000\000\020\000'"$zero4$one4$w1" >"$TMP/bad.trace"
+expect_fail "declared tokens" "$HOTSET" trace stats "$TMP/bad.trace"
+expect_grep "declared tokens message" 'record at byte 32 is cut short \(1048576 tokens x 1 need 8388608 bytes, 8 left\)' "$TMP/err"
 expect_fail "missing" "$HOTSET" trace csv "$TMP/none.trace" -o "$TMP/x.csv"
 [ ! -e "$TMP/x.csv" ] && [ ! -e "$TMP/x.csv.part" ] || fail "a failed csv left a file"
 expect_fail "gen share" "$HOTSET" trace gen --experts 32 --top 4 --share 0.05 -o "$TMP/x.trace"

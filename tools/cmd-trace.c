@@ -266,7 +266,7 @@ static int cmd_gen(int argc, char **argv)
 			top = (experts * 14 + 64) / 128 > 0 ? (experts * 14 + 64) / 128 : 1;
 			break;
 		case 'L': if (hs_cli_parse_int("trace gen", "--layers", optarg, 1, 4096, &layers)) return 1; break;
-		case 'E': if (hs_cli_parse_int("trace gen", "--experts", optarg, 2, 65536, &experts)) return 1; break;
+		case 'E': if (hs_cli_parse_int("trace gen", "--experts", optarg, 2, 4096, &experts)) return 1; break;
 		case 'K': if (hs_cli_parse_int("trace gen", "--used", optarg, 1, 64, &used)) return 1; break;
 		case 'S': if (hs_cli_parse_int("trace gen", "--steps", optarg, 1, 1 << 24, &steps)) return 1; break;
 		case 'T': if (hs_cli_parse_int("trace gen", "--tokens", optarg, 1, 1 << 16, &tokens)) return 1; break;
