@@ -157,6 +157,21 @@ static int make_parents(const char *path)
 	return 0;
 }
 
+int hs__finish_file(FILE *f, int err, const char *tmp, const char *path)
+{
+	/* errno is read right after the call that failed: a later call (or an
+	 * earlier one that succeeded) would name another cause */
+	if (fflush(f) != 0 && !err) /* a file-size limit or a full disk shows here */
+		err = errno ? errno : EIO;
+	if (fclose(f) != 0 && !err)
+		err = errno ? errno : EIO;
+	if (!err && path && rename(tmp, path) != 0)
+		err = errno;
+	if (err || !path)
+		unlink(tmp);
+	return err;
+}
+
 int hs__write_file_atomic(const char *path, const struct hs_piece *pieces, int n, int mkdirs)
 {
 	size_t plen = strlen(path);
@@ -175,15 +190,14 @@ int hs__write_file_atomic(const char *path, const struct hs_piece *pieces, int n
 		rc = hs__error(EIO, "%s: cannot create: %s", path, strerror(errno));
 		goto out_free;
 	}
+	int e = 0;
 	for (int i = 0; i < n && ok; i++)
-		ok = fwrite(pieces[i].data, 1, pieces[i].bytes, f) == pieces[i].bytes;
-	int e = errno;
-	ok = (fclose(f) == 0) && ok;
-	if (!ok || rename(tmp, path) != 0) {
-		e = ok ? errno : e;
-		unlink(tmp);
-		rc = hs__error(EIO, "%s: write failed: %s", path, strerror(e ? e : EIO));
-	}
+		if (fwrite(pieces[i].data, 1, pieces[i].bytes, f) != pieces[i].bytes) {
+			e = errno;
+			ok = 0;
+		}
+	if ((e = hs__finish_file(f, e, tmp, path)))
+		rc = hs__error(EIO, "%s: write failed: %s", path, strerror(e));
 out_free:
 	free(tmp);
 	return rc;

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* What is being read, for messages: "<what> <path>: ..." */
 struct hs_json_in {
@@ -40,6 +41,12 @@ struct hs_piece {
 	const void *data;
 	size_t bytes;
 };
+/* Finishes an output file written to tmp: flushes and closes f, then
+ * renames tmp to path (path NULL: removes tmp, the output is dropped).  err
+ * is the errno of a write that already failed, 0 if none.  Returns 0, or the
+ * errno of the first failure (tmp is then removed). */
+int hs__finish_file(FILE *f, int err, const char *tmp, const char *path);
+
 /* Writes the pieces to "<path>.part" and renames it to path, so a reader
  * never sees half a file; with mkdirs, missing parent folders are made. */
 int hs__write_file_atomic(const char *path, const struct hs_piece *pieces, int n, int mkdirs);

@@ -493,7 +493,7 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progre
 /* Reads a profile JSON file (docs/profile-json.md).  -EIO with a message
  * naming the file, the field and the limit. */
 int hs_profile_load(const char *path, struct hs_profile *out);
-/* Writes it (through "<path>.part" and a rename). */
+/* Writes it (through "<path>.part" and a rename); the folder must exist. */
 int hs_profile_save(const struct hs_profile *p, const char *path);
 /* JSON text; malloc'd, the caller frees it; NULL on -ENOMEM. */
 char *hs_profile_to_json(const struct hs_profile *p);

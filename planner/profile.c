@@ -222,7 +222,7 @@ int hs_profile_save(const struct hs_profile *p, const char *path)
 	if (!s)
 		return hs__error(ENOMEM, "profile: no memory for the JSON text");
 	struct hs_piece piece = { s, strlen(s) };
-	int rc = hs__write_file_atomic(path, &piece, 1, 1);
+	int rc = hs__write_file_atomic(path, &piece, 1, 0);
 	free(s);
 	return rc;
 }

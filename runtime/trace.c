@@ -16,6 +16,7 @@
 #include "hotset.h"
 #include "planner/planner.h"
 #include "base/error.h"
+#include "base/jsonio.h"
 
 #define MAGIC "HSTRACE"
 /* Limits of the format (docs/trace-format.md).  Readers do work in
@@ -79,8 +80,9 @@ int hs_trace_writer_open(const char *path, int n_experts, int n_used, hs_trace_w
 	head[3] = (uint32_t)n_experts;
 	head[4] = (uint32_t)n_used;
 	if (fwrite(head, sizeof head, 1, w->f) != 1) {
+		int e = errno;
 		hs_trace_writer_close(w, 0);
-		return hs__error(EIO, "trace %s: write failed", path);
+		return hs__error(EIO, "trace %s: write failed: %s", path, strerror(e));
 	}
 	*out = w;
 	return 0;
@@ -99,7 +101,7 @@ int hs_trace_writer_add(hs_trace_writer *w, int step, int layer, int n_tokens, c
 			return hs__error(EINVAL, "trace %s: id %d outside -1..%d", w->path, ids[i], w->n_experts - 1);
 	if (fwrite(rh, sizeof rh, 1, w->f) != 1 || fwrite(ids, sizeof *ids, m, w->f) != m ||
 	    fwrite(weights, sizeof *weights, m, w->f) != m)
-		return hs__error(EIO, "trace %s: write failed", w->path);
+		return hs__error(EIO, "trace %s: write failed: %s", w->path, strerror(errno));
 	w->records++;
 	return 0;
 }
@@ -109,14 +111,9 @@ int hs_trace_writer_close(hs_trace_writer *w, int keep)
 	int rc = 0;
 	if (!w)
 		return 0;
-	int ok = fclose(w->f) == 0;
-	if (keep && ok && rename(w->tmp, w->path) == 0) {
-		/* in place */
-	} else {
-		unlink(w->tmp);
-		if (keep)
-			rc = hs__error(EIO, "trace %s: could not be finished", w->path);
-	}
+	int e = hs__finish_file(w->f, 0, w->tmp, keep ? w->path : NULL);
+	if (e && keep)
+		rc = hs__error(EIO, "trace %s: could not be finished: %s", w->path, strerror(e));
 	free(w->path);
 	free(w->tmp);
 	free(w);
@@ -276,6 +273,7 @@ int hs_trace_write_csv(const hs_trace *t, const char *path)
 		free(tmp);
 		return hs__error(EIO, "csv %s: cannot create: %s", path, strerror(e));
 	}
+	int e = 0;
 	ok = fprintf(f, "step,layer,token,slot,expert,weight\n") > 0;
 	for (int r = 0; r < t->n_records && ok; r++) {
 		const struct rec *c = &t->recs[r];
@@ -285,11 +283,11 @@ int hs_trace_write_csv(const hs_trace *t, const char *path)
 				ok = fprintf(f, "%d,%d,%d,%d,%d,%.9g\n", c->step, c->layer, tok, j, t->ids[i], t->weights[i]) > 0;
 			}
 	}
-	ok = (fclose(f) == 0) && ok;
-	if (!ok || rename(tmp, path) != 0) {
-		unlink(tmp);
+	if (!ok)
+		e = errno ? errno : EIO;
+	if ((e = hs__finish_file(f, e, tmp, path))) {
 		free(tmp);
-		return hs__error(EIO, "csv %s: write failed", path);
+		return hs__error(EIO, "csv %s: write failed: %s", path, strerror(e));
 	}
 	free(tmp);
 	return 0;

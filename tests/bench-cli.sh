@@ -4,7 +4,9 @@
 # reads nothing on the CPU), a verdict per batch, the CSV, JSON and SVG
 # outputs complete and nothing half-written, a generated model kept in the
 # cache directory and reused, a recorded trace accepted, and bad input
-# refused with one line.  No timing is asserted.
+# refused with one line (outputs that cannot be written before measuring,
+# the real cause when the temporary trace cannot be written, even with -q).
+# No timing is asserted.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 export XDG_CACHE_HOME="$TMP/cache"
@@ -81,6 +83,20 @@ expect_fail "skew" "$HOTSET" bench --model "$TMP/m.gguf" --skew wild
 expect_fail "missing model" "$HOTSET" bench --model "$TMP/none.gguf"
 expect_fail "model and preset" "$HOTSET" bench --model "$TMP/m.gguf" --preset tiny
 expect_fail "argument" "$HOTSET" bench --model "$TMP/m.gguf" extra
+# outputs that cannot be written are refused before a minute of measuring
+expect_fail "csv folder" "$HOTSET" bench --model "$TMP/m.gguf" --csv "$TMP/no/b.csv" -q
+expect_grep "csv folder says" '--csv .*/no/b\.csv: folder .*/no: No such file or directory \(folders are not created\)' "$TMP/err"
+[ -s "$TMP/out" ] && fail "csv folder: it measured before refusing"
+[ ! -e "$TMP/no" ] || fail "csv folder: a folder was created"
+expect_fail "plot folder" "$HOTSET" bench --model "$TMP/m.gguf" --plot "$TMP/" -q
+# -q still says why the temporary trace cannot be written, with the real cause
+TMPDIR="$TMP/none" expect_fail "no TMPDIR" "$HOTSET" bench --model "$TMP/m.gguf" -q
+expect_grep "no TMPDIR says" 'temporary trace .*/none/hotset-bench-.*: No such file or directory' "$TMP/err"
+mkdir "$TMP/tmp"
+TMPDIR="$TMP/tmp" expect_fail "file-size limit" sh -c 'ulimit -f 4; exec "$0" "$@"' "$HOTSET" bench \
+	--model "$TMP/m.gguf" -q --steps 8 --warmup 0 --batch 32
+expect_grep "file-size limit says" 'trace .*: write failed: File too large' "$TMP/err"
+[ -z "$(ls "$TMP/tmp")" ] || fail "file-size limit: left $(ls "$TMP/tmp")"
 if ! command -v gnuplot >/dev/null 2>&1; then
 	expect_fail "png without gnuplot" "$HOTSET" bench --model "$TMP/m.gguf" --steps 1 --warmup 0 --batch 1 \
 		--slots 0 --modes cpu --plot "$TMP/p.png" -q

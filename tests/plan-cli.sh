@@ -83,6 +83,19 @@ expect_fail "routing file" "$HOTSET" plan --profile a6000-48g-pcie3 --routing "$
 expect_fail "routing shape" "$HOTSET" plan --profile a6000-48g-pcie3 --routing "$HS_DATA/models/x-h256-n4.npy"
 expect_grep "routing shape message" 'routing table is 4 x 256' "$TMP/err"
 expect_fail "output folder" "$HOTSET" plan --profile a6000-48g-pcie3 -o "$TMP/no/such/dir/plan.json"
+# over a file-size limit: the real cause (it once said "No such file or directory"), nothing left;
+# a small plan, so that the failure shows when the buffered file is closed
+expect_fail "file-size limit" sh -c 'ulimit -f 1; exec "$0" "$@"' "$HOTSET" plan --profile a6000-48g-pcie3 \
+	--model "$HS_DATA/models/gptoss-tiny-h256-e32.gguf" -o "$TMP/big.json"
+expect_grep "file-size limit says" 'big\.json: write failed: File too large' "$TMP/err"
+[ ! -e "$TMP/big.json" ] && [ ! -e "$TMP/big.json.part" ] || fail "file-size limit: a file was left"
+# tune checks where it writes before it measures, and makes no folders
+expect_fail "tune folder" "$HOTSET" tune --quick -q -o "$TMP/no/such/p.json"
+expect_grep "tune folder says" "^hotset tune: -o $TMP/no/such/p\.json: folder $TMP/no/such: No such file or directory \(folders are not created\)$" "$TMP/err"
+[ ! -e "$TMP/no" ] || fail "tune made a folder"
+[ -s "$TMP/out" ] && fail "tune measured before refusing"
+expect_fail "tune into a file" "$HOTSET" tune --quick -q -o "$HS_DATA/models/README.md/p.json"
+expect_grep "tune into a file says" 'README\.md is not a folder' "$TMP/err"
 expect_fail "tune topology" "$HOTSET" --topology "$HS_DATA/topologies/nvidiaDGX2.xml" tune
 expect_fail "usage: plan extra" "$HOTSET" plan extra
 finish

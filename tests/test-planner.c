@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hotset.h"
@@ -407,6 +408,14 @@ static void bad_input(void)
 	/* a profile saved and loaded is the same profile */
 	CHECK(hs_profile_load(profile_path("dual-ddr5-1gpu"), &prof) == 0, "%s", hs_last_error());
 	snprintf(path, sizeof path, "/tmp/hs-test-profile-%d/sub/p.json", (int)getpid());
+	/* no folder is made for it */
+	CHECK(hs_profile_save(&prof, path) == -EIO && strstr(hs_last_error(), "No such file or directory"),
+	      "save into a missing folder: %s", hs_last_error());
+	for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		mkdir(path, 0755);
+		*s = '/';
+	}
 	CHECK(hs_profile_save(&prof, path) == 0, "%s", hs_last_error());
 	static struct hs_profile back;
 	CHECK(hs_profile_load(path, &back) == 0, "%s", hs_last_error());

@@ -20,6 +20,7 @@
 
 extern char **environ;
 
+#include "base/jsonio.h"
 #include "measure/calibrate.h"
 #include "model/gen.h"
 #include "tools/bench.h"
@@ -648,11 +649,9 @@ static int write_csv(const char *path, const struct hs_bench_row *rows, int n)
 			r->pred_tok_s > 0 ? r->tok_s / r->pred_tok_s : 0, r->hit, r->hit_pred, r->host_bpt, r->pcie_bpt,
 			r->cpu_busy, r->gpu_busy, r->copy_busy, r->overlap, r->q, r->bound);
 	}
-	int bad = ferror(f);
-	if (fclose(f) || bad || rename(part, path)) {
-		unlink(part);
-		return hs_cli_fail("bench", "--csv %s: could not write it", path);
-	}
+	int e = hs__finish_file(f, ferror(f) ? EIO : 0, part, path);
+	if (e)
+		return hs_cli_fail("bench", "--csv %s: write failed: %s", path, strerror(e));
 	return 0;
 }
 
@@ -867,6 +866,10 @@ int hs_cmd_bench(int argc, char **argv)
 		return hs_cli_fail("bench", "--skew '%s': gpt-oss, flat or steep", c.skew);
 	if (c.device && strcmp(c.device, "sim") && strcmp(c.device, "cuda"))
 		return hs_cli_fail("bench", "--device '%s': cuda or sim", c.device);
+	/* the outputs can be written: checked before a minute of measuring */
+	if ((c.csv && hs_cli_check_output("bench", "--csv", c.csv)) ||
+	    (c.plot && hs_cli_check_output("bench", "--plot", c.plot)))
+		return 1;
 	const char *device = c.device ? c.device : hs_cuda_device_count() > 0 ? "cuda" : "sim";
 	const int sim = !strcmp(device, "sim");
 	if (sim) { /* the sim's copies held to a PCIe-like link, unless the caller chose */

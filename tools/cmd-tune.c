@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "tools/tools.h"
@@ -89,7 +90,17 @@ int hs_cmd_tune(int argc, char **argv)
 			goto out_free;
 		}
 		out = def;
+		/* the default folder is made (its parent, the cache folder, too); a
+		 * folder given with -o must exist */
+		for (char *s = strchr(def + 1, '/'); s; s = strchr(s + 1, '/')) {
+			*s = 0;
+			mkdir(def, 0755); /* a failure shows in the check below */
+			*s = '/';
+		}
 	}
+	/* before the seconds of measuring, not after */
+	if (hs_cli_check_output("tune", out == def ? "profile" : "-o", out))
+		goto out_free;
 	if (hs_topology_open(NULL, &t) || hs_profile_measure(t, level, show, &pr, p) || hs_profile_save(p, out)) {
 		hs_cli_fail("tune", "%s", hs_last_error());
 		goto out_free;

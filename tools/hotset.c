@@ -1,11 +1,15 @@
 /* The `hotset` command: global options, then one subcommand. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tools/tools.h"
 
@@ -85,6 +89,34 @@ int hs_cli_parse_num(const char *sub, const char *flag, const char *s, double lo
 	return 0;
 }
 
+int hs_cli_check_output(const char *sub, const char *flag, const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!*path)
+		return hs_cli_fail(sub, "%s '': an empty file name", flag);
+	if (slash && !slash[1])
+		return hs_cli_fail(sub, "%s %s: names a folder, not a file", flag, path);
+	if (strlen(path) >= sizeof dir)
+		return hs_cli_fail(sub, "%s: a path of %zu bytes (at most %zu)", flag, strlen(path), sizeof dir - 1);
+	if (slash)
+		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	else
+		snprintf(dir, sizeof dir, ".");
+	if (stat(dir, &st) != 0)
+		return hs_cli_fail(sub, "%s %s: folder %s: %s (folders are not created)", flag, path, dir,
+				   strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return hs_cli_fail(sub, "%s %s: %s is not a folder", flag, path, dir);
+	if (access(dir, W_OK | X_OK) != 0)
+		return hs_cli_fail(sub, "%s %s: cannot write in folder %s: %s", flag, path, dir, strerror(errno));
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return hs_cli_fail(sub, "%s %s: is a folder", flag, path);
+	return 0;
+}
+
 int hs_cli_open_topology(const char *sub, hs_topology **t)
 {
 	int rc = hs_topology_open(hs_cli.topology, t);
@@ -105,6 +137,9 @@ int main(int argc, char **argv)
 	};
 	int c, version = 0;
 
+	/* Over a file-size limit (ulimit -f) a write fails with EFBIG and says
+	 * so in one line; by default the signal would kill the command first. */
+	signal(SIGXFSZ, SIG_IGN);
 	hs_cli.topology = getenv("HOTSET_TOPOLOGY");
 	if (hs_cli.topology && !*hs_cli.topology)
 		hs_cli.topology = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonio.h"
 #include "tools/bench.h"
 
 static const char *const MODES[] = { "cpu", "stream", "hybrid", "auto" };
@@ -158,15 +159,5 @@ int hs_bench_svg(const char *path, const char *title, const struct hs_bench_row 
 			60 + 120 * m, 85 + 120 * m, COLOURS[m], 90 + 120 * m, MODES[m]);
 	fprintf(f, "<text x=\"560\" y=\"399\" font-size=\"11\">solid with dots: measured; dashed: predicted</text>\n"
 		   "</svg>\n");
-	int bad = ferror(f);
-	if (fclose(f) || bad) {
-		unlink(part);
-		return -EIO;
-	}
-	if (rename(part, path)) {
-		int e = -errno;
-		unlink(part);
-		return e;
-	}
-	return 0;
+	return -hs__finish_file(f, ferror(f) ? EIO : 0, part, path);
 }

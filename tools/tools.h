@@ -19,6 +19,11 @@ int hs_cli_fail(const char *sub, const char *fmt, ...) __attribute__((format(pri
 /* Prints a usage hint after a bad flag and returns 2. */
 int hs_cli_usage_error(const char *sub);
 
+/* Checks before long work that `path` can be written: its folder exists
+ * (none is created) and takes new files, and it is not a folder itself;
+ * else one line "hotset SUB: FLAG PATH: ..." and 1. */
+int hs_cli_check_output(const char *sub, const char *flag, const char *path);
+
 /* Opens the topology chosen by --topology / $HOTSET_TOPOLOGY / this machine. */
 int hs_cli_open_topology(const char *sub, hs_topology **t);
 
