@@ -442,6 +442,10 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	*out = rt;
 	return 0;
 out_close:
+	if (rt->trace) { /* a runtime that never ran leaves no trace file */
+		hs_trace_writer_close(rt->trace, 0);
+		rt->trace = NULL;
+	}
 	hs_runtime_close(rt);
 	return rc;
 }

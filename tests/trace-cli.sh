@@ -1,7 +1,8 @@
 # Checks routing traces end to end: `trace gen` writes a trace with the asked
 # skew, `stats` reports it (the Belady bound above every policy, hit rates
 # growing with slots), `csv` has one line per routed slot, `project` labels
-# its figure a projection, the runtime records what run-layer routed, and
+# its figure a projection, the runtime records what run-layer routed (and
+# leaves no trace when the output cannot be written), and
 # broken trace files (cut short, reserved fields set, expert counts, layers
 # or token counts past the format's limits) each get one clear line.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -40,6 +41,16 @@ expect_ok "record" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --
 	--output "$TMP/y.npy" --mode cpu --device sim --trace "$TMP/r.trace"
 expect_ok "recorded csv" "$HOTSET" trace csv "$TMP/r.trace" -o "$TMP/r.csv"
 [ "$(wc -l <"$TMP/r.csv")" -eq 17 ] || fail "recorded trace: $(wc -l <"$TMP/r.csv") lines, expected 4 tokens x 4 + 1"
+
+# when the output cannot be written, no trace is left either (it was left complete)
+expect_fail "output fails" sh -c 'ulimit -f 2; exec "$0" "$@"' "$HOTSET" run-layer \
+	--model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 --input "$M/x-h256-n4.npy" --output "$TMP/yf.npy" --mode cpu \
+	--device sim --trace "$TMP/f.trace"
+expect_grep "output fails says" 'yf\.npy: write failed: File too large' "$TMP/err"
+for f in f.trace f.trace.part yf.npy yf.npy.part; do [ ! -e "$TMP/$f" ] || fail "output fails: $f left"; done
+expect_fail "output folder" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/no/y.npy" --mode cpu --device sim --trace "$TMP/f.trace"
+[ ! -e "$TMP/f.trace" ] || fail "output folder: a trace was left"
 
 # replaying that trace routes the same way: the same output, bit for bit
 expect_ok "replay" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 --input "$M/x-h256-n4.npy" \

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/tools.h"
 
@@ -88,6 +89,10 @@ int hs_cmd_run_layer(int argc, char **argv)
 		return hs_cli_fail("run-layer", "missing %s", !model ? "--model FILE" : !layer_s ? "--layer L"
 							      : !in ? "--input X.npy" : "--output Y.npy");
 	if (hs_cli_parse_int("run-layer", "--layer", layer_s, 0, 100000, &layer))
+		return 1;
+	/* where the results go is checked before the model is loaded */
+	if (hs_cli_check_output("run-layer", "--output", out) ||
+	    (trace && hs_cli_check_output("run-layer", "--trace", trace)))
 		return 1;
 	if (hs_model_open(model, &m) != 0)
 		return hs_cli_fail("run-layer", "%s", hs_last_error());
@@ -172,6 +177,9 @@ int hs_cmd_run_layer(int argc, char **argv)
 	rc = 0;
 out_close:
 	hs_runtime_close(rt);
+	/* the trace of a run whose output was not written is not kept either */
+	if (rc && rt && trace)
+		unlink(trace);
 	free(x);
 	free(y);
 	hs_model_free(m);
