@@ -78,6 +78,14 @@ expect_grep "slots says" 'at most 24 for 32 experts' "$TMP/err"
 expect_fail "batch" "$HOTSET" bench --model "$TMP/m.gguf" --batch 0
 expect_fail "batch twice" "$HOTSET" bench --model "$TMP/m.gguf" --batch 1,1
 expect_fail "device" "$HOTSET" bench --model "$TMP/m.gguf" --device gpu
+# empty items and values are refused, not skipped
+expect_fail "batch 1,,2" "$HOTSET" bench --model "$TMP/m.gguf" --batch 1,,2
+expect_grep "batch 1,,2 says" '^hotset bench: --batch 1,,2: item 2 is empty$' "$TMP/err"
+expect_fail "modes cpu," "$HOTSET" bench --model "$TMP/m.gguf" --modes cpu,
+expect_grep "modes cpu, says" '^hotset bench: --modes cpu,: item 2 is empty$' "$TMP/err"
+expect_fail "slots ,8" "$HOTSET" bench --model "$TMP/m.gguf" --slots ,8
+expect_fail "device ''" "$HOTSET" bench --model "$TMP/m.gguf" --device ''
+expect_grep "device '' says" "^hotset bench: --device '': give cuda or sim$" "$TMP/err"
 expect_fail "policy" "$HOTSET" bench --model "$TMP/m.gguf" --policy mru
 expect_fail "skew" "$HOTSET" bench --model "$TMP/m.gguf" --skew wild
 expect_fail "missing model" "$HOTSET" bench --model "$TMP/none.gguf"

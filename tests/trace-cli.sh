@@ -99,5 +99,10 @@ expect_fail "missing" "$HOTSET" trace csv "$TMP/none.trace" -o "$TMP/x.csv"
 [ ! -e "$TMP/x.csv" ] && [ ! -e "$TMP/x.csv.part" ] || fail "a failed csv left a file"
 expect_fail "gen share" "$HOTSET" trace gen --experts 32 --top 4 --share 0.05 -o "$TMP/x.trace"
 [ ! -e "$TMP/x.trace" ] && [ ! -e "$TMP/x.trace.part" ] || fail "a failed gen left a file"
+expect_fail "slots 4," "$HOTSET" trace stats "$TMP/t.trace" --slots 4,
+expect_grep "slots 4, says" '^hotset trace stats: --slots 4,: item 2 is empty$' "$TMP/err"
+expect_fail "run-layer device ''" "$HOTSET" run-layer --model "$M/gptoss-tiny-h256-e32.gguf" --layer 0 \
+	--input "$M/x-h256-n4.npy" --output "$TMP/y4.npy" --device ''
+expect_grep "device '' says" "^hotset run-layer: --device '': give sim or cuda$" "$TMP/err"
 expect_fail "usage: action" "$HOTSET" trace frob
 finish

@@ -107,47 +107,39 @@ static double now_s(void)
 /* "1,8,32" -> ints in lo..hi */
 static int parse_list(const char *flag, const char *s, int lo, int hi, int *out, int *n)
 {
-	char buf[256];
-	if (strlen(s) >= sizeof buf)
-		return hs_cli_fail("bench", "%s: list too long", flag);
-	strcpy(buf, s);
-	*n = 0;
-	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (*n == MAX_LIST)
-			return hs_cli_fail("bench", "%s: at most %d values", flag, MAX_LIST);
-		if (hs_cli_parse_int("bench", flag, tok, lo, hi, &out[*n]))
+	char buf[256], *tok[MAX_LIST];
+	int k;
+	if (hs_cli_split_list("bench", flag, s, buf, sizeof buf, tok, MAX_LIST, &k))
+		return 1;
+	for (*n = 0; *n < k; (*n)++) {
+		if (hs_cli_parse_int("bench", flag, tok[*n], lo, hi, &out[*n]))
 			return 1;
 		for (int i = 0; i < *n; i++)
 			if (out[i] == out[*n])
 				return hs_cli_fail("bench", "%s: %d given twice", flag, out[*n]);
-		(*n)++;
 	}
-	if (!*n)
-		return hs_cli_fail("bench", "%s: empty list", flag);
 	return 0;
 }
 
 static int parse_modes(const char *s, struct cfg *c)
 {
-	char buf[128];
-	if (strlen(s) >= sizeof buf)
-		return hs_cli_fail("bench", "--modes: list too long");
-	strcpy(buf, s);
+	char buf[128], *tok[4];
+	int k;
+	if (hs_cli_split_list("bench", "--modes", s, buf, sizeof buf, tok, 4, &k))
+		return 1;
 	c->n_modes = 0;
-	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	for (int j = 0; j < k; j++) {
 		int m = -1;
 		for (int i = 0; i < 4; i++)
-			if (!strcmp(tok, MODE_NAMES[i]))
+			if (!strcmp(tok[j], MODE_NAMES[i]))
 				m = i;
 		if (m < 0)
-			return hs_cli_fail("bench", "--modes: '%s' is not cpu, stream, hybrid or auto", tok);
+			return hs_cli_fail("bench", "--modes: '%s' is not cpu, stream, hybrid or auto", tok[j]);
 		for (int i = 0; i < c->n_modes; i++)
 			if (c->modes[i] == m)
-				return hs_cli_fail("bench", "--modes: %s given twice", tok);
+				return hs_cli_fail("bench", "--modes: %s given twice", tok[j]);
 		c->modes[c->n_modes++] = m;
 	}
-	if (!c->n_modes)
-		return hs_cli_fail("bench", "--modes: empty list");
 	return 0;
 }
 
@@ -864,6 +856,8 @@ int hs_cmd_bench(int argc, char **argv)
 		top_share = -1, locality = 0;
 	else
 		return hs_cli_fail("bench", "--skew '%s': gpt-oss, flat or steep", c.skew);
+	if (c.device && !*c.device)
+		return hs_cli_fail("bench", "--device '': give cuda or sim");
 	if (c.device && strcmp(c.device, "sim") && strcmp(c.device, "cuda"))
 		return hs_cli_fail("bench", "--device '%s': cuda or sim", c.device);
 	/* the outputs can be written: checked before a minute of measuring */

@@ -90,6 +90,8 @@ int hs_cmd_run_layer(int argc, char **argv)
 							      : !in ? "--input X.npy" : "--output Y.npy");
 	if (hs_cli_parse_int("run-layer", "--layer", layer_s, 0, 100000, &layer))
 		return 1;
+	if (device && !*device) /* the library would read '' as "choose for me" */
+		return hs_cli_fail("run-layer", "--device '': give sim or cuda");
 	/* where the results go is checked before the model is loaded */
 	if (hs_cli_check_output("run-layer", "--output", out) ||
 	    (trace && hs_cli_check_output("run-layer", "--trace", trace)))

@@ -173,14 +173,17 @@ static int cmd_stats(int argc, char **argv)
 		return 1;
 	int slots[16], n_slots = 0;
 	if (slots_s) {
-		char *dup = strdup(slots_s), *save = NULL;
-		for (char *tok = strtok_r(dup, ",", &save); tok && n_slots < 16; tok = strtok_r(NULL, ",", &save))
-			if (hs_cli_parse_int("trace stats", "--slots", tok, 0, E, &slots[n_slots++])) {
-				free(dup);
+		char buf[256], *tok[16];
+		int k;
+		if (hs_cli_split_list("trace stats", "--slots", slots_s, buf, sizeof buf, tok, 16, &k)) {
+			free_layers(ls, n_layers);
+			return 1;
+		}
+		for (; n_slots < k; n_slots++)
+			if (hs_cli_parse_int("trace stats", "--slots", tok[n_slots], 0, E, &slots[n_slots])) {
 				free_layers(ls, n_layers);
 				return 1;
 			}
-		free(dup);
 	} else {
 		for (int d = 16; d >= 2; d /= 2)
 			slots[n_slots++] = E / d > 0 ? E / d : 1;

@@ -89,6 +89,32 @@ int hs_cli_parse_num(const char *sub, const char *flag, const char *s, double lo
 	return 0;
 }
 
+int hs_cli_split_list(const char *sub, const char *flag, const char *s, char *buf, size_t n, char **items, int max,
+		      int *count)
+{
+	int k = 0;
+
+	if (strlen(s) >= n)
+		return hs_cli_fail(sub, "%s: a list of %zu characters (at most %zu)", flag, strlen(s), n - 1);
+	memcpy(buf, s, strlen(s) + 1);
+	/* strtok would skip empty items: "1,,2" and "cpu," are refused instead */
+	for (char *p = buf;; k++) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = 0;
+		if (!*p)
+			return hs_cli_fail(sub, "%s %s: item %d is empty", flag, s, k + 1);
+		if (k == max)
+			return hs_cli_fail(sub, "%s %s: more than %d items", flag, s, max);
+		items[k] = p;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	*count = k + 1;
+	return 0;
+}
+
 int hs_cli_check_output(const char *sub, const char *flag, const char *path)
 {
 	char dir[4096];

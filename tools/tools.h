@@ -19,6 +19,12 @@ int hs_cli_fail(const char *sub, const char *fmt, ...) __attribute__((format(pri
 /* Prints a usage hint after a bad flag and returns 2. */
 int hs_cli_usage_error(const char *sub);
 
+/* Splits a comma-separated flag value into items (pointers into buf, a
+ * copy of s of n bytes): at most max, none empty ("1,,2" and "cpu," are
+ * refused), else one line "hotset SUB: FLAG S: ..." and 1. */
+int hs_cli_split_list(const char *sub, const char *flag, const char *s, char *buf, size_t n, char **items, int max,
+		      int *count);
+
 /* Checks before long work that `path` can be written: its folder exists
  * (none is created) and takes new files, and it is not a folder itself;
  * else one line "hotset SUB: FLAG PATH: ..." and 1. */
