@@ -1,6 +1,7 @@
 /* Thread-local last-error message and errno descriptions. */
 #include "config.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,20 @@ const char *hs_strerror(int err)
 	case ENOSPC: return "no space left";
 	default: return err < 0 ? strerror(-err) : "not an error code";
 	}
+}
+
+int hs__check_finite(const float *v, long rows, long cols, const char *what)
+{
+	for (long r = 0; r < rows; r++)
+		for (long c = 0; c < cols; c++) {
+			float x = v[r * cols + c];
+			if (isfinite(x))
+				continue;
+			const char *kind = isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf";
+			return hs__error(EINVAL, "%s: row %ld, column %ld is %s; the values must be finite", what, r, c,
+					 kind);
+		}
+	return 0;
 }
 
 void hs__assert_fail(const char *what, const char *file, int line)

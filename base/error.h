@@ -12,6 +12,11 @@ int hs__error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Clears the thread's message (a call that succeeds leaves it as it was). */
 void hs__error_clear(void);
 
+/* Input values that must be finite (hidden states, gating weights):
+ * rows x cols floats, row-major.  0, or -EINVAL with a message naming
+ * `what`, the row and the column of the first NaN or Inf. */
+int hs__check_finite(const float *v, long rows, long cols, const char *what);
+
 /* Internal invariants only, never for input checks: a broken invariant is a
  * bug in hotset, so it aborts with the place where it broke. */
 #define HS_ASSERT(cond) ((cond) ? (void)0 : hs__assert_fail(#cond, __FILE__, __LINE__))

@@ -23,6 +23,14 @@ static const struct hs_moe_layer *moe_layer(const hs_model *m, int layer)
 	return l;
 }
 
+/* NaN or Inf in the hidden states (or the caller's gating weights) would
+ * come out as NaN without a word: refused, naming the row and column. */
+static int check_inputs(const struct hs_moe_layer *l, int n, const float *x, const float *weights)
+{
+	int rc = hs__check_finite(x, n, l->n_embd, "hidden states");
+	return rc || !weights ? rc : hs__check_finite(weights, n, l->n_used, "expert weights");
+}
+
 int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_t *ids, const float *weights,
 	       float *y)
 {
@@ -32,7 +40,8 @@ int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_
 		return -EINVAL;
 	if (n < 0 || (ids && !weights))
 		return hs__error(EINVAL, "hs_moe_ref: %s", n < 0 ? "negative token count" : "ids without weights");
-	return hs__moe_forward_ref(l, n, x, ids, weights, y);
+	int rc = check_inputs(l, n, x, weights);
+	return rc ? rc : hs__moe_forward_ref(l, n, x, ids, weights, y);
 }
 
 int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_t *ids, float *weights)
@@ -43,7 +52,8 @@ int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_
 		return -EINVAL;
 	if (n < 0)
 		return hs__error(EINVAL, "hs_moe_route_ref: negative token count");
-	return hs__moe_route_ref(l, n, x, ids, weights);
+	int rc = check_inputs(l, n, x, NULL);
+	return rc ? rc : hs__moe_route_ref(l, n, x, ids, weights);
 }
 
 int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
@@ -59,6 +69,8 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
 		return -EINVAL;
 	if (n < 0 || (ids && !weights))
 		return hs__error(EINVAL, "hs_moe_forward_cpu: %s", n < 0 ? "negative token count" : "ids without weights");
+	if ((rc = check_inputs(l, n, x, ids ? weights : NULL)))
+		return rc;
 	if (!ids) {
 		rids = malloc(sizeof *rids * (size_t)n * l->n_used);
 		rw = malloc(sizeof *rw * (size_t)n * l->n_used);

@@ -65,6 +65,9 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 				 hs__type_name(l->type));
 	if (n < 1)
 		return hs__error(EINVAL, "device forward: %d tokens", n);
+	if ((rc = hs__check_finite(x, n, l->n_embd, "hidden states")) ||
+	    (ids_in && (rc = hs__check_finite(weights_in, n, l->n_used, "expert weights"))))
+		return rc;
 	const int D = l->n_embd, F = l->n_ff, E = l->n_experts, K = l->n_used;
 	const size_t xb = sizeof(float) * (size_t)n * D, ib = sizeof(int32_t) * (size_t)n * K;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, D, F, l->arch->has_bias);

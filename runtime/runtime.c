@@ -581,6 +581,10 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 	int32_t *rid = NULL;
 	float *rw = NULL;
 	int rc;
+	/* NaN or Inf would come out as NaN without a word */
+	if ((rc = hs__check_finite(x, n, L->view->n_embd, "hidden states")) ||
+	    (ids && weights && (rc = hs__check_finite(weights, n, L->view->n_used, "expert weights"))))
+		return rc;
 	if (rt->replay && !ids) { /* the trace's next record for this layer routes */
 		int nr, E, K, step, lay, nt;
 		const int32_t *tid;

@@ -1,8 +1,8 @@
 # Checks the model commands end to end: `run-layer` on the gpt-oss file
 # written by another implementation matches the float64 NumPy outputs of
 # layers 0 and 1 (relative L2 < 1e-5); `gen` + `model` report the shapes
-# asked for; bad .npy inputs and bad flags give one error line and leave no
-# output file behind.
+# asked for; bad .npy inputs (NaN and Inf values too, named by row and
+# column) and bad flags give one error line and leave no output file behind.
 . "${top_srcdir:-.}/tests/lib.sh"
 M=$HS_DATA/models
 CMP=${top_builddir:-.}/tests/npy-cmp
@@ -85,7 +85,14 @@ mknpy "$TMP/long.npy" '<f4' '(2, 256)' 2050
 mknpy "$TMP/3d.npy" '<f4' '(2, 2, 64)' 1024
 mknpy "$TMP/cols.npy" '<f4' '(2, 128)' 1024
 mknpy "$TMP/ok.npy" '<f4' '(2, 256)' 2048
-for bad in f8:float32 short:truncated long:trailing 3d:dimensions cols:"n, 256" x.txt:"not a .npy"; do
+# NaN at row 1, column 7 (little-endian 0x7fc00000), +Inf at row 0, column 3
+for v in nan:'\000\000\300\177':263 inf:'\000\000\200\177':3; do
+	name=${v%%:*}; rest=${v#*:}; bytes=${rest%:*}; at=${rest##*:}
+	cp "$TMP/ok.npy" "$TMP/$name.npy"
+	printf "$bytes" | dd of="$TMP/$name.npy" bs=1 seek=$(( $(wc -c <"$TMP/ok.npy") - 2048 + 4 * at )) conv=notrunc 2>/dev/null
+done
+for bad in f8:float32 short:truncated long:trailing 3d:dimensions cols:"n, 256" x.txt:"not a .npy" \
+	nan:"nan\.npy: row 1, column 7 is NaN; the values must be finite" inf:"row 0, column 3 is \+Inf"; do
 	f=${bad%%:*}; why=${bad#*:}
 	case $f in *.*) ;; *) f=$f.npy ;; esac
 	expect_fail "input $f" "$HOTSET" run-layer --model "$TMP/t.gguf" --layer 0 --input "$TMP/$f" --output "$TMP/out.npy" &&

@@ -4,7 +4,8 @@
  * page-location query), every mode on the sim device matches the float64
  * NumPy outputs, planning now puts everything on the device, an unknown
  * device degrades to the CPU with a warning and the same result, and bad
- * calls get clear errors. */
+ * calls get clear errors (NaN or Inf in the inputs of every one-layer call
+ * named by row and column). */
 #include "config.h"
 
 #include <errno.h>
@@ -193,6 +194,43 @@ int main(void)
 		CHECK(rp.placement == HS_PLACEMENT_GPU && rp.hits == 16, "plan-now placement %s hits %ld",
 		      hs_placement_name(rp.placement), rp.hits);
 		hs_runtime_close(rt);
+	}
+	/* NaN or Inf in the inputs: refused by every one-layer call, with the place */
+	{
+		float xb[4 * 256], w[4 * 4];
+		int32_t ids[4 * 4];
+		hs_model *mm = NULL;
+		CHECK(hs_model_open(model, &mm) == 0, "%s", hs_last_error());
+		memcpy(xb, x, sizeof xb);
+		xb[1 * 256 + 5] = NAN;
+		const char *nan_at = "hidden states: row 1, column 5 is NaN";
+		CHECK(hs_moe_ref(mm, 0, 4, xb, NULL, NULL, y) == -EINVAL && strstr(hs_last_error(), nan_at), "ref: %s",
+		      hs_last_error());
+		CHECK(hs_moe_route_ref(mm, 0, 4, xb, ids, w) == -EINVAL && strstr(hs_last_error(), nan_at), "route: %s",
+		      hs_last_error());
+		CHECK(hs_moe_forward_cpu(mm, 0, 4, xb, NULL, NULL, y, 1) == -EINVAL && strstr(hs_last_error(), nan_at),
+		      "cpu: %s", hs_last_error());
+		CHECK(hs_moe_forward_device(mm, 0, 4, xb, NULL, NULL, y, "sim", NULL, 0) == -EINVAL &&
+			      strstr(hs_last_error(), nan_at),
+		      "device: %s", hs_last_error());
+		xb[1 * 256 + 5] = x[1 * 256 + 5];
+		xb[3 * 256 + 255] = -INFINITY;
+		struct hs_runtime_opts no = { .device = "sim", .q = -1, .max_tokens = 4 };
+		hs_runtime *nrt = NULL;
+		CHECK(hs_runtime_open(model, &no, &nrt) == 0, "%s", hs_last_error());
+		if (nrt) {
+			CHECK(hs_runtime_forward(nrt, 0, 4, xb, NULL, NULL, y) == -EINVAL &&
+				      strstr(hs_last_error(), "hidden states: row 3, column 255 is -Inf"),
+			      "runtime: %s", hs_last_error());
+			hs_runtime_close(nrt);
+		}
+		/* the caller's gating weights too */
+		CHECK(hs_moe_route_ref(mm, 0, 4, x, ids, w) == 0, "%s", hs_last_error());
+		w[2 * 4 + 1] = INFINITY;
+		CHECK(hs_moe_ref(mm, 0, 4, x, ids, w, y) == -EINVAL &&
+			      strstr(hs_last_error(), "expert weights: row 2, column 1 is +Inf"),
+		      "weights: %s", hs_last_error());
+		hs_model_free(mm);
 	}
 	/* no such device: the CPU does everything, said in the description */
 	o.device = "tpu";

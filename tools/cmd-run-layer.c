@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "tools/tools.h"
 
 static void help(void)
@@ -111,6 +112,10 @@ int hs_cmd_run_layer(int argc, char **argv)
 	if (cols != mi->n_embd || rows < 1 || rows > (1 << 20)) {
 		hs_cli_fail("run-layer", "%s: shape (%lld, %lld), but the model needs (n, %d) with 1 <= n <= %d", in,
 			    (long long)rows, (long long)cols, mi->n_embd, 1 << 20);
+		goto out_close;
+	}
+	if (hs__check_finite(x, (long)rows, (long)cols, in)) {
+		hs_cli_fail("run-layer", "%s", hs_last_error());
 		goto out_close;
 	}
 	y = malloc(sizeof *y * (size_t)rows * (size_t)cols);
