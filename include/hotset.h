@@ -99,7 +99,8 @@ struct hs_gpu {
  * On success *out is a new topology the caller frees with
  * hs_topology_free().  Errors: -EIO (missing or malformed file, or one over
  * 16 MiB: real exports are kB to a few MB), -ENOMEM, -EINVAL (a topology
- * with no NUMA node or no PU). */
+ * with no NUMA node or no PU).  hwloc itself prints a banner on stderr for
+ * some malformed XML files unless $HWLOC_HIDE_ERRORS is 2 (`hotset` sets it). */
 int hs_topology_open(const char *xml_path, hs_topology **out);
 void hs_topology_free(hs_topology *t);
 

@@ -1,6 +1,7 @@
 # Checks `hotset topo` on real machines' exports (table and JSON), on this
 # machine, and that bad topology files (cut short, missing, a folder, over
-# the 16 MiB cap) give one error line and a non-zero exit.
+# the 16 MiB cap, an object hwloc would crash on) give one error line and a
+# non-zero exit.
 . "${top_srcdir:-.}/tests/lib.sh"
 T=$HS_DATA/topologies
 
@@ -43,6 +44,11 @@ expect_fail "missing XML" "$HOTSET" topo --topology "$TMP/nope.xml" && expect_gr
 expect_fail "XML over the cap" "$HOTSET" topo --topology "$TMP/big.xml" &&
 	expect_grep "cap message" 'big\.xml: 16777500 bytes, more than the 16 MiB limit for an hwloc export' "$TMP/err"
 rm -f "$TMP/big.xml"
+# an object with a cpuset but no complete_cpuset crashed hwloc 2.9 (a null
+# pointer): refused before hwloc sees it
+sed '/<object type="PU"/{s/ complete_cpuset="[^"]*"//;:a;n;ba}' "$T/24em64t-2n6c2t-pci.xml" >"$TMP/nocomplete.xml"
+expect_fail "PU without complete_cpuset" "$HOTSET" topo --topology "$TMP/nocomplete.xml" &&
+	expect_grep "complete_cpuset message" 'nocomplete\.xml: the object at byte [0-9]+ has a cpuset but no complete_cpuset$' "$TMP/err"
 expect_fail "XML folder" "$HOTSET" topo --topology "$TMP" && expect_grep "folder message" 'not a regular file' "$TMP/err"
 expect_fail "usage: bad flag" "$HOTSET" topo --bogus
 expect_fail "usage: extra argument" "$HOTSET" topo extra

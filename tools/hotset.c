@@ -166,6 +166,10 @@ int main(int argc, char **argv)
 	/* Over a file-size limit (ulimit -f) a write fails with EFBIG and says
 	 * so in one line; by default the signal would kill the command first. */
 	signal(SIGXFSZ, SIG_IGN);
+	/* hwloc prints a banner of its own for some malformed XML files (then
+	 * refuses them): the command's one line is enough.  2 hides hwloc's
+	 * "critical" messages too (1 does not); a value the user set wins. */
+	setenv("HWLOC_HIDE_ERRORS", "2", 0);
 	hs_cli.topology = getenv("HOTSET_TOPOLOGY");
 	if (hs_cli.topology && !*hs_cli.topology)
 		hs_cli.topology = NULL;

@@ -237,6 +237,37 @@ static void match_cuda(hs_topology *t)
 	}
 }
 
+/* hwloc 2.9 dereferences a missing complete_cpuset or complete_nodeset of
+ * an object that has the plain set (a null pointer when it inserts the
+ * object), where it refuses a missing cpuset cleanly.  Its own exports always
+ * write both, so an object with one and not the other is refused here. */
+static int has_attr(const char *tag, const char *name)
+{
+	char pat[40];
+	snprintf(pat, sizeof pat, " %s=\"", name);
+	return strstr(tag, pat) != NULL;
+}
+
+static int xml_objects_complete(const char *xml, size_t n, const char *path)
+{
+	static const char *const pairs[][2] = { { "cpuset", "complete_cpuset" }, { "nodeset", "complete_nodeset" } };
+	char tag[4096];
+
+	for (const char *p = xml; (p = strstr(p, "<object")) && (size_t)(p - xml) < n; p++) {
+		const char *end = strchr(p, '>');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len >= sizeof tag) /* no object tag of an export is that long: only look at the start */
+			len = sizeof tag - 1;
+		memcpy(tag, p, len);
+		tag[len] = 0;
+		for (int k = 0; k < 2; k++)
+			if (has_attr(tag, pairs[k][0]) && !has_attr(tag, pairs[k][1]))
+				return hs__error(EIO, "topology file %s: the object at byte %zu has a %s but no %s", path,
+						 (size_t)(p - xml), pairs[k][0], pairs[k][1]);
+	}
+	return 0;
+}
+
 /* The whole file, read here so that its size is checked on the bytes hwloc
  * will parse (not on a stat that a growing file could outrun). */
 static int read_xml(const char *path, char **buf, size_t *len)
@@ -273,7 +304,12 @@ static int read_xml(const char *path, char **buf, size_t *len)
 	}
 	(*buf)[n] = '\0'; /* hwloc reads it as its own exports come: a string and its NUL */
 	*len = n + 1;
-	return 0;
+	int rc = xml_objects_complete(*buf, n, path);
+	if (rc) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return rc;
 }
 
 int hs_topology_open(const char *xml_path, hs_topology **out)
