@@ -2,7 +2,10 @@
  * statistics) -> where every expert lives, which mode each phase uses, and
  * the predicted speed and memory.  Pure code: no hardware is touched, so
  * it runs the same for this machine and for a profile of another one.
- * The cost model is DESIGN.md §5; docs/cost-model.md explains every figure. */
+ * The cost model is DESIGN.md §5; docs/cost-model.md explains every figure.
+ * This file: the inputs (rates with assumptions, hit curves, budgets) and
+ * the search over counts of host layers; placement.c builds and prices one
+ * candidate, cost.c prices one layer step. */
 #include "config.h"
 
 #include <errno.h>
@@ -13,11 +16,9 @@
 #include <string.h>
 
 #include "hotset.h"
+#include "planner/placement.h"
 #include "planner/planner.h"
 #include "base/error.h"
-
-#define GiB (1024.0 * 1024.0 * 1024.0)
-#define MiB (1024.0 * 1024.0)
 
 /* Figures the planner assumes when neither the profile nor the options give
  * them.  Each use is written into plan->assumptions. */
@@ -29,18 +30,12 @@
 #define ASSUME_GPU_MEM_GBPS 500.0
 #define ASSUME_GPU_TFLOPS 50.0
 #define REMOTE_READ_SHARE 0.5      /* remote / local read bandwidth when unmeasured */
-#define ASSUME_DISK_GBPS 2.0       /* page-cache refills from an NVMe disk, for host experts over the RAM budget */
 
-/* Fixed costs of the cost model (see docs/cost-model.md). */
-#define T_SYNC_S 25e-6             /* CPU<->GPU hand-off of one host layer (x up, y down, events) */
-#define T_LAUNCH_S 5e-6            /* one GPU expert launch */
+/* Margins and the default skew (see docs/cost-model.md). */
 #define VRAM_MARGIN (256.0 * MiB)
 #define VRAM_WORKSPACE (512.0 * MiB) /* attention and compute scratch of the non-expert part */
 #define RAM_MARGIN_MIN (1.0 * GiB)
 #define RAM_MARGIN_SHARE 0.05
-#define STAGING_PER_K 2            /* staging slots per expert of k (the runtime's, and their VRAM; reused
-				      within a step, so they do not limit how many experts are streamed) */
-#define MIN_SLOTS_PER_K 2          /* a layer's cache needs >= 2k slots to help */
 #define DEFAULT_TOP 14             /* default skew: the 14 most used of 128 ... */
 #define DEFAULT_TOP_SHARE 0.54     /* ... take 54% of the slots (published 54-68%, low end) */
 
@@ -64,26 +59,6 @@ const char *hs_mode_name(enum hs_mode m)
 	}
 	return "?";
 }
-
-struct ctx {
-	const struct hs_model_desc *m;
-	const struct hs_profile *pf;
-	const struct hs_profile_gpu *g; /* NULL: no GPU */
-	struct hs_plan *out;
-	int L, E, k;
-	double S, P_e;                  /* bytes and parameters of one expert */
-	double slot_bytes;
-	int cpu_node;                   /* profile index */
-	double Br[HS_MAX_NODES];        /* node j's cores reading node j's memory */
-	double Bc[HS_MAX_NODES];        /* CPU kernel on node j */
-	double Fc[HS_MAX_NODES];        /* CPU GFLOP/s on node j (as FLOP/s) */
-	double Bp[HS_MAX_NODES];        /* pinned copies from node j */
-	double Bg, Fg;                  /* GPU memory B/s, GPU FLOP/s */
-	double *cum;                    /* [L][E + 1] cumulative routing share of the s hottest */
-	int *order;                     /* layers in the order they go to the host */
-	double vram_fixed, vram_budget;
-	double ram_budget[HS_MAX_NODES];
-};
 
 static void assume(struct hs_plan *p, const char *fmt, double v)
 {
@@ -255,171 +230,6 @@ static int curves(struct ctx *c, const struct hs_plan_opts *o)
 	return 0;
 }
 
-/* ---- per-layer costs ------------------------------------------------------ */
-
-/* Distinct experts a batch of U tokens touches among n equally likely
- * ones with `per_token` picks each. */
-static double touched(double n, double per_token, double U)
-{
-	if (n <= 0 || per_token <= 0)
-		return 0;
-	double p = per_token / n;
-	if (p >= 1)
-		return n;
-	return n * (1 - pow(1 - p, U));
-}
-
-double hs__hybrid_share(double a, double g0, double g, double p)
-{
-	/* (1 - q) a falls with q, max(g0 + q g, q p) rises: they meet at the
-	 * smaller of the two crossings */
-	if (a <= g0 || a <= 0)
-		return 0;
-	double q1 = (a - g0) / (a + g), q2 = p > 0 ? a / (a + p) : 1;
-	double q = fmin(q1, q2);
-	return q < 0 ? 0 : q > 1 ? 1 : q;
-}
-
-/* x / rate, with rate <= 0 meaning "not measured, not limiting" (a
- * compute rate nobody measured at a batch) */
-static double per(double x, double rate)
-{
-	return rate > 0 ? x / rate : 0;
-}
-
-void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, struct hs__cost *out)
-{
-	const double T_sync = r->sync_s > 0 ? r->sync_s : T_SYNC_S;
-	const double pairs = w->U * w->k, h = w->h < 0 ? 0 : w->h > 1 ? 1 : w->h;
-	/* distinct experts read: the misses from host memory, the hits from the device */
-	const double Dm = touched(w->E - w->slots, w->k * (1 - h), w->U);
-	const double Dh = touched(w->slots, w->k * h, w->U);
-	/* each lane: the longer of reading its experts and computing its pairs */
-	const double a = fmax(Dm * w->S / r->cpu_Bps, per(w->flop_pair * pairs * (1 - h), r->cpu_flops)) + w->disk_s;
-	memset(out, 0, sizeof *out);
-	out->miss_experts = Dm;
-	out->hit_experts = Dh;
-	if (!r->gpu) {
-		out->t[HS_MODE_CPU_COMPUTE] = a + r->step_s;
-		out->t[HS_MODE_PCIE_STREAM] = out->t[HS_MODE_HYBRID] = INFINITY;
-		out->bound[HS_MODE_CPU_COMPUTE] = "CPU compute";
-		return;
-	}
-	const double g0 = fmax(Dh * w->S / r->gpu_Bps, per(w->flop_pair * pairs * h, r->gpu_flops));
-	const double g = fmax(Dm * w->S / r->gpu_Bps, per(w->flop_pair * pairs * (1 - h), r->gpu_flops));
-	const double p = Dm * w->S / r->pcie_Bps + w->disk_s;
-	/* a streamed expert is computed right behind its copy: the last one's
-	 * compute (or the first one's copy) is not hidden */
-	const double tail = Dm > 0 ? fmin(g, p) / fmax(Dm, 1) : 0;
-
-	/* admissions: copies on the copy lane in every mode */
-	const double adm = w->admit_experts * w->S / r->pcie_Bps;
-	/* a device on one shared core (the sim) runs its copies and kernels in turn */
-	const int serial = r->device_cores == 1;
-	/* the hand-off (x up, y down, events) when the device has work: it
-	 * delays the device side, the CPU works meanwhile */
-	const double sync0 = Dh > 0 ? T_sync : 0;
-	const double dev0 = serial ? sync0 + g0 + adm : fmax(sync0 + g0, adm);
-	out->t[HS_MODE_CPU_COMPUTE] = fmax(a, dev0);
-	out->bound[HS_MODE_CPU_COMPUTE] = a >= dev0 ? "CPU compute" : serial || sync0 + g0 >= adm ? "GPU" : "PCIe";
-
-	/* at most max_streamed experts a step (when the staging slots are all
-	 * taken by hits, none); the others stay on the CPU, in stream mode too */
-	const double qmax = w->max_streamed < 0			    ? 0
-			    : w->max_streamed > 0 && Dm > w->max_streamed ? w->max_streamed / Dm
-									  : 1;
-	/* hybrid: the best of the balanced share (which ignores the tail) and
-	 * the two ends; the CPU and the copies read the same DRAM, so together
-	 * they cannot pass its read bandwidth (stream mode is q = qmax) */
-	const double dram = Dm * w->S / r->read_Bps;
-	const double q_bal = serial ? hs__hybrid_share(a, g0 + adm, g + p, 0) : hs__hybrid_share(a, g0, g, p);
-	const double qs[4] = { qmax, fmin(q_bal, qmax), 0, qmax };
-	out->t[HS_MODE_HYBRID] = INFINITY;
-	for (int i = 0; i < 4; i++) {
-		const double q = qs[i], cpu = (1 - q) * a;
-		const double sync = Dh > 0 || q > 0 ? T_sync : 0;
-		double gpu = sync + g0 + q * g + (q > 0 && g >= p ? tail : 0);
-		double copy = adm + q * p + (q > 0 && g < p ? tail : 0);
-		if (serial)
-			gpu = copy = sync + g0 + q * g + adm + q * p;
-		const double th = fmax(fmax(cpu, gpu), fmax(copy, q < 1 ? dram : 0));
-		const char *bound = th == dram && dram > 0 && q < 1 ? "host bandwidth"
-				    : th == cpu		       ? (q > 0 ? "CPU compute + PCIe" : "CPU compute")
-				    : serial		       ? "device (one shared core)"
-				    : th == copy	       ? "PCIe"
-							       : "GPU";
-		if (i == 0) { /* stream mode */
-			out->t[HS_MODE_PCIE_STREAM] = th;
-			out->bound[HS_MODE_PCIE_STREAM] = bound;
-			continue;
-		}
-		if (th >= out->t[HS_MODE_HYBRID])
-			continue;
-		out->q = q;
-		out->t[HS_MODE_HYBRID] = th;
-		out->bound[HS_MODE_HYBRID] = bound;
-	}
-	for (int m = HS_MODE_CPU_COMPUTE; m <= HS_MODE_HYBRID; m++)
-		out->t[m] += r->step_s;
-}
-
-static struct hs__rates rates_of(const struct ctx *c, int j)
-{
-	struct hs__rates r = { .cpu_Bps = c->Bc[j], .cpu_flops = c->Fc[j], .read_Bps = c->Br[j], .gpu = c->g != NULL };
-	if (c->g) {
-		r.pcie_Bps = c->Bp[j];
-		r.gpu_Bps = c->Bg;
-		r.gpu_flops = c->Fg;
-	}
-	return r;
-}
-
-/* Costs of a host layer on node j for U tokens with hit rate h.  A share
- * `thrash` of the node's host experts is over its RAM budget: the page
- * cache evicts them, so that share of the reads comes from disk. */
-static void host_cost(const struct ctx *c, int j, double h, int slots, double U, double thrash, struct hs__cost *r)
-{
-	struct hs__rates rt = rates_of(c, j);
-	struct hs__layer_step w = { .S = c->S, .flop_pair = 2 * c->P_e, .E = c->E, .k = c->k, .slots = slots,
-				    .h = h, .U = U };
-	if (thrash > 0)
-		w.disk_s = touched(c->E - slots, c->k * (1 - h), U) * c->S * thrash / (ASSUME_DISK_GBPS * 1e9);
-	hs__layer_cost(&rt, &w, r);
-}
-
-static double gpu_decode(const struct ctx *c)
-{
-	return c->k * c->S / c->Bg + T_LAUNCH_S;
-}
-
-/* Prefill time of one host layer for U tokens; *mode and *q say the choice. */
-static double host_prefill(const struct ctx *c, int j, double h, int slots, double U, enum hs_mode *mode,
-			   double *q)
-{
-	struct hs__cost r;
-	host_cost(c, j, h, slots, U, 0, &r);
-	*mode = HS_MODE_CPU_COMPUTE;
-	*q = 0;
-	double best = r.t[HS_MODE_CPU_COMPUTE];
-	if (r.t[HS_MODE_PCIE_STREAM] < best) {
-		best = r.t[HS_MODE_PCIE_STREAM];
-		*mode = HS_MODE_PCIE_STREAM;
-		*q = 1;
-	}
-	if (r.t[HS_MODE_HYBRID] < best) {
-		best = r.t[HS_MODE_HYBRID];
-		*mode = HS_MODE_HYBRID;
-		*q = r.q;
-	}
-	return best;
-}
-
-static double gpu_prefill(const struct ctx *c, double U)
-{
-	double bytes = touched(c->E, c->k, U) * c->S;
-	return fmax(bytes / c->Bg, 2 * c->P_e * U * c->k / c->Fg) + T_LAUNCH_S;
-}
-
 /* ---- memory --------------------------------------------------------------- */
 
 static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts *o)
@@ -435,262 +245,6 @@ static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts 
 		total += per_tok * toks;
 	}
 	return total;
-}
-
-/* ---- one candidate: n host layers ---------------------------------------- */
-
-struct cand {
-	int n_host;
-	int host[HS_MAX_LAYERS];      /* 1 = host layer (index = MoE layer) */
-	int node[HS_MAX_LAYERS];      /* profile node of a host layer */
-	int slots[HS_MAX_LAYERS];
-	double t_mode[4];             /* whole decode per mode */
-	double t_best;
-	enum hs_mode mode;
-	double ram_need[HS_MAX_NODES];
-	double thrash[HS_MAX_NODES];  /* share of a node's host experts over its budget */
-	int ram_over, vram_over, cache_small, slots_left;
-	double vram_used;
-};
-
-static double layer_decode(const struct ctx *c, const struct cand *k, int l, enum hs_mode mode)
-{
-	if (!k->host[l])
-		return gpu_decode(c);
-	struct hs__cost r;
-	host_cost(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + k->slots[l]], k->slots[l], 1, k->thrash[k->node[l]],
-		  &r);
-	return r.t[mode];
-}
-
-static enum hs_mode best_mode(const struct ctx *c, const struct cand *k, double t[4])
-{
-	enum hs_mode best = HS_MODE_CPU_COMPUTE;
-	t[0] = INFINITY;
-	for (int md = HS_MODE_CPU_COMPUTE; md <= HS_MODE_HYBRID; md++) {
-		t[md] = 0;
-		for (int l = 0; l < c->L; l++)
-			t[md] += layer_decode(c, k, l, md);
-		if (t[md] < t[best])
-			best = md;
-	}
-	return best;
-}
-
-struct slot_gain {
-	double f;
-	int l;
-};
-
-static int cmp_gain(const void *a, const void *b)
-{
-	const struct slot_gain *x = a, *y = b;
-	if (x->f != y->f)
-		return (x->f < y->f) - (x->f > y->f);
-	return x->l - y->l;
-}
-
-/* Builds candidate k with n host layers: assigns nodes, checks memory and
- * gives the VRAM left as cache slots to the most used experts of the host
- * layers (slots per layer need not be equal).  Returns 0, or -ENOMEM. */
-static int build(const struct ctx *c, const struct hs_plan_opts *o, int n, struct cand *k)
-{
-	const double LE = c->E * c->S;
-	memset(k, 0, sizeof *k);
-	k->n_host = n;
-	for (int i = 0; i < n; i++)
-		k->host[c->order[i]] = 1;
-
-	/* host experts: the CPU node first, then the others by read bandwidth
-	 * from that node (whole layers; a layer is never split) */
-	double left[HS_MAX_NODES];
-	for (int j = 0; j < c->pf->n_nodes; j++)
-		left[j] = c->ram_budget[j];
-	for (int i = 0; i < n; i++) {
-		int l = c->order[i], best = c->cpu_node;
-		if (left[best] < LE) {
-			for (int j = 0; j < c->pf->n_nodes; j++)
-				if (j != c->cpu_node && left[j] >= LE &&
-				    (best == c->cpu_node || left[best] < LE ||
-				     c->pf->nodes[c->cpu_node].read_gbps[j] > c->pf->nodes[c->cpu_node].read_gbps[best]))
-					best = j;
-		}
-		if (left[best] < LE) { /* nowhere: stays on the CPU node, over budget */
-			best = c->cpu_node;
-			k->ram_over = 1;
-		}
-		left[best] -= LE;
-		k->node[l] = best;
-		k->ram_need[best] += LE;
-	}
-	/* over the budget the pages of host experts get evicted and read back
-	 * from disk; a layer sweep over a set larger than memory misses on
-	 * every page (the LRU cliff), so every read of that node is priced at
-	 * disk speed: pessimistic, and never chosen while anything fits */
-	for (int j = 0; j < c->pf->n_nodes; j++)
-		if (k->ram_need[j] > c->ram_budget[j])
-			k->thrash[j] = 1;
-
-	/* VRAM: fixed part + resident layers + staging for streamed experts */
-	double staging = c->g && n > 0 ? (double)STAGING_PER_K * c->k * c->slot_bytes : 0;
-	k->vram_used = c->g ? c->vram_fixed + (c->L - n) * c->E * c->slot_bytes + staging : 0;
-	if (c->g && k->vram_used > c->vram_budget)
-		k->vram_over = 1;
-
-	/* cache slots: every (layer, rank) pair by its routing share, the
-	 * largest first, as many as the VRAM left holds */
-	int max_slots = 0;
-	if (c->g && !k->vram_over && n > 0 && !o->no_cache)
-		max_slots = (int)fmin((c->vram_budget - k->vram_used) / c->slot_bytes, (double)n * c->E);
-	k->slots_left = max_slots;
-	if (max_slots > 0) {
-		struct slot_gain *gs = malloc(sizeof *gs * (size_t)n * c->E);
-		if (!gs)
-			return hs__error(ENOMEM, "planner: no memory for the slot search");
-		int ng = 0;
-		for (int i = 0; i < n; i++) {
-			int l = c->order[i];
-			const double *cl = c->cum + (size_t)l * (c->E + 1);
-			for (int e = 0; e < c->E; e++)
-				gs[ng++] = (struct slot_gain){ cl[e + 1] - cl[e], l };
-		}
-		qsort(gs, ng, sizeof *gs, cmp_gain);
-		for (int i = 0; i < max_slots && i < ng; i++)
-			k->slots[gs[i].l]++;
-		free(gs);
-	}
-	/* per layer keep the best slot count up to what it was given: below 2k
-	 * slots a cache churns more than it saves, and past the point where the
-	 * GPU side becomes the longer one more slots only add time */
-	for (int l = 0; l < c->L; l++) {
-		if (!k->host[l] || k->slots[l] == 0)
-			continue;
-		int given = k->slots[l], best_s = 0;
-		double best_t = INFINITY;
-		for (int s = 0; s <= given; s++) {
-			if (s > 0 && s < MIN_SLOTS_PER_K * c->k)
-				continue;
-			struct hs__cost r;
-			host_cost(c, k->node[l], c->cum[(size_t)l * (c->E + 1) + s], s, 1, k->thrash[k->node[l]], &r);
-			double t = fmin(r.t[HS_MODE_CPU_COMPUTE], r.t[HS_MODE_HYBRID]);
-			if (t < best_t - 1e-12) {
-				best_t = t;
-				best_s = s;
-			}
-		}
-		if (best_s == 0 && given > 0)
-			k->cache_small = 1;
-		k->slots[l] = best_s;
-		k->slots_left -= best_s;
-	}
-	k->mode = best_mode(c, k, k->t_mode);
-	k->t_best = k->t_mode[k->mode];
-	return 0;
-}
-
-/* ---- the plan ------------------------------------------------------------ */
-
-static void fill_plan(const struct ctx *c, const struct hs_plan_opts *o, const struct cand *k)
-{
-	struct hs_plan *p = c->out;
-	const struct hs_model_desc *m = c->m;
-	double U = o->ubatch, t_pre = 0, q_pre_sum = 0, host_b = 0, miss_b = 0, gpu_b = 0;
-	int n_pre_hyb = 0, pre_modes[4] = { 0 };
-
-	p->n_layers = c->L;
-	p->n_host_layers = k->n_host;
-	p->n_gpu_layers = c->L - k->n_host;
-	p->total_slots = 0;
-	for (int l = 0; l < c->L; l++) {
-		struct hs_plan_layer *pl = &p->layers[l];
-		memset(pl, 0, sizeof *pl);
-		pl->layer = m->moe_layer[l];
-		if (!k->host[l]) {
-			pl->placement = HS_PLACEMENT_GPU;
-			pl->hit_rate = 1;
-			pl->decode_ms = gpu_decode(c) * 1e3;
-			pl->prefill_ms = gpu_prefill(c, U) * 1e3;
-			gpu_b += c->k * c->S;
-			continue;
-		}
-		pl->placement = k->slots[l] > 0 ? HS_PLACEMENT_HOST_CACHE : HS_PLACEMENT_HOST;
-		pl->slots = k->slots[l];
-		p->total_slots += k->slots[l];
-		pl->n_numa_nodes = 1;
-		pl->numa_nodes[0] = c->pf->nodes[k->node[l]].os_index;
-		pl->hit_rate = c->g ? c->cum[(size_t)l * (c->E + 1) + k->slots[l]] : 0;
-		pl->decode_ms = layer_decode(c, k, l, k->mode) * 1e3;
-		enum hs_mode pm;
-		double q;
-		double tp = host_prefill(c, k->node[l], pl->hit_rate, k->slots[l], U, &pm, &q);
-		pl->prefill_ms = tp * 1e3;
-		pre_modes[pm]++;
-		if (pm == HS_MODE_HYBRID) {
-			q_pre_sum += q;
-			n_pre_hyb++;
-		}
-		host_b += c->k * c->S;
-		miss_b += c->k * c->S * (1 - pl->hit_rate);
-		gpu_b += c->k * c->S * pl->hit_rate;
-	}
-	for (int l = 0; l < c->L; l++)
-		t_pre += p->layers[l].prefill_ms / 1e3;
-
-	p->decode_mode = k->n_host > 0 ? k->mode : HS_MODE_NONE;
-	if (p->decode_mode == HS_MODE_HYBRID) {
-		struct hs__cost r;
-		host_cost(c, c->cpu_node, 0, 0, 1, 0, &r);
-		p->decode_q = r.q;
-	}
-	p->prefill_mode = HS_MODE_NONE;
-	for (int md = HS_MODE_CPU_COMPUTE; md <= HS_MODE_HYBRID; md++)
-		if (pre_modes[md] > (p->prefill_mode ? pre_modes[p->prefill_mode] : 0))
-			p->prefill_mode = md;
-	p->prefill_q = n_pre_hyb ? q_pre_sum / n_pre_hyb : p->prefill_mode == HS_MODE_PCIE_STREAM;
-
-	p->predicted.decode_tok_s = 1.0 / k->t_best;
-	p->predicted.decode_cpu_tok_s = k->n_host ? 1.0 / k->t_mode[HS_MODE_CPU_COMPUTE] : 0;
-	p->predicted.decode_stream_tok_s = k->n_host && c->g ? 1.0 / k->t_mode[HS_MODE_PCIE_STREAM] : 0;
-	p->predicted.decode_hybrid_tok_s = k->n_host && c->g ? 1.0 / k->t_mode[HS_MODE_HYBRID] : 0;
-	p->predicted.prefill_tok_s = U / t_pre;
-	p->predicted.host_bytes_per_token = (uint64_t)llround(host_b);
-	p->predicted.miss_bytes_per_token = (uint64_t)llround(miss_b);
-	p->predicted.gpu_bytes_per_token = (uint64_t)llround(gpu_b);
-	p->predicted.host_read_gbps = c->Br[c->cpu_node] / 1e9;
-	p->predicted.expert_bytes = (uint64_t)c->S;
-	p->predicted.n_experts = c->E;
-	p->predicted.n_used = c->k;
-	p->predicted.decode_host_bound_tok_s = host_b > 0 ? c->Br[c->cpu_node] / host_b : 0;
-	p->predicted.cpu_kernel_gbps = c->Bc[c->cpu_node] / 1e9;
-	p->predicted.pcie_gbps = c->g ? c->Bp[c->cpu_node] / 1e9 : 0;
-	p->predicted.gpu_mem_gbps = c->g ? c->Bg / 1e9 : 0;
-	double t_gpu_side = 0, t_host_side = 0;
-	for (int l = 0; l < c->L; l++)
-		*(k->host[l] ? &t_host_side : &t_gpu_side) += p->layers[l].decode_ms;
-	if (k->n_host == 0)
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "GPU memory bandwidth");
-	else if (t_host_side < t_gpu_side)
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "GPU side (resident layers)");
-	else if (p->decode_mode == HS_MODE_HYBRID && c->Bc[c->cpu_node] + c->Bp[c->cpu_node] >= c->Br[c->cpu_node])
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "host memory read bandwidth");
-	else if (p->decode_mode == HS_MODE_PCIE_STREAM)
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "PCIe copies");
-	else if (p->decode_mode == HS_MODE_HYBRID)
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "CPU kernel + PCIe copies");
-	else
-		snprintf(p->predicted.bound, sizeof p->predicted.bound, "CPU expert kernel");
-
-	p->memory.vram_slots = (uint64_t)(p->total_slots * c->slot_bytes);
-	p->memory.vram_bytes = c->g ? (uint64_t)k->vram_used + p->memory.vram_slots : 0;
-	p->memory.vram_experts = c->g ? (uint64_t)((c->L - k->n_host) * c->E * c->slot_bytes) : 0;
-	p->memory.vram_staging = c->g && k->n_host > 0 ? (uint64_t)(STAGING_PER_K * c->k * c->slot_bytes) : 0;
-	p->memory.ram_bytes = 0;
-	p->memory.n_nodes = c->pf->n_nodes;
-	for (int j = 0; j < c->pf->n_nodes; j++) {
-		p->memory.node_os_index[j] = c->pf->nodes[j].os_index;
-		p->memory.ram_node_bytes[j] = (uint64_t)k->ram_need[j];
-		p->memory.ram_bytes += (uint64_t)k->ram_need[j];
-	}
 }
 
 int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, const struct hs_plan_opts *opts,
@@ -856,7 +410,7 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 		/* pass 0: plans within both budgets; pass 1 (none was): plans
 		 * within the VRAM, RAM overflow priced as disk reads and warned */
 		for (int n = lo; n <= hi; n++) {
-			if ((rc = build(&c, &o, n, k)))
+			if ((rc = hs__plan_build(&c, &o, n, k)))
 				goto out_free;
 			int feasible = pass == 0 ? !k->vram_over && !k->ram_over : !k->vram_over;
 			if (o.host_layers >= 0 || !c.g)
@@ -870,13 +424,13 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 		}
 	}
 	if (!found) { /* not even all-host fits the VRAM (staging): say so */
-		if ((rc = build(&c, &o, c.L, k)))
+		if ((rc = hs__plan_build(&c, &o, c.L, k)))
 			goto out_free;
 		*best = *k;
 	}
 	if (best->ram_over)
 		assume(p, "page-cache refills from disk at %.0f GB/s for experts over the RAM budget", ASSUME_DISK_GBPS);
-	fill_plan(&c, &o, best);
+	hs__plan_fill(&c, &o, best);
 
 	/* warnings, each with its numbers */
 	if (best->vram_over)
@@ -932,35 +486,4 @@ out_free:
 	free(best);
 	free(k);
 	return rc;
-}
-
-double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
-{
-	const struct hs_plan_predicted *f = &p->predicted;
-	const double kS = p->n_host_layers ? (double)f->host_bytes_per_token / p->n_host_layers : 0;
-	const double Bc = f->cpu_kernel_gbps * 1e9, Bp = f->pcie_gbps * 1e9, Br = f->host_read_gbps * 1e9;
-	const double Bg = f->gpu_mem_gbps * 1e9;
-	const struct hs__rates r = { .cpu_Bps = Bc > 0 ? Bc : 1, .cpu_flops = 0, .read_Bps = Br > 0 ? Br : 1,
-				     .pcie_Bps = Bp > 0 ? Bp : 1, .gpu_Bps = Bg > 0 ? Bg : 1, .gpu_flops = 0,
-				     .gpu = p->gpu >= 0 && Bp > 0 && Bg > 0 };
-	/* the expert shape when the plan records it; else one expert of k S
-	 * bytes among very many (decode reads the same bytes, the pipeline
-	 * tail is counted whole) */
-	const int known = f->expert_bytes > 0 && f->n_used > 0 && f->n_experts > 0;
-	double t = 0;
-
-	for (int i = 0; i < p->n_layers; i++) {
-		if (p->layers[i].placement == HS_PLACEMENT_GPU) {
-			t += p->layers[i].decode_ms / 1e3;
-			continue;
-		}
-		struct hs__layer_step w = { .S = known ? (double)f->expert_bytes : kS, .E = known ? f->n_experts : 1 << 30,
-					    .k = known ? f->n_used : 1, .slots = p->layers[i].slots, .h = hit_rate[i],
-					    .U = 1 };
-		struct hs__cost c;
-		hs__layer_cost(&r, &w, &c);
-		enum hs_mode m = p->decode_mode == HS_MODE_NONE ? HS_MODE_CPU_COMPUTE : p->decode_mode;
-		t += c.t[r.gpu ? m : HS_MODE_CPU_COMPUTE];
-	}
-	return t > 0 ? 1 / t : 0;
 }

@@ -52,6 +52,10 @@ struct hs__cost {
  * read bandwidth.  A fixed hand-off cost is added with a device. */
 void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, struct hs__cost *out);
 
+/* Distinct experts a batch of U tokens touches among n equally likely
+ * ones with `per_token` picks each. */
+double hs__touched(double n, double per_token, double U);
+
 /* The hybrid share q in [0, 1] minimising max((1-q) a, g0 + q g, q p):
  * a = CPU time of all misses, g0 = device time of the hits, g = device
  * time of all misses, p = copy time of all misses. */
