@@ -1,7 +1,9 @@
 /* `hotset bench`: cpu-compute, pcie-stream, hybrid and the planner's
  * choice side by side on this machine, for decode and a prefill batch and
  * for several cache sizes, each measured next to the cost model's
- * prediction from rates measured in the same run. */
+ * prediction from rates measured in the same run.  This file: the flags,
+ * one measured case and the run; bench-inputs.c makes the model and the
+ * routing, bench-output.c writes the table, CSV, JSON and plot. */
 #include "config.h"
 
 #include <errno.h>
@@ -25,8 +27,6 @@ extern char **environ;
 #include "model/gen.h"
 #include "tools/bench.h"
 #include "tools/tools.h"
-
-#define MAX_LIST 16
 
 static void help(void)
 {
@@ -73,22 +73,12 @@ static void help(void)
 	       25.0, 25.0);
 }
 
-struct cfg {
-	const char *model, *preset, *trace, *skew, *device, *policy, *csv, *plot;
-	int layers, experts, threads, steps, warmup, json, quiet;
-	double pcie;
-	int modes[4], n_modes; /* indices into MODE_NAMES */
-	int batch[MAX_LIST], n_batch;
-	int slots[MAX_LIST], n_slots;
-};
+const char *const hs_bench_mode_names[4] = { "cpu", "stream", "hybrid", "auto" };
 
-static const char *const MODE_NAMES[] = { "cpu", "stream", "hybrid", "auto" };
-
-static int quiet;
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
+int hs_bench_quiet;
+void hs_bench_note(const char *fmt, ...)
 {
-	if (quiet)
+	if (hs_bench_quiet)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -97,7 +87,7 @@ static void note(const char *fmt, ...)
 	fflush(stderr);
 }
 
-static double now_s(void)
+double hs_bench_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -107,9 +97,9 @@ static double now_s(void)
 /* "1,8,32" -> ints in lo..hi */
 static int parse_list(const char *flag, const char *s, int lo, int hi, int *out, int *n)
 {
-	char buf[256], *tok[MAX_LIST];
+	char buf[256], *tok[HS_BENCH_MAX_LIST];
 	int k;
-	if (hs_cli_split_list("bench", flag, s, buf, sizeof buf, tok, MAX_LIST, &k))
+	if (hs_cli_split_list("bench", flag, s, buf, sizeof buf, tok, HS_BENCH_MAX_LIST, &k))
 		return 1;
 	for (*n = 0; *n < k; (*n)++) {
 		if (hs_cli_parse_int("bench", flag, tok[*n], lo, hi, &out[*n]))
@@ -121,7 +111,7 @@ static int parse_list(const char *flag, const char *s, int lo, int hi, int *out,
 	return 0;
 }
 
-static int parse_modes(const char *s, struct cfg *c)
+static int parse_modes(const char *s, struct bench_cfg *c)
 {
 	char buf[128], *tok[4];
 	int k;
@@ -131,7 +121,7 @@ static int parse_modes(const char *s, struct cfg *c)
 	for (int j = 0; j < k; j++) {
 		int m = -1;
 		for (int i = 0; i < 4; i++)
-			if (!strcmp(tok[j], MODE_NAMES[i]))
+			if (!strcmp(tok[j], hs_bench_mode_names[i]))
 				m = i;
 		if (m < 0)
 			return hs_cli_fail("bench", "--modes: '%s' is not cpu, stream, hybrid or auto", tok[j]);
@@ -144,287 +134,22 @@ static int parse_modes(const char *s, struct cfg *c)
 }
 
 /* A new empty file in $TMPDIR (else /tmp); its path in buf, its fd or -1. */
-static int temp_file(char *buf, size_t n)
+int hs_bench_temp_file(char *buf, size_t n)
 {
 	const char *tmp = getenv("TMPDIR");
 	snprintf(buf, n, "%s/hotset-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	return mkstemp(buf);
 }
 
-/* ---- the model ------------------------------------------------------------- */
-
-struct gen_progress {
-	double last;
-};
-
-static void gen_progress(void *ctx, uint64_t done, uint64_t total)
-{
-	struct gen_progress *g = ctx;
-	double t = now_s();
-	if (t - g->last < 1 && done < total)
-		return;
-	g->last = t;
-	note("\r  writing %.0f of %.0f MiB", done / 1048576.0, total / 1048576.0);
-	if (done >= total)
-		note("\n");
-}
-
-/* The generated model's path in the cache directory (made if missing),
- * else in $TMPDIR (*temp = 1: removed at the end). */
-static void model_path(const struct hs_gen_params *p, const char *preset, char *buf, size_t n, int *temp)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME"), *tmp = getenv("TMPDIR");
-	char dir[2048];
-	*temp = 0;
-	if (xdg && *xdg)
-		snprintf(dir, sizeof dir, "%s/hotset", xdg);
-	else if (home && *home)
-		snprintf(dir, sizeof dir, "%s/.cache/hotset", home);
-	else
-		dir[0] = 0;
-	if (dir[0]) {
-		char parent[2048];
-		snprintf(parent, sizeof parent, "%s", dir);
-		char *slash = strrchr(parent, '/');
-		if (slash)
-			*slash = 0;
-		mkdir(parent, 0755);
-		mkdir(dir, 0755);
-	}
-	if (!dir[0] || access(dir, W_OK) != 0) {
-		snprintf(dir, sizeof dir, "%s", tmp && *tmp ? tmp : "/tmp");
-		*temp = 1;
-	}
-	if (*temp)
-		snprintf(buf, n, "%s/hotset-bench-%ld-%s-L%d-E%d.gguf", dir, (long)getpid(), preset, p->n_layers,
-			 p->n_experts);
-	else
-		snprintf(buf, n, "%s/bench-%s-L%d-E%d-s%llu.gguf", dir, preset, p->n_layers, p->n_experts,
-			 (unsigned long long)p->seed);
-}
-
-static int prepare_model(const struct cfg *c, char *path, size_t n, int *temp, hs_model **m)
-{
-	*temp = 0;
-	if (c->model) {
-		snprintf(path, n, "%s", c->model);
-		if (hs_model_open(path, m))
-			return hs_cli_fail("bench", "%s", hs_last_error());
-		return 0;
-	}
-	const char *preset = c->preset ? c->preset : "gpt-oss-120b";
-	const struct hs_gen_params *pp = hs__gen_preset(preset);
-	if (!pp)
-		return hs_cli_fail("bench", "--preset '%s': one of %s", preset, hs__gen_preset_names());
-	struct hs_gen_params p = *pp;
-	p.n_layers = c->layers > 0 ? c->layers : 2;
-	if (c->experts > 0)
-		p.n_experts = c->experts;
-	else if (!c->preset)
-		p.n_experts = 32;
-	p.name = "hotset bench";
-	if (hs__gen_check(&p))
-		return hs_cli_fail("bench", "%s", hs_last_error());
-	model_path(&p, preset, path, n, temp);
-	if (!*temp && hs_model_open(path, m) == 0) {
-		const struct hs_model_info *in = hs_model_info(*m);
-		if (in->n_moe_layers == p.n_layers && in->n_experts == p.n_experts && in->n_used == p.n_used &&
-		    in->n_embd == p.n_embd && in->n_ff == p.n_ff) {
-			note("model: %s (generated earlier, reused)\n", path);
-			return 0;
-		}
-		hs_model_free(*m);
-		*m = NULL;
-	}
-	note("model: generating %s (%.0f MiB, once)\n", path, hs__gen_data_bytes(&p) / 1048576.0);
-	struct gen_progress g = { 0 };
-	if (hs__gen_write(&p, path, quiet ? NULL : gen_progress, &g) || hs_model_open(path, m)) {
-		if (*temp)
-			unlink(path);
-		return hs_cli_fail("bench", "%s", hs_last_error());
-	}
-	return 0;
-}
-
-/* ---- routing --------------------------------------------------------------- */
-
-struct routing {
-	hs_trace *t;
-	int n_layers;          /* MoE layers of the model */
-	int *block;            /* [n_layers] block index of each */
-	int **rec;             /* [n_layers][n_rec[l]] record indices in order */
-	int *n_rec;
-	int tokens;            /* tokens per record (the smallest) */
-	float *freq;           /* [n_layers][E] share of pairs */
-	int E, k;
-};
-
-static void routing_free(struct routing *r)
-{
-	for (int l = 0; l < r->n_layers && r->rec; l++)
-		free(r->rec[l]);
-	free(r->rec);
-	free(r->n_rec);
-	free(r->block);
-	free(r->freq);
-	hs_trace_free(r->t);
-}
-
-static int routing_load(const char *path, const char *shown, hs_model *m, struct routing *r)
-{
-	const struct hs_model_info *in = hs_model_info(m);
-	int n_records, E, k;
-	memset(r, 0, sizeof *r);
-	if (hs_trace_load(path, &r->t))
-		return hs_cli_fail("bench", "%s", hs_last_error());
-	hs_trace_info(r->t, &n_records, &E, &k);
-	if (E != in->n_experts || k != in->n_used)
-		return hs_cli_fail("bench", "trace %s: %d experts, %d per token; the model has %d and %d", shown, E, k,
-				   in->n_experts, in->n_used);
-	r->E = E;
-	r->k = k;
-	r->n_layers = in->n_moe_layers;
-	r->block = calloc(r->n_layers, sizeof *r->block);
-	r->rec = calloc(r->n_layers, sizeof *r->rec);
-	r->n_rec = calloc(r->n_layers, sizeof *r->n_rec);
-	r->freq = calloc((size_t)r->n_layers * E, sizeof *r->freq);
-	if (!r->block || !r->rec || !r->n_rec || !r->freq)
-		return hs_cli_fail("bench", "out of memory");
-	for (int b = 0, l = 0; b < in->n_layers; b++)
-		if (hs_model_layer_is_moe(m, b))
-			r->block[l++] = b;
-	r->tokens = 1 << 30;
-	for (int l = 0; l < r->n_layers; l++) {
-		if (!(r->rec[l] = malloc(sizeof(int) * (n_records > 0 ? n_records : 1))))
-			return hs_cli_fail("bench", "out of memory");
-		double pairs = 0;
-		for (int i = 0; i < n_records; i++) {
-			int step, layer, n;
-			const int32_t *ids;
-			const float *w;
-			hs_trace_record(r->t, i, &step, &layer, &n, &ids, &w);
-			if (layer != r->block[l])
-				continue;
-			r->rec[l][r->n_rec[l]++] = i;
-			if (n < r->tokens)
-				r->tokens = n;
-			for (int p = 0; p < n * k; p++)
-				if (ids[p] >= 0) {
-					r->freq[(size_t)l * E + ids[p]]++;
-					pairs++;
-				}
-		}
-		if (!r->n_rec[l])
-			return hs_cli_fail("bench", "trace %s: no records for layer %d", shown, r->block[l]);
-		for (int e = 0; e < E; e++)
-			r->freq[(size_t)l * E + e] /= (float)(pairs > 0 ? pairs : 1);
-	}
-	return 0;
-}
-
-/* The routing of MoE layer l at step s for a batch of B tokens: the
- * tokens of consecutive records from record s * ceil(B / T) (wrapping). */
-static void routing_step(const struct routing *r, int l, int s, int B, int32_t *ids, float *w)
-{
-	const int per = (B + r->tokens - 1) / r->tokens;
-	int got = 0;
-	for (int j = 0; got < B; j++) {
-		int step, layer, n;
-		const int32_t *ri;
-		const float *rw;
-		hs_trace_record(r->t, r->rec[l][((long)s * per + j) % r->n_rec[l]], &step, &layer, &n, &ri, &rw);
-		int take = n < B - got ? n : B - got;
-		memcpy(ids + (size_t)got * r->k, ri, sizeof(int32_t) * (size_t)take * r->k);
-		memcpy(w + (size_t)got * r->k, rw, sizeof(float) * (size_t)take * r->k);
-		got += take;
-	}
-}
-
-/* What the cache gets on the measured steps (after `warm`), by replaying
- * the same routing through the cache simulator: the share of pairs that
- * hit, and admissions per step.  stream: the runtime's staging slots keep
- * the experts streamed last (a hot one stays while it is hit), so they
- * act as 2k more slots that take every miss. */
-struct hits {
-	double h, adm;
-};
-
-static struct hits predicted_hits(const struct routing *r, int l, int B, int slots, const char *policy, int warm,
-				  int steps, int stream)
-{
-	struct hits out = { 0, 0 };
-	enum hs_cache_policy p = !strcmp(policy, "lfu")	   ? HS_CACHE_LFU
-				 : !strcmp(policy, "lfru")   ? HS_CACHE_LFRU
-				 : !strcmp(policy, "static") ? HS_CACHE_STATIC
-							     : HS_CACHE_LRU;
-	int cap = 1;
-	if (stream) {
-		slots += 2 * r->k;
-		p = HS_CACHE_LRU;
-		cap = -1;
-	}
-	if (slots <= 0)
-		return out;
-	if (slots > r->E)
-		slots = r->E;
-	const int n = warm + steps, P = B * r->k;
-	int *off = malloc(sizeof(int) * (n + 1)), *pairs = malloc(sizeof(int) * (size_t)n * P);
-	int32_t *ex = malloc(sizeof(int32_t) * (size_t)n * P), *ids = malloc(sizeof(int32_t) * P);
-	float *w = malloc(sizeof(float) * P);
-	int *cnt = calloc(r->E, sizeof(int));
-	if (!off || !pairs || !ex || !ids || !w || !cnt)
-		goto out_free;
-	off[0] = 0;
-	for (int s = 0; s < n; s++) {
-		routing_step(r, l, s, B, ids, w);
-		memset(cnt, 0, sizeof(int) * r->E);
-		for (int i = 0; i < P; i++)
-			if (ids[i] >= 0 && ids[i] < r->E)
-				cnt[ids[i]]++;
-		off[s + 1] = off[s];
-		for (int e = 0; e < r->E; e++)
-			if (cnt[e]) {
-				ex[off[s + 1]] = e;
-				pairs[off[s + 1]++] = cnt[e];
-			}
-	}
-	struct hs_cache_result a, b;
-	const float *freq = stream && slots == 2 * r->k ? NULL : r->freq + (size_t)l * r->E;
-	if (hs_cache_simulate(p, r->E, slots, cap, warm, off, ex, pairs, freq, &a) == 0 &&
-	    hs_cache_simulate(p, r->E, slots, cap, n, off, ex, pairs, freq, &b) == 0 && b.accesses > a.accesses) {
-		out.h = (double)(b.hits - a.hits) / (double)(b.accesses - a.accesses);
-		out.adm = stream ? 0 : (double)(b.admissions - a.admissions) / steps;
-	}
-out_free:
-	free(off);
-	free(pairs);
-	free(ex);
-	free(ids);
-	free(w);
-	free(cnt);
-	return out;
-}
-
 /* ---- one case -------------------------------------------------------------- */
 
 /* measured steps of a case: batches over 1 take longer, a quarter (at least 4) */
-static int batch_steps(const struct cfg *c, int B)
+static int batch_steps(const struct bench_cfg *c, int B)
 {
 	if (B == 1)
 		return c->steps;
 	return c->steps / 4 > 4 ? c->steps / 4 : c->steps < 4 ? c->steps : 4;
 }
-
-struct run {
-	const struct cfg *c;
-	hs_model *m;
-	const struct routing *r;
-	struct hs__rates rates;            /* the current slot group's */
-	struct hs__rates group[MAX_LIST];  /* measured before each slot group */
-	struct hs__layer_step shape;
-	float *x, *y, *w;
-	int32_t *ids;
-};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -432,16 +157,16 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, struct hs_bench_row *row)
+static int run_case(struct bench_run *u, hs_runtime *rt, int mode, int B, int slots, struct hs_bench_row *row)
 {
-	const struct cfg *c = u->c;
-	const struct routing *r = u->r;
+	const struct bench_cfg *c = u->c;
+	const struct bench_routing *r = u->r;
 	const int L = r->n_layers, steps = batch_steps(c, B), warm = c->warmup;
 	struct hs__cost cost[HS_MAX_LAYERS];
 	double t_mode[4] = { 0 };
 
 	memset(row, 0, sizeof *row);
-	snprintf(row->mode, sizeof row->mode, "%s", MODE_NAMES[mode]);
+	snprintf(row->mode, sizeof row->mode, "%s", hs_bench_mode_names[mode]);
 	row->batch = B;
 	row->slots = slots;
 	/* the prediction, layer by layer, at the hit rate the policy gets (in
@@ -452,14 +177,14 @@ static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, s
 		struct hs__layer_step w = u->shape;
 		w.slots = slots;
 		w.U = B;
-		struct hits hc = predicted_hits(r, l, B, slots, c->policy, warm, steps, 0);
+		struct bench_hits hc = hs_bench_predicted_hits(r, l, B, slots, c->policy, warm, steps, 0);
 		w.h = hc.h;
 		w.admit_experts = hc.adm;
 		hs__layer_cost(&u->rates, &w, &cost[l]);
 		for (int md = HS_MODE_CPU_COMPUTE; md <= HS_MODE_HYBRID; md++)
 			t_mode[md] += cost[l].t[md];
 		/* stream: the staging slots hold the experts streamed last */
-		struct hits hs = predicted_hits(r, l, B, slots, c->policy, warm, steps, 1);
+		struct bench_hits hs = hs_bench_predicted_hits(r, l, B, slots, c->policy, warm, steps, 1);
 		struct hs__layer_step ws = w;
 		ws.h = hs.h;
 		ws.slots = slots + 2 * r->k < r->E ? slots + 2 * r->k : r->E;
@@ -528,16 +253,16 @@ static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, s
 		if (s == warm)
 			for (int l = 0; l < L; l++)
 				hs_runtime_layer_report(rt, r->block[l], &before[l]);
-		double t0 = now_s();
+		double t0 = hs_bench_now();
 		for (int l = 0; l < L; l++) {
-			routing_step(r, l, s, B, u->ids, u->w);
+			hs_bench_routing_step(r, l, s, B, u->ids, u->w);
 			if (hs_runtime_forward(rt, r->block[l], B, u->x, u->ids, u->w, u->y)) {
 				free(t);
 				return hs_cli_fail("bench", "layer %d: %s", r->block[l], hs_last_error());
 			}
 		}
 		if (s >= warm)
-			t[s - warm] = now_s() - t0;
+			t[s - warm] = hs_bench_now() - t0;
 	}
 	qsort(t, steps, sizeof *t, cmp_double);
 	/* the median, and the middle half of the steps for the spread */
@@ -572,216 +297,13 @@ static int run_case(struct run *u, hs_runtime *rt, int mode, int B, int slots, s
 	return 0;
 }
 
-/* ---- output ---------------------------------------------------------------- */
-
-static void print_table(const struct hs_bench_row *rows, int n, FILE *f)
-{
-	fprintf(f, "%-7s %-12s %5s %5s %9s %7s %9s %6s %5s %5s %8s %8s %5s %5s %5s %5s  %s\n", "mode", "ran", "batch",
-		"slots", "tok/s", "range", "predicted", "ratio", "hit", "pred", "host/tok", "pcie/tok", "cpu", "gpu",
-		"copy", "ovl", "bound (predicted)");
-	for (int i = 0; i < n; i++) {
-		const struct hs_bench_row *r = &rows[i];
-		char range[16];
-		snprintf(range, sizeof range, "+-%.0f%%", r->tok_s > 0 ? 50 * (r->tok_hi - r->tok_lo) / r->tok_s : 0);
-		fprintf(f, "%-7s %-12s %5d %5d %9.1f %7s %9.1f %6.2f %4.0f%% %4.0f%% %6.1fMi %6.1fMi %4.0f%% %4.0f%% %4.0f%% %5.2f  %s\n",
-			r->mode, r->ran, r->batch, r->slots, r->tok_s, range, r->pred_tok_s,
-			r->pred_tok_s > 0 ? r->tok_s / r->pred_tok_s : 0, 100 * r->hit, 100 * r->hit_pred,
-			r->host_bpt / 1048576, r->pcie_bpt / 1048576, 100 * r->cpu_busy, 100 * r->gpu_busy,
-			100 * r->copy_busy, r->overlap, r->bound);
-	}
-}
-
-/* per batch size: which mode wins at each slot count, and by how much over
- * the next one */
-static void verdict(const struct hs_bench_row *rows, int n, const struct cfg *c, FILE *f)
-{
-	for (int b = 0; b < c->n_batch; b++) {
-		const int B = c->batch[b];
-		char line[1024];
-		int len = snprintf(line, sizeof line, "verdict, %s (batch %d):", B == 1 ? "decode" : "prefill", B);
-		for (int s = 0; s < c->n_slots; s++) {
-			int best = -1, second = -1;
-			for (int i = 0; i < n; i++) {
-				if (rows[i].batch != B || rows[i].slots != c->slots[s] || !strcmp(rows[i].mode, "auto"))
-					continue;
-				if (best < 0 || rows[i].tok_s > rows[best].tok_s) {
-					second = best;
-					best = i;
-				} else if (second < 0 || rows[i].tok_s > rows[second].tok_s) {
-					second = i;
-				}
-			}
-			if (best < 0 || len >= (int)sizeof line)
-				continue;
-			if (second >= 0)
-				len += snprintf(line + len, sizeof line - len, "%s %d slots: %s, %.2fx %s", s ? ";" : "",
-						c->slots[s], rows[best].mode, rows[best].tok_s / rows[second].tok_s,
-						rows[second].mode);
-			else
-				len += snprintf(line + len, sizeof line - len, "%s %d slots: %s", s ? ";" : "", c->slots[s],
-						rows[best].mode);
-		}
-		fprintf(f, "%s\n", line);
-	}
-}
-
-static int write_csv(const char *path, const struct hs_bench_row *rows, int n)
-{
-	char part[4096];
-	snprintf(part, sizeof part, "%s.part", path);
-	FILE *f = fopen(part, "w");
-	if (!f)
-		return hs_cli_fail("bench", "--csv %s: %s", path, strerror(errno));
-	fprintf(f, "mode,ran,batch,slots,tok_s,tok_s_p25,tok_s_p75,predicted_tok_s,ratio,hit,hit_predicted,"
-		   "host_bytes_per_token,pcie_bytes_per_token,cpu_busy,gpu_busy,copy_busy,overlap,q,bound\n");
-	for (int i = 0; i < n; i++) {
-		const struct hs_bench_row *r = &rows[i];
-		fprintf(f, "%s,%s,%d,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.0f,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", r->mode,
-			r->ran, r->batch, r->slots, r->tok_s, r->tok_lo, r->tok_hi, r->pred_tok_s,
-			r->pred_tok_s > 0 ? r->tok_s / r->pred_tok_s : 0, r->hit, r->hit_pred, r->host_bpt, r->pcie_bpt,
-			r->cpu_busy, r->gpu_busy, r->copy_busy, r->overlap, r->q, r->bound);
-	}
-	int e = hs__finish_file(f, ferror(f) ? EIO : 0, part, path);
-	if (e)
-		return hs_cli_fail("bench", "--csv %s: write failed: %s", path, strerror(e));
-	return 0;
-}
-
-static void print_rates_json(const struct hs__rates *rt, int slots, int last)
-{
-	printf("    { \"slots\": %d, \"host_read_gbps\": %.3f, \"cpu_kernel_gbps\": %.3f, \"cpu_gflops\": %.3f, "
-	       "\"pcie_gbps\": %.3f, \"gpu_gbps\": %.3f, \"gpu_gflops\": %.3f, \"handoff_us\": %.1f, "
-	       "\"step_us\": %.1f }%s\n",
-	       slots, rt->read_Bps / 1e9, rt->cpu_Bps / 1e9, rt->cpu_flops / 1e9, rt->pcie_Bps / 1e9, rt->gpu_Bps / 1e9,
-	       rt->gpu_flops / 1e9, rt->sync_s * 1e6, rt->step_s * 1e6, last ? "" : ",");
-}
-
-static void print_json(const struct hs_bench_row *rows, int n, const char *machine, const struct run *u,
-		       const char *device)
-{
-	const struct cfg *c = u->c;
-	printf("{\n  \"hotset_bench\": 1,\n  \"label\": \"measurements, with the cost model's predictions\",\n");
-	printf("  \"machine\": \"%s\",\n  \"device\": \"%s\",\n", machine, device);
-	printf("  \"rates\": [\n");
-	for (int g = 0; g < c->n_slots; g++)
-		print_rates_json(&u->group[g], c->slots[g], g + 1 == c->n_slots);
-	printf("  ],\n");
-	printf("  \"rows\": [\n");
-	for (int i = 0; i < n; i++) {
-		const struct hs_bench_row *r = &rows[i];
-		printf("    { \"mode\": \"%s\", \"ran\": \"%s\", \"batch\": %d, \"slots\": %d, \"tok_s\": %.3f, "
-		       "\"tok_s_p25\": %.3f, \"tok_s_p75\": %.3f, \"predicted_tok_s\": %.3f, \"hit\": %.4f, "
-		       "\"hit_predicted\": %.4f, \"host_bytes_per_token\": %.0f, \"pcie_bytes_per_token\": %.0f, "
-		       "\"cpu_busy\": %.4f, \"gpu_busy\": %.4f, \"copy_busy\": %.4f, \"overlap\": %.4f, \"q\": %.4f, "
-		       "\"bound\": \"%s\" }%s\n",
-		       r->mode, r->ran, r->batch, r->slots, r->tok_s, r->tok_lo, r->tok_hi, r->pred_tok_s, r->hit,
-		       r->hit_pred, r->host_bpt, r->pcie_bpt, r->cpu_busy, r->gpu_busy, r->copy_busy, r->overlap, r->q,
-		       r->bound, i + 1 < n ? "," : "");
-	}
-	printf("  ]\n}\n");
-}
-
-/* A gnuplot single-quoted string: quotes doubled, control characters out
- * (the title comes from the model file). */
-static void gp_string(FILE *f, const char *s)
-{
-	fputc('\'', f);
-	for (; *s; s++)
-		if (*s == '\'')
-			fputs("''", f);
-		else
-			fputc((unsigned char)*s < 32 ? ' ' : *s, f);
-	fputc('\'', f);
-}
-
-/* Runs gnuplot on the script (no shell: paths and the title stay data);
- * 0 when it ran and succeeded, -ENOENT when it is not installed. */
-static int run_gnuplot(const char *script)
-{
-	char *const args[] = { "gnuplot", (char *)script, NULL };
-	pid_t pid;
-	int st;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, args, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc)
-		return -rc;
-	if (waitpid(pid, &st, 0) < 0)
-		return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
-}
-
-/* gnuplot when it is installed (SVG or PNG by the file's ending), else the
- * built-in SVG */
-static int plot(const char *path, const char *title, const struct hs_bench_row *rows, int n, const struct cfg *c)
-{
-	const int B = c->batch[0], S = c->slots[c->n_slots - 1];
-	const char *dot = strrchr(path, '.');
-	const int png = dot && !strcmp(dot, ".png");
-	char dat[4096], gp[4100], part[4100];
-	snprintf(part, sizeof part, "%s.part", path);
-	int fd = temp_file(dat, sizeof dat), rc = -ENOENT;
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (f) {
-		for (int m = 0; m < 4; m++) /* blocks: by slots then by batch, per mode */
-			for (int by = 0; by < 2; by++) {
-				fprintf(f, "# %s %s\n", MODE_NAMES[m], by ? "batch" : "slots");
-				for (int i = 0; i < n; i++)
-					if (!strcmp(rows[i].mode, MODE_NAMES[m]) && (by ? rows[i].slots == S : rows[i].batch == B))
-						fprintf(f, "%d %.3f %.3f\n", by ? rows[i].batch : rows[i].slots, rows[i].tok_s,
-							rows[i].pred_tok_s);
-				fprintf(f, "\n\n");
-			}
-		fclose(f);
-		snprintf(gp, sizeof gp, "%s.gp", dat);
-		FILE *g = fopen(gp, "w");
-		if (g) {
-			fprintf(g, "set terminal %s size 900,420\nset output ", png ? "pngcairo" : "svg");
-			gp_string(g, part);
-			fprintf(g, "\nset multiplot layout 1,2 title ");
-			gp_string(g, title);
-			fprintf(g, "\nset key bottom\nset ylabel 'tokens/s'\n");
-			for (int by = 0; by < 2; by++) {
-				if (by)
-					fprintf(g, "set logscale x 2\nset xlabel 'batch, %d slots (dashed: predicted)'\n", S);
-				else
-					fprintf(g, "set xlabel 'GPU cache slots, batch %d (dashed: predicted)'\n", B);
-				fprintf(g, "plot for [m=0:3] ");
-				gp_string(g, dat);
-				fprintf(g, " index 2*m+%d using 1:2 with linespoints lc m+1 title word('cpu stream hybrid auto', m+1), "
-					   "for [m=0:3] ", by);
-				gp_string(g, dat);
-				fprintf(g, " index 2*m+%d using 1:3 with lines dt 2 lc m+1 notitle\n", by);
-			}
-			fprintf(g, "unset multiplot\n");
-			rc = fclose(g) ? -EIO : run_gnuplot(gp);
-			unlink(gp);
-		}
-		unlink(dat);
-	}
-	if (rc == 0 && rename(part, path) == 0)
-		return 0;
-	unlink(part);
-	if (rc != -ENOENT)
-		note("plot: gnuplot failed; writing the built-in SVG instead\n");
-	if (png)
-		return hs_cli_fail("bench", "--plot %s: PNG needs gnuplot, which %s; use a .svg name", path,
-				   rc == -ENOENT ? "is not installed" : "failed");
-	rc = hs_bench_svg(path, title, rows, n, B, S);
-	if (rc)
-		return hs_cli_fail("bench", "--plot %s: %s", path, strerror(-rc));
-	return 0;
-}
-
 /* ---- the command ------------------------------------------------------------ */
 
 static void calib_progress(const char *what, double f, void *ctx)
 {
 	(void)ctx;
 	(void)f;
-	note("  %s\n", what);
+	hs_bench_note("  %s\n", what);
 }
 
 int hs_cmd_bench(int argc, char **argv)
@@ -799,16 +321,16 @@ int hs_cmd_bench(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct cfg c = { .policy = "lru", .skew = "gpt-oss", .steps = 32, .warmup = 2, .pcie = 25,
+	struct bench_cfg c = { .policy = "lru", .skew = "gpt-oss", .steps = 32, .warmup = 2, .pcie = 25,
 			 .modes = { 0, 1, 2, 3 }, .n_modes = 4, .batch = { 1, 32 }, .n_batch = 2 };
 	int ch, given_slots = 0, rc = 1, temp_model = 0;
 	char model_file[4096] = "", trace_file[4096] = "";
 	hs_model *m = NULL;
 	hs_runtime *rt = NULL;
-	struct routing r = { 0 };
+	struct bench_routing r = { 0 };
 	struct hs_bench_row *rows = NULL;
 	struct hs_plan *plan = NULL;
-	struct run u = { 0 };
+	struct bench_run u = { 0 };
 
 	optind = 0;
 	while ((ch = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
@@ -840,7 +362,7 @@ int hs_cmd_bench(int argc, char **argv)
 		default: return hs_cli_usage_error("bench");
 		}
 	}
-	quiet = c.quiet;
+	hs_bench_quiet = c.quiet;
 	if (optind < argc)
 		return hs_cli_fail("bench", "unexpected argument '%s'", argv[optind]);
 	if (c.model && (c.preset || c.layers || c.experts))
@@ -877,7 +399,7 @@ int hs_cmd_bench(int argc, char **argv)
 	if (hs__device_open(device, 0, &d))
 		return hs_cli_fail("bench", "device %s: %s", device, hs_last_error());
 	/* the model */
-	if (prepare_model(&c, model_file, sizeof model_file, &temp_model, &m))
+	if (hs_bench_prepare_model(&c, model_file, sizeof model_file, &temp_model, &m))
 		goto out_close;
 	const struct hs_model_info *in = hs_model_info(m);
 	const int E = in->n_experts, K = in->n_used, max_slots = E - 2 * K;
@@ -903,10 +425,10 @@ int hs_cmd_bench(int argc, char **argv)
 
 	/* the routing */
 	if (c.trace) {
-		if (routing_load(c.trace, c.trace, m, &r))
+		if (hs_bench_routing_load(c.trace, c.trace, m, &r))
 			goto out_close;
 	} else {
-		int fd = temp_file(trace_file, sizeof trace_file);
+		int fd = hs_bench_temp_file(trace_file, sizeof trace_file);
 		if (fd < 0) {
 			hs_cli_fail("bench", "temporary trace %s: %s", trace_file, strerror(errno));
 			trace_file[0] = 0;
@@ -920,9 +442,9 @@ int hs_cmd_bench(int argc, char **argv)
 			hs_cli_fail("bench", "%s", hs_last_error());
 			goto out_close;
 		}
-		if (routing_load(trace_file, "(generated)", m, &r))
+		if (hs_bench_routing_load(trace_file, "(generated)", m, &r))
 			goto out_close;
-		note("routing: synthetic, %s skew (the top %d of %d experts take %.0f%% of the pairs, locality %.1f)\n",
+		hs_bench_note("routing: synthetic, %s skew (the top %d of %d experts take %.0f%% of the pairs, locality %.1f)\n",
 		     c.skew, top, E, 100 * share, locality);
 	}
 
@@ -949,7 +471,7 @@ int hs_cmd_bench(int argc, char **argv)
 		dev_threads = 1;
 	const int threads = c.threads ? c.threads : cores - dev_threads > 0 ? cores - dev_threads : 1;
 	const int moe0 = r.block[0];
-	note("calibrating: this machine's rates for layer %d's experts (%d CPU thread%s, %s)\n", moe0, threads,
+	hs_bench_note("calibrating: this machine's rates for layer %d's experts (%d CPU thread%s, %s)\n", moe0, threads,
 	     threads == 1 ? "" : "s", dev_desc);
 	int crc = hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[0]);
 	hs__device_close(d);
@@ -1007,10 +529,10 @@ int hs_cmd_bench(int argc, char **argv)
 	}
 
 	int done = 0;
-	double t_start = now_s();
+	double t_start = hs_bench_now();
 	for (int s = 0; s < c.n_slots; s++) {
 		if (s > 0) { /* the rates again: this machine's speed drifts */
-			note("calibrating again\n");
+			hs_bench_note("calibrating again\n");
 			if (hs__device_open(device, 0, &d) ||
 			    hs__calibrate(m, moe0, node, d, threads, max_b, calib_progress, NULL, &u.group[s])) {
 				hs_cli_fail("bench", "calibration: %s", hs_last_error());
@@ -1046,7 +568,7 @@ int hs_cmd_bench(int argc, char **argv)
 		struct hs_runtime_opts o = { .device = device, .plan = plan, .q = -1, .max_tokens = max_b,
 					     .threads = threads, .admit_per_step = 1, .cache_policy = c.policy,
 					     .routing_freq = r.freq };
-		note("loading: %d slots per layer\n", c.slots[s]);
+		hs_bench_note("loading: %d slots per layer\n", c.slots[s]);
 		if (hs_runtime_open(model_file, &o, &rt)) {
 			hs_cli_fail("bench", "%s", hs_last_error());
 			goto out_close;
@@ -1062,12 +584,12 @@ int hs_cmd_bench(int argc, char **argv)
 		for (int b = 0; b < c.n_batch; b++)
 			for (int mi = 0; mi < c.n_modes; mi++) {
 				struct hs_bench_row *row = &rows[done];
-				note("[%d/%d] %-6s batch %-3d slots %-3d ... ", done + 1, n_rows, MODE_NAMES[c.modes[mi]],
+				hs_bench_note("[%d/%d] %-6s batch %-3d slots %-3d ... ", done + 1, n_rows, hs_bench_mode_names[c.modes[mi]],
 				     c.batch[b], c.slots[s]);
 				if (run_case(&u, rt, c.modes[mi], c.batch[b], c.slots[s], row))
 					goto out_close;
-				note("%.1f tok/s (predicted %.1f), %.0f s so far\n", row->tok_s, row->pred_tok_s,
-				     now_s() - t_start);
+				hs_bench_note("%.1f tok/s (predicted %.1f), %.0f s so far\n", row->tok_s, row->pred_tok_s,
+				     hs_bench_now() - t_start);
 				done++;
 			}
 		hs_runtime_close(rt);
@@ -1087,7 +609,7 @@ int hs_cmd_bench(int argc, char **argv)
 	free(rows);
 	rows = sorted;
 	if (c.json) {
-		print_json(rows, n_rows, machine, &u, dev_desc);
+		hs_bench_print_json(rows, n_rows, machine, &u, dev_desc);
 	} else {
 		printf("\n");
 		for (int g = 0; g < c.n_slots; g++) {
@@ -1099,22 +621,22 @@ int hs_cmd_bench(int argc, char **argv)
 			       gr->pcie_Bps / 1e9, gr->gpu_Bps / 1e9, gr->gpu_flops / 1e9, gr->sync_s * 1e6, gr->step_s * 1e6);
 		}
 		printf("\n");
-		print_table(rows, n_rows, stdout);
+		hs_bench_print_table(rows, n_rows, stdout);
 		printf("(tok/s: tokens per second of the MoE part, measured; ratio = measured / predicted; hit: share of\n"
 		       " (token, expert) pairs on the device, measured and predicted by replaying the routing through\n"
 		       " the cache policy; host/tok, pcie/tok: expert MiB per token read by the CPU and copied; cpu, gpu,\n"
 		       " copy: lane busy share of the layers' time; ovl: the lanes' busy time / wall time)\n");
-		verdict(rows, n_rows, &c, stdout);
+		hs_bench_verdict(rows, n_rows, &c, stdout);
 	}
-	if (c.csv && write_csv(c.csv, rows, n_rows))
+	if (c.csv && hs_bench_write_csv(c.csv, rows, n_rows))
 		goto out_close;
 	if (c.plot) {
 		char title[256];
 		snprintf(title, sizeof title, "hotset bench: %s, %s%s", in->name[0] ? in->name : "model", dev_desc,
 			 sim ? " (sim)" : "");
-		if (plot(c.plot, title, rows, n_rows, &c))
+		if (hs_bench_plot(c.plot, title, rows, n_rows, &c))
 			goto out_close;
-		note("plot: %s\n", c.plot);
+		hs_bench_note("plot: %s\n", c.plot);
 	}
 	rc = 0;
 	goto out_close;
@@ -1126,7 +648,7 @@ out_close:
 		hs__device_close(d);
 	if (rt)
 		hs_runtime_close(rt);
-	routing_free(&r);
+	hs_bench_routing_free(&r);
 	if (trace_file[0])
 		unlink(trace_file);
 	hs_model_free(m);
@@ -1140,3 +662,4 @@ out_close:
 	free(plan);
 	return rc;
 }
+
