@@ -182,7 +182,7 @@ static int bpe_long(const hs_tokenizer *t, const uint8_t *s, size_t n, struct si
 	L.heap = malloc(3 * n * sizeof *L.heap);
 	if (!L.next || !L.prev || !L.id || !L.heap) {
 		rc = hs__error(ENOMEM, "tokenize: out of memory for a piece of %zu bytes", n);
-		goto out;
+		goto out_free;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		L.next[i] = i + 1;
@@ -210,7 +210,7 @@ static int bpe_long(const hs_tokenizer *t, const uint8_t *s, size_t n, struct si
 	}
 	for (uint32_t i = 0; i < n; i = L.next[i])
 		emit(o, L.id[i]);
-out:
+out_free:
 	free(L.next);
 	free(L.prev);
 	free(L.id);
