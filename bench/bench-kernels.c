@@ -7,91 +7,17 @@
 #include "config.h"
 
 #include <getopt.h>
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
+#include "bench/bench-util.h"
 #include "cpu_kernels/kernels.h"
 #include "model/arch.h"
 #include "hotset.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-/* ---- (a) memory read bandwidth: every thread streams its share with
- * 32-byte loads (this program is built only where AVX2 kernels are) ---- */
-__attribute__((target("avx2"))) static uint64_t read_share(const uint64_t *buf, size_t lo, size_t hi)
-{
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	for (size_t i = lo; i + 16 <= hi; i += 16) {
-		a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(buf + i)));
-		a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(buf + i + 4)));
-		a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(buf + i + 8)));
-		a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(buf + i + 12)));
-	}
-	a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-	return (uint64_t)_mm256_extract_epi64(a0, 0) ^ (uint64_t)_mm256_extract_epi64(a0, 3);
-}
-
-/* Two patterns, the best counts: each thread streams one contiguous half
- * of the buffer; or, like the kernels, the buffer is read in 4 MiB pieces
- * in a shuffled order, each piece split between the threads. */
-static double read_gbps(const uint64_t *buf, size_t words, int threads)
-{
-	const size_t piece = (4u << 20) / 8, n_pieces = words / piece;
-	size_t order[1024];
-	double best = 0;
-
-	for (size_t i = 0; i < n_pieces && i < 1024; i++)
-		order[i] = i;
-	for (size_t i = n_pieces - 1; i > 0; i--) {
-		size_t j = next() % (i + 1), t = order[i];
-		order[i] = order[j];
-		order[j] = t;
-	}
-	for (int rep = 0; rep < 8; rep++) {
-		uint64_t total = 0;
-		double t0 = now();
-#pragma omp parallel num_threads(threads) reduction(^ : total)
-		{
-			int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-			if (rep % 2 == 0) {
-				size_t lo = words * ith / nth / 16 * 16, hi = words * (ith + 1) / nth / 16 * 16;
-				total ^= read_share(buf, lo, hi);
-			} else {
-				for (size_t p = 0; p < n_pieces && p < 1024; p++) {
-					const uint64_t *b = buf + order[p] * piece;
-					total ^= read_share(b, piece * ith / nth / 16 * 16, piece * (ith + 1) / nth / 16 * 16);
-				}
-			}
-		}
-		double t = now() - t0;
-		if (total == 42) /* keeps the reads; practically never true */
-			fprintf(stderr, " ");
-		double bytes = rep % 2 == 0 ? (double)words * 8 : (double)(n_pieces < 1024 ? n_pieces : 1024) * piece * 8;
-		if (bytes / t / 1e9 > best)
-			best = bytes / t / 1e9;
-	}
-	return best;
-}
 
 /* ---- expert shapes ----------------------------------------------------- */
 struct shape {

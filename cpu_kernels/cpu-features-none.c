@@ -5,7 +5,7 @@
 #include "base/log.h"
 #include "cpu_kernels/cpu-features.h"
 
-static const struct hs_cpu_features none = { 0, 0, 0, 0, 0 };
+static const struct hs_cpu_features none = { 0, 0, 0, 0, 0, 0, 0, 0 };
 
 const struct hs_cpu_features *hs__cpu_features(void)
 {
@@ -19,6 +19,18 @@ const struct hs_cpu_features *hs__cpu_features(void)
 #include "cpu_kernels/kernels.h"
 
 const struct hs_kernel_ops *hs__kernels_avx2(void)
+{
+	return NULL;
+}
+
+#include "cpu_kernels/dense.h"
+
+const struct hs_dense_ops *hs__dense_avx2(void)
+{
+	return NULL;
+}
+
+const struct hs_dense_ops *hs__dense_avx512(void)
 {
 	return NULL;
 }

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "cpu_kernels/cpu-features.h"
+#include "cpu_kernels/dense.h"
 
 static struct hs_cpu_features features;
 static int detected;
@@ -29,6 +30,11 @@ const struct hs_cpu_features *hs__cpu_features(void)
 		}
 		f.avx2_built = 1;
 		f.use_avx2 = f.avx2 && f.fma && f.f16c && !(ref && strcmp(ref, "1") == 0);
+		/* libgcc's check includes the OS saving the ZMM registers (XCR0) */
+		f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+			   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+		f.avx512_built = hs__dense_avx512() != NULL;
+		f.use_avx512 = f.use_avx2 && f.avx512 && f.avx512_built;
 		features = f;
 		/* Said once, even when two first callers race. */
 		if (!__atomic_exchange_n(&detected, 1, __ATOMIC_ACQ_REL))

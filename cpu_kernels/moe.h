@@ -20,9 +20,14 @@ struct hs_moe_arch {
 	void (*gating)(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
 	double (*activation)(double g, double u);
 	float (*activation_f)(float g, float u); /* the same in float, for the fast kernels */
+	/* the gating in float, for the fast router (cpu_kernels/router.h) */
+	void (*gating_f)(const float *logits, int n_experts, int k, int32_t *ids, float *weights);
 };
 
 void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
+/* The same in float (cpu_kernels/router.c): the k largest of logits[n]
+ * (lower index first on equal values), best first, and their softmax. */
+void hs__gating_topk_softmax_f(const float *logits, int n_experts, int k, int32_t *ids, float *weights);
 double hs__act_gpt_oss(double g, double u);   /* min/clamp at 7, g*sigmoid(1.702 g)*(u+1) */
 double hs__act_silu_mul(double g, double u);  /* silu(g) * u */
 float hs__act_gpt_oss_f(float g, float u);

@@ -7,12 +7,12 @@
 #include "model/arch.h"
 
 const struct hs_moe_arch hs__arch_gpt_oss = { "gpt-oss", 1, HS_ACT_SWIGLU_OAI, hs__gating_topk_softmax,
-					       hs__act_gpt_oss, hs__act_gpt_oss_f };
+					       hs__act_gpt_oss, hs__act_gpt_oss_f, hs__gating_topk_softmax_f };
 /* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
  * (norm_topk_prob): the full softmax's denominator cancels, so that is the
  * same as gpt-oss's softmax over the k chosen logits. */
 const struct hs_moe_arch hs__arch_qwen3moe = { "qwen3moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
-						hs__act_silu_mul, hs__act_silu_mul_f };
+						hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f };
 
 static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
 
