@@ -224,11 +224,7 @@ int main(int argc, char **argv)
 		case 'p': pool_bytes = (size_t)atol(optarg) << 20; break;
 		case 's': secs = atof(optarg); break;
 		case 't':
-			nthr = 0;
-			for (char *tok = strtok(optarg, ","); tok && nthr < 8; tok = strtok(NULL, ","))
-				if (atoi(tok) > 0)
-					thr[nthr++] = atoi(tok);
-			if (!nthr) {
+			if (!(nthr = parse_threads(optarg, thr))) {
 				fprintf(stderr, "bench-dense: --threads needs a list like 1,2\n");
 				return 2;
 			}
@@ -252,25 +248,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-dense: this CPU has no AVX2; the benchmark measures the SIMD tiers\n");
 		return 1;
 	}
-	size_t words = (quick ? (size_t)256 << 20 : (size_t)1 << 30) / 8;
-	uint64_t *buf = aligned_alloc(64, words * 8);
 	double read[8];
 	json_t *root = json_object(), *rb = json_object();
-	if (!buf) {
+	if (measure_read(quick ? (size_t)256 << 20 : (size_t)1 << 30, thr, nthr, read, o, rb) != 0) {
 		fprintf(stderr, "bench-dense: cannot allocate the read buffer\n");
 		return 1;
 	}
-	for (size_t i = 0; i < words; i++)
-		buf[i] = i * 0x9e3779b97f4a7c15ull;
-	for (int t = 0; t < nthr; t++) {
-		char key[16];
-		read[t] = read_gbps(buf, words, thr[t]);
-		snprintf(key, sizeof key, "%d", thr[t]);
-		json_object_set_new(rb, key, json_real(read[t]));
-		fprintf(o, "memory read bandwidth, %d thread%s: %.1f GB/s (measured)\n", thr[t], thr[t] > 1 ? "s" : "",
-			read[t]);
-	}
-	free(buf);
 
 	fprintf(o, "\n%-10s %-22s %-5s %-8s %5s %4s %9s %8s %9s %7s\n", "op", "shape", "type", "tier", "n", "thr",
 		"ms/call", "GB/s", "GFLOP/s", "ratio");

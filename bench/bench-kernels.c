@@ -197,17 +197,12 @@ int main(int argc, char **argv)
 		case 'q': quick = 1; secs = 0.3; break;
 		case 'j': json = 1; break;
 		case 's': secs = atof(optarg); break;
-		case 't': {
-			nthr = 0;
-			for (char *tok = strtok(optarg, ","); tok && nthr < 8; tok = strtok(NULL, ","))
-				if (atoi(tok) > 0)
-					thr[nthr++] = atoi(tok);
-			if (!nthr) {
+		case 't':
+			if (!(nthr = parse_threads(optarg, thr))) {
 				fprintf(stderr, "bench-kernels: --threads needs a list like 1,2\n");
 				return 2;
 			}
 			break;
-		}
 		case 'h':
 			printf("usage: bench-kernels [--quick] [--json] [--threads 1,2] [--seconds S]\n"
 			       "Measures memory read bandwidth, then the fused expert FFN and mul_mat_id on the\n"
@@ -231,24 +226,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* (a) read bandwidth over 1 GiB */
-	size_t words = (1ull << 30) / 8;
-	uint64_t *buf = aligned_alloc(64, words * 8);
 	double read[8];
-	if (!buf) {
+	if (measure_read((size_t)1 << 30, thr, nthr, read, o, rb) != 0) {
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;
 	}
-	for (size_t i = 0; i < words; i++)
-		buf[i] = i * 0x9e3779b97f4a7c15ull;
-	for (int t = 0; t < nthr; t++) {
-		char key[16];
-		read[t] = read_gbps(buf, words, thr[t]);
-		snprintf(key, sizeof key, "%d", thr[t]);
-		json_object_set_new(rb, key, json_real(read[t]));
-		fprintf(o, "memory read bandwidth, %d thread%s: %.1f GB/s (measured, 1 GiB)\n", thr[t], thr[t] > 1 ? "s" : "",
-			read[t]);
-	}
-	free(buf);
 	json_object_set_new(root, "read_gbps_by_threads", rb);
 	json_object_set_new(root, "read_gbps", json_real(read[nthr - 1]));
 

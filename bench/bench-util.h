@@ -9,7 +9,11 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include <jansson.h>
 
 static double now(void)
 {
@@ -82,6 +86,40 @@ static double read_gbps(const uint64_t *buf, size_t words, int threads)
 			best = bytes / t / 1e9;
 	}
 	return best;
+}
+
+/* "1,2,4" into thr (at most 8 counts); returns how many (0: none). */
+static int parse_threads(char *arg, int *thr)
+{
+	int n = 0;
+	for (char *tok = strtok(arg, ","); tok && n < 8; tok = strtok(NULL, ","))
+		if (atoi(tok) > 0)
+			thr[n++] = atoi(tok);
+	return n;
+}
+
+/* The read bandwidth over `bytes` for each of nthr thread counts into
+ * read[], a line each on o, and rb["count"] in JSON.  -1 when the buffer
+ * cannot be had. */
+static int measure_read(size_t bytes, const int *thr, int nthr, double *read, FILE *o, json_t *rb)
+{
+	const size_t words = bytes / 8;
+	uint64_t *buf = aligned_alloc(64, words * 8);
+
+	if (!buf)
+		return -1;
+	for (size_t i = 0; i < words; i++)
+		buf[i] = i * 0x9e3779b97f4a7c15ull;
+	for (int t = 0; t < nthr; t++) {
+		char key[16];
+		read[t] = read_gbps(buf, words, thr[t]);
+		snprintf(key, sizeof key, "%d", thr[t]);
+		json_object_set_new(rb, key, json_real(read[t]));
+		fprintf(o, "memory read bandwidth, %d thread%s: %.1f GB/s (measured, %zu MiB)\n", thr[t],
+			thr[t] > 1 ? "s" : "", read[t], bytes >> 20);
+	}
+	free(buf);
+	return 0;
 }
 
 #endif
