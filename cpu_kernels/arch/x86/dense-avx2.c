@@ -122,6 +122,19 @@ static inline __attribute__((always_inline)) float row_dot(int type, const uint8
 
 /* ---- rows ---------------------------------------------------------------------- */
 
+/* n values (a multiple of 32) of Q8_0 blocks to f32. */
+static inline __attribute__((always_inline)) void q8_row(const void *src, float *dst, int n)
+{
+	for (int b = 0; b < n / HS_QK; b++) {
+		const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)src + b;
+		const __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+		for (int k = 0; k < HS_QK; k += 8) {
+			__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk->qs + k)));
+			_mm256_storeu_ps(dst + b * HS_QK + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+		}
+	}
+}
+
 static void dequant_row_avx2(int type, const void *src, float *dst, int n)
 {
 	const uint8_t *s = src;
@@ -135,16 +148,7 @@ static void dequant_row_avx2(int type, const void *src, float *dst, int n)
 		for (; i < n; i++)
 			dst[i] = hs__dense_elem(type, s, i);
 		break;
-	case HS_TYPE_Q8_0:
-		for (int b = 0; b < n / HS_QK; b++) {
-			const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)src + b;
-			const __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-			for (int k = 0; k < HS_QK; k += 8) {
-				__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + k)));
-				_mm256_storeu_ps(dst + b * HS_QK + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-			}
-		}
-		break;
+	case HS_TYPE_Q8_0: q8_row(src, dst, n); break;
 	default: hs__dequantize_row_ref(type, src, dst, (size_t)n); break;
 	}
 }
@@ -220,10 +224,20 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 	const int D = t->head_dim, nv8 = (nv + 7) & ~7;
 	const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
 
-	for (int r = 0; r < nv; r++) {
-		dequant_row_avx2(t->kv_type, t->k + (size_t)idx[r] * t->k_cell, kf + (size_t)r * D, D);
-		dequant_row_avx2(t->kv_type, t->v + (size_t)idx[r] * t->v_cell, vf + (size_t)r * D, D);
-	}
+	/* the type test outside the loops: one conversion per value, no calls */
+	if (t->kv_type == HS_TYPE_F16)
+		for (int r = 0; r < nv; r++) {
+			const uint8_t *kr = t->k + (size_t)idx[r] * t->k_cell, *vr = t->v + (size_t)idx[r] * t->v_cell;
+			for (int d = 0; d < D; d += 8) {
+				_mm256_storeu_ps(kf + (size_t)r * D + d, load8(HS_TYPE_F16, kr, d));
+				_mm256_storeu_ps(vf + (size_t)r * D + d, load8(HS_TYPE_F16, vr, d));
+			}
+		}
+	else
+		for (int r = 0; r < nv; r++) {
+			q8_row(t->k + (size_t)idx[r] * t->k_cell, kf + (size_t)r * D, D);
+			q8_row(t->v + (size_t)idx[r] * t->v_cell, vf + (size_t)r * D, D);
+		}
 	if (nv8 > nv)
 		memset(kf + (size_t)nv * D, 0, sizeof(float) * D * (nv8 - nv));
 	for (int i = 0; i < t->g; i++) {
