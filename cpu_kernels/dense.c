@@ -76,18 +76,24 @@ void hs__matmul_step_quantize(struct hs_matmul_job *job, int ith, int nth)
 		job->ops->quantize_q8_0(job->x + (size_t)t * job->x_stride, job->xq + (size_t)t * nb, job->cols);
 }
 
-/* Rows per work item: decode cuts finer, so that nth threads get equal
- * shares of a few hundred rows; prefill keeps a block (64 rows of 2880
- * Q8_0 values are 196 KB) in the L2 cache while a chunk of tokens uses it. */
-static int row_block(int n, int rows)
+/* Rows per work item.  Decode: about eight items per thread (an even
+ * share), 16 to 256 rows each, so that a long matrix (201088 output rows)
+ * is not cut into thousands of calls that each redo the token's per-call
+ * setup.  Prefill: a block of 64 rows (64 rows of 2880 Q8_0 values are
+ * 196 KB) stays in the L2 cache while a chunk of tokens uses it. */
+static int row_block(int n, int rows, int nth)
 {
-	(void)rows;
-	return n == 1 ? 16 : 64;
+	int rb;
+
+	if (n > 1)
+		return 64;
+	rb = rows / (8 * nth) / 16 * 16;
+	return rb < 16 ? 16 : rb > 256 ? 256 : rb;
 }
 
 void hs__matmul_step_mul(struct hs_matmul_job *job, int ith, int nth)
 {
-	const int RB = row_block(job->n, job->rows), nrb = (job->rows + RB - 1) / RB;
+	const int RB = row_block(job->n, job->rows, nth), nrb = (job->rows + RB - 1) / RB;
 	const int ntc = (job->n + CHUNK - 1) / CHUNK, nbq = job->cols / HS_QK;
 	const struct hs_block_q8_0 *xs[CHUNK];
 	const float *xf[CHUNK];
