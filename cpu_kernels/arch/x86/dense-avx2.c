@@ -300,24 +300,9 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 	}
 }
 
-static void attend_avx2(const struct hs_attn_tile *t)
-{
-	const int D = t->head_dim, B = (HS_ATTN_BLOCK_VALUES / D < 32 ? HS_ATTN_BLOCK_VALUES / D : 32) & ~7;
-	float kf[HS_ATTN_BLOCK_VALUES], vf[HS_ATTN_BLOCK_VALUES], sc[HS_ATTN_MAX_GROUP * 32];
-	int idx[32], nv = 0;
-
-	for (int c = t->c0; c < t->c1; c++) {
-		const int32_t p = t->cell_pos[c];
-		if (p >= t->pos_lo && p <= t->pos_hi)
-			idx[nv++] = c;
-		if (nv == B) {
-			attend_block(t, idx, nv, B, kf, vf, sc);
-			nv = 0;
-		}
-	}
-	if (nv)
-		attend_block(t, idx, nv, B, kf, vf, sc);
-}
+#define ATTEND attend_avx2
+#define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~7)
+#include "cpu_kernels/arch/x86/dense-attend.h"
 
 static const struct hs_dense_ops avx2_ops = { "AVX2",	      tile_f_avx2, dequant_row_avx2, rmsnorm_row_avx2,
 					      rope_row_avx2, to_f16_avx2, attend_avx2 };

@@ -1,14 +1,17 @@
-/* AVX-512 (F, BW, VL, DQ) tier of the dense ops: the float matrix tile,
- * where Zen 5's full-width FMA units double the prefill rate and masked
- * loads take the column tails.  The other entries are the AVX2 set's.
+/* AVX-512 (F, BW, VL, DQ) tier of the dense ops: the float matrix tile and
+ * the attention block, where Zen 5's full-width FMA units do twice the
+ * work per instruction and masked loads take the tails.  The other entries
+ * are the AVX2 set's.
  * Compiled with those flags in a file of its own and used only when CPUID
  * and the OS say the CPU runs them (hs__dense_best()). */
 #include "config.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <pthread.h>
+#include <string.h>
 
-#include "cpu_kernels/dense.h"
+#include "cpu_kernels/attention.h"
 
 /* 16 values of a row at column c, the first `keep` of them (mask) loaded
  * and the rest zero; type is a constant at each call. */
@@ -73,6 +76,176 @@ static inline __attribute__((always_inline)) float row_dot(int type, const uint8
 #define TILE_F tile_f_avx512
 #include "cpu_kernels/arch/x86/dense-tile.h"
 
+/* ---- attention ----------------------------------------------------------------- */
+
+/* e^x as exp256 in the AVX2 file: 2^n p(r), degree 6, relative error
+ * < 3e-7; 0 below -87 (and for -inf). */
+static inline __m512 exp512(__m512 x)
+{
+	const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+	x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+				       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+	__m512 p = _mm512_set1_ps(1.0f / 720);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+	__m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
+	return _mm512_maskz_mov_ps(keep, _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)));
+}
+
+/* Lane r of the result is the sum of the lanes of a[r], r < 16: a tree of
+ * 128-bit and in-lane shuffles (15 adds, 30 shuffles) and one permute. */
+static inline __m512 hsum16(const __m512 *a)
+{
+	__m512 b[8], c[4], d0, d1, e;
+	_Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) /* quarters 0, 1: a[2i]; 2, 3: a[2i + 1] */
+		b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) /* quarter q: four partial sums of a[4j + q] */
+		c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0x88),
+				     _mm512_shuffle_f32x4(b[2 * j], b[2 * j + 1], 0xdd));
+	d0 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+	d1 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x88), _mm512_shuffle_ps(c[2], c[3], 0xdd));
+	e = _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xdd));
+	/* lane 4q + j of e holds a[q + 4j] */
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), e);
+}
+
+/* The first `len` (<= 16) lanes of a mask. */
+static inline __mmask16 lanes(int len)
+{
+	return len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
+}
+
+/* As the AVX2 block (dense-avx2.c), 16 lanes wide: K and V rows of the
+ * block's cells converted to f32 once for all g query heads; per head the
+ * scores of 16 cells at a time (16 accumulators, one transposing sum),
+ * the online softmax update, then V accumulated into o 64 values (4
+ * registers, two cells at a time) at a time.  head_dim a multiple of 8 (the last 8 masked). */
+static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, int B, float *kf, float *vf,
+			 float *sc)
+{
+	const int D = t->head_dim, nv16 = (nv + 15) & ~15;
+	const __m512 scale = _mm512_set1_ps(t->scale), ninf = _mm512_set1_ps(-INFINITY);
+
+	if (t->kv_type == HS_TYPE_F16)
+		for (int r = 0; r < nv; r++) {
+			const uint8_t *kr = t->k + (size_t)idx[r] * t->k_cell, *vr = t->v + (size_t)idx[r] * t->v_cell;
+			int d = 0;
+			for (; d + 16 <= D; d += 16) {
+				_mm512_storeu_ps(kf + (size_t)r * D + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(kr + 2 * d))));
+				_mm512_storeu_ps(vf + (size_t)r * D + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(vr + 2 * d))));
+			}
+			if (d < D) { /* the last 8 */
+				_mm256_storeu_ps(kf + (size_t)r * D + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(kr + 2 * d))));
+				_mm256_storeu_ps(vf + (size_t)r * D + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(vr + 2 * d))));
+			}
+		}
+	else
+		for (int r = 0; r < nv; r++)
+			for (int b = 0; b < D / HS_QK; b++) {
+				const struct hs_block_q8_0 *kb = (const struct hs_block_q8_0 *)(const void *)(t->k + (size_t)idx[r] * t->k_cell) + b;
+				const struct hs_block_q8_0 *vb = (const struct hs_block_q8_0 *)(const void *)(t->v + (size_t)idx[r] * t->v_cell) + b;
+				const __m512 dk = _mm512_set1_ps(_cvtsh_ss(kb->d)), dv = _mm512_set1_ps(_cvtsh_ss(vb->d));
+				for (int k = 0; k < HS_QK; k += 16) {
+					__m512 kq = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb->qs + k))));
+					__m512 vq = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vb->qs + k))));
+					_mm512_storeu_ps(kf + (size_t)r * D + b * HS_QK + k, _mm512_mul_ps(kq, dk));
+					_mm512_storeu_ps(vf + (size_t)r * D + b * HS_QK + k, _mm512_mul_ps(vq, dv));
+				}
+			}
+	if (nv16 > nv)
+		memset(kf + (size_t)nv * D, 0, sizeof(float) * D * (nv16 - nv));
+	for (int i = 0; i < t->g; i++) {
+		const float *q = t->q + (size_t)i * D;
+		float *s = sc + (size_t)i * B, *o = t->o + (size_t)i * D;
+		__m512 mv = ninf;
+		for (int c16 = 0; c16 < nv16; c16 += 16) {
+			__m512 acc[16];
+			_Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
+				acc[r] = _mm512_setzero_ps();
+			int d = 0;
+			for (; d + 16 <= D; d += 16) {
+				const __m512 qv = _mm512_loadu_ps(q + d);
+				_Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
+					acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(kf + (size_t)(c16 + r) * D + d), qv, acc[r]);
+			}
+			if (d < D) { /* the last 8 */
+				const __m512 qv = _mm512_maskz_loadu_ps(0xff, q + d);
+				_Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
+					acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xff, kf + (size_t)(c16 + r) * D + d), qv, acc[r]);
+			}
+			/* lanes past nv (padding) get -inf */
+			const __m512 sv = _mm512_mask_mul_ps(ninf, lanes(nv - c16), hsum16(acc), scale);
+			mv = _mm512_max_ps(mv, sv);
+			_mm512_storeu_ps(s + c16, sv);
+		}
+		const float mb = _mm512_reduce_max_ps(mv), m_new = mb > t->m[i] ? mb : t->m[i];
+		const float alpha = t->m[i] == -INFINITY ? 0.0f : expf(t->m[i] - m_new);
+		const __m512 mn = _mm512_set1_ps(m_new);
+		__m512 lsum = _mm512_setzero_ps();
+		for (int c16 = 0; c16 < nv16; c16 += 16) {
+			__m512 p = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + c16), mn));
+			lsum = _mm512_add_ps(lsum, p);
+			_mm512_storeu_ps(s + c16, p);
+		}
+		t->l[i] = t->l[i] * alpha + _mm512_reduce_add_ps(lsum);
+		t->m[i] = m_new;
+		const __m512 av = _mm512_set1_ps(alpha);
+		int d = 0;
+		for (; d + 64 <= D; d += 64) {
+			/* two cells at a time into two sets: eight FMA chains */
+			__m512 ov[4], ow[4];
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+				ov[k] = _mm512_mul_ps(_mm512_loadu_ps(o + d + 16 * k), av);
+				ow[k] = _mm512_setzero_ps();
+			}
+			int r = 0;
+			for (; r + 2 <= nv; r += 2) {
+				const __m512 p0 = _mm512_set1_ps(s[r]), p1 = _mm512_set1_ps(s[r + 1]);
+				const float *v0 = vf + (size_t)r * D + d, *v1 = v0 + D;
+				_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+					ov[k] = _mm512_fmadd_ps(_mm512_loadu_ps(v0 + 16 * k), p0, ov[k]);
+					ow[k] = _mm512_fmadd_ps(_mm512_loadu_ps(v1 + 16 * k), p1, ow[k]);
+				}
+			}
+			if (r < nv) {
+				const __m512 p0 = _mm512_set1_ps(s[r]);
+				_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+					ov[k] = _mm512_fmadd_ps(_mm512_loadu_ps(vf + (size_t)r * D + d + 16 * k), p0, ov[k]);
+			}
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+				_mm512_storeu_ps(o + d + 16 * k, _mm512_add_ps(ov[k], ow[k]));
+		}
+		for (; d < D; d += 16) {
+			const __mmask16 m = lanes(D - d);
+			__m512 ov = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + d), av);
+			for (int r = 0; r < nv; r++)
+				ov = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, vf + (size_t)r * D + d), _mm512_set1_ps(s[r]), ov);
+			_mm512_mask_storeu_ps(o + d, m, ov);
+		}
+	}
+}
+
+#define ATTEND attend_blocks_avx512
+#define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~15)
+#include "cpu_kernels/arch/x86/dense-attend.h"
+
+/* Heads over 256 values leave fewer than 16 cells per block: the AVX2
+ * attend takes them. */
+static void attend_avx512(const struct hs_attn_tile *t)
+{
+	if (t->head_dim > HS_ATTN_BLOCK_VALUES / 16)
+		hs__dense_avx2()->attend(t);
+	else
+		attend_blocks_avx512(t);
+}
 static struct hs_dense_ops avx512_ops;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -81,6 +254,7 @@ static void init(void)
 	avx512_ops = *hs__dense_avx2();
 	avx512_ops.name = "AVX-512";
 	avx512_ops.tile_f = tile_f_avx512;
+	avx512_ops.attend = attend_avx512;
 }
 
 const struct hs_dense_ops *hs__dense_avx512(void)
