@@ -298,8 +298,8 @@ out_free:
 }
 
 void hs__kv_store(const struct hs_kernel_ops *ops, const struct hs_dense_ops *dops, int type, const float *x,
-		 size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
-		 size_t cell_bytes, size_t head_bytes, int ith, int nth)
+		  size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
+		  size_t cell_bytes, size_t head_bytes, int ith, int nth)
 {
 	long lo, hi;
 

@@ -30,8 +30,9 @@
 /* K/V cells: the row of cell c and KV head h (head_dim values of kv_type,
  * F16 or Q8_0 with 32-value blocks along head_dim) starts at
  * k + c * k_cell + h * k_head (bytes), V likewise.  Any layout fits:
- * [cell][head][dim] (k_head = row bytes, k_cell = n_head_kv * row bytes) or
- * [head][cell][dim]. */
+ * [cell][head][dim] (k_head = row bytes, k_cell = n_head_kv * row bytes, as
+ * llama.cpp's cache; fast here too, the next cells are prefetched) or
+ * [head][cell][dim].  Rows must be 2-byte aligned (F16 values, Q8_0 scales). */
 struct hs_attn_job {
 	const struct hs_dense_ops *dops;
 	int n, n_head, n_head_kv, head_dim;
@@ -48,7 +49,7 @@ struct hs_attn_job {
 	float scale;              /* usually 1 / sqrt(head_dim) */
 	float *out;               /* token t, head h at out + t * out_stride + h * head_dim */
 	size_t out_stride;
-	int n_split;              /* cell ranges per (token, kv head); 0 or 1 = one */
+	int n_split;              /* cell ranges per token; 0 or 1 = one (hs__attn_pick_split) */
 	void *scratch;            /* hs__attn_scratch_bytes(n, n_head, head_dim, n_split) */
 	float *part;              /* by prepare: partial results when n_split > 1 */
 };
@@ -66,14 +67,17 @@ size_t hs__attn_scratch_bytes(int n, int n_head, int head_dim, int n_split);
  * the scratch.  -EINVAL. */
 int hs__attn_prepare(struct hs_attn_job *job);
 /* Work items are (token, cell range): one pass over the range's visible
- * cells for all heads, 256 cells at a time through every KV head, so K and
- * V are read once per token (not once per query head) and each 256-cell
- * piece stays in the L2 cache while all KV heads read it, whatever the
- * layout.  Items are shared by an estimate of their visible cells, so
- * causal prefill spreads evenly.
- * With n_split <= 1 this writes out; else partials, and step_merge (after
- * a barrier) combines them and writes out, (token, head) split over
- * threads. */
+ * cells for all heads, 32 cells at a time through every KV head (the
+ * query heads of a KV head together), so K and V are read once per token,
+ * not once per query head, and each 32-cell piece stays in cache while
+ * every KV head reads it, whatever the layout; the next piece is
+ * prefetched.  Items go to threads by an estimate of their visible cells,
+ * so causal prefill spreads evenly.
+ * With n_split <= 1 step writes out; else partials, and step_merge (after
+ * a barrier, on every thread) combines them and writes out, (token, head)
+ * rows split over threads.  Reads q, q_pos, cell_pos, sinks and K/V rows
+ * of visible cells only (other cells are at most prefetched: garbage or
+ * NaN there never reaches the result). */
 void hs__attn_step(struct hs_attn_job *job, int ith, int nth);
 void hs__attn_step_merge(struct hs_attn_job *job, int ith, int nth);
 int hs__attn_run_omp(struct hs_attn_job *job, int nthreads);
@@ -106,7 +110,7 @@ struct hs_attn_tile {
  * RoPE) and once for V; the caller sets cell_pos.  (token, head) rows split
  * over threads. */
 void hs__kv_store(const struct hs_kernel_ops *ops, const struct hs_dense_ops *dops, int type, const float *x,
-		 size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
-		 size_t cell_bytes, size_t head_bytes, int ith, int nth);
+		  size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
+		  size_t cell_bytes, size_t head_bytes, int ith, int nth);
 
 #endif

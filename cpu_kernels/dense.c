@@ -180,7 +180,7 @@ int hs__matmul_ref(const struct hs_matmul_job *job)
 /* ---- embedding rows ----------------------------------------------------- */
 
 void hs__get_rows(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
-		 const int32_t *ids, float *y, size_t y_stride, int ith, int nth)
+		  const int32_t *ids, float *y, size_t y_stride, int ith, int nth)
 {
 	for (int t = ith; t < n; t += nth)
 		dops->dequant_row(type, w + (size_t)ids[t] * row_bytes, y + (size_t)t * y_stride, cols);
@@ -194,7 +194,7 @@ void hs__get_rows_ref(int type, const uint8_t *w, size_t row_bytes, int cols, in
 }
 
 void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
-		     const int32_t *ids, float *y, size_t y_stride, int nthreads)
+		      const int32_t *ids, float *y, size_t y_stride, int nthreads)
 {
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
 	hs__get_rows(dops, type, w, row_bytes, cols, n, ids, y, y_stride, omp_get_thread_num(), omp_get_num_threads());
@@ -222,7 +222,7 @@ void hs__rmsnorm_ref(const float *x, size_t x_stride, float *y, size_t y_stride,
 }
 
 void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride,
-		    int n, int n_head, int dim, const float *w, float eps, int nthreads)
+		     int n, int n_head, int dim, const float *w, float eps, int nthreads)
 {
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
 	hs__rmsnorm(dops, x, x_stride, y, y_stride, n, n_head, dim, w, eps, omp_get_thread_num(), omp_get_num_threads());

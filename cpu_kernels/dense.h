@@ -1,7 +1,7 @@
 /* Dense CPU ops of the whole-model forward pass (gpt-oss, Qwen3-MoE):
- * matrix products with the dense weights, embedding rows, RMSNorm, RoPE
- * (NEOX, with YaRN), and the write of K/V rows into a cache.  Attention is
- * in attention.h, the router in router.h, sampling in sample.h.
+ * matrix products with the dense weights, embedding rows, RMSNorm and RoPE
+ * (NEOX, with YaRN).  Attention and the K/V write are in attention.h, the
+ * router in router.h, sampling in sample.h.
  *
  * Each op has a scalar double-precision `_ref` twin (whole op, one thread,
  * plain loops: the oracle) and a fast version built on an inner-loop table
@@ -24,8 +24,9 @@
 
 struct hs_attn_tile;
 
-/* Inner loops of one instruction tier.  The scalar set (hs__dense_ref) computes in double
- * where it is arithmetic; the SIMD sets in float (see each op's bound). */
+/* Inner loops of one instruction tier.  The scalar set (hs__dense_ref)
+ * computes in double where it is arithmetic; the SIMD sets in float (see
+ * each op's bound in its test). */
 struct hs_dense_ops {
 	const char *name;
 	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; rows of
@@ -68,8 +69,11 @@ const struct hs_dense_ops *hs__dense_best(void);
  * Slicing: step_mul cuts the rows into blocks and the tokens into chunks of
  * up to 64; a thread takes a contiguous run of (row block, token chunk)
  * items in row-block-major order, so every weight block is read from memory
- * once and reused from cache by every token of the chunk.  Decode (n = 1)
- * streams the weights; threads get equal row counts. */
+ * once and reused from cache by every token of the chunk (prefill: blocks
+ * of 64 rows).  Decode (n = 1) streams the weights, one sequential stream
+ * per row; about 8 blocks per thread, so threads get near-equal row counts.
+ * The caller runs step_quantize on every thread, a barrier, step_mul on
+ * every thread (or hs__matmul_run_omp). */
 struct hs_matmul_job {
 	const struct hs_kernel_ops *ops;  /* tile_q, quantize_q8_0 */
 	const struct hs_dense_ops *dops;  /* tile_f */
@@ -104,7 +108,7 @@ int hs__matmul_ref(const struct hs_matmul_job *job);
  * y[t] = row ids[t] of W as f32 (exact) for t in [0, n); ids must be in
  * [0, rows): the caller checks token ids.  Tokens split over threads. */
 void hs__get_rows(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
-		 const int32_t *ids, float *y, size_t y_stride, int ith, int nth);
+		  const int32_t *ids, float *y, size_t y_stride, int ith, int nth);
 void hs__get_rows_ref(int type, const uint8_t *w, size_t row_bytes, int cols, int n, const int32_t *ids, float *y,
 		      size_t y_stride);
 
@@ -147,7 +151,7 @@ struct hs_rope {
 /* Fills r; -EINVAL unless n_rot is even and > 0, freq_base > 1,
  * freq_scale > 0. */
 int hs__rope_init(struct hs_rope *r, int n_rot, float freq_base, float freq_scale, float ext_factor,
-		 float attn_factor, float beta_fast, float beta_slow, int n_ctx_orig);
+		  float attn_factor, float beta_fast, float beta_slow, int n_ctx_orig);
 /* cs[0 .. n_rot/2) = cos, cs[n_rot/2 .. n_rot) = sin (magnitude included)
  * for one position, computed in double and rounded once.  Fill a table of
  * n tokens once per ubatch and apply it to q and k of every layer. */
@@ -158,18 +162,18 @@ void hs__rope_fill_n(const struct hs_rope *r, int n, const int32_t *pos, float *
  * n_rot dims of each) of n tokens (x_stride apart) with token t's table
  * cs + t * n_rot.  The n * n_head head rows are split over threads. */
 void hs__rope_apply(const struct hs_dense_ops *dops, int n_rot, float *x, size_t x_stride, int n, int n_head,
-		   int head_dim, const float *cs, int ith, int nth);
+		    int head_dim, const float *cs, int ith, int nth);
 /* The whole rotation in double, angles from pos directly. */
 void hs__rope_ref(const struct hs_rope *r, float *x, size_t x_stride, int n, int n_head, int head_dim,
 		  const int32_t *pos);
 
 /* ---- OpenMP drivers of the single-step ops (tests, benchmarks) ----------- */
 void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
-		     const int32_t *ids, float *y, size_t y_stride, int nthreads);
+		      const int32_t *ids, float *y, size_t y_stride, int nthreads);
 void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride,
-		    int n, int n_head, int dim, const float *w, float eps, int nthreads);
+		     int n, int n_head, int dim, const float *w, float eps, int nthreads);
 void hs__rope_apply_omp(const struct hs_dense_ops *dops, int n_rot, float *x, size_t x_stride, int n, int n_head,
-		       int head_dim, const float *cs, int nthreads);
+		        int head_dim, const float *cs, int nthreads);
 
 /* Runs a(job, ith, nth), a barrier, then b(job, ith, nth) when b is not
  * NULL, on nthreads OpenMP threads (<= 0: OpenMP's default). */

@@ -2,7 +2,7 @@
  * then the architecture's gating (struct hs_moe_arch.gating_f), in float.
  * The double-precision twin is hs__moe_route_ref (moe.h).
  *
- * Gating (both architectures reduce to this; see moe-ref.c): the k largest
+ * Gating (both architectures reduce to this; see model/arch.c): the k largest
  * logits, best first, and their softmax.  qwen3moe's "softmax over all
  * experts, top-k, renormalise" is the same numbers, since the full
  * softmax's denominator cancels.  Ties: on equal logits the lower expert id
@@ -19,7 +19,7 @@
 
 /* Reads layer->router (n_experts rows of n_embd values), router_b, n
  * tokens of x (x_stride floats apart; 0 means n_embd); writes ids[n][n_used]
- * and weights[n][n_used].  Scratch: the logits and the matrix product's. */
+ * and weights[n][n_used].  Scratch: the logits. */
 struct hs_route_job {
 	const struct hs_moe_layer *layer;
 	const struct hs_dense_ops *dops;
