@@ -7,7 +7,9 @@
 #ifndef HS_DENSE_ATTEND_H
 #define HS_DENSE_ATTEND_H
 
-static void ATTEND(const struct hs_attn_tile *t)
+/* not static: the AVX-512 tier falls back on the AVX2 one */
+void ATTEND(const struct hs_attn_tile *t);
+void ATTEND(const struct hs_attn_tile *t)
 {
 	const int B = ATTEND_B(t->head_dim);
 	float kf[HS_ATTN_BLOCK_VALUES], vf[HS_ATTN_BLOCK_VALUES], sc[HS_ATTN_MAX_GROUP * 32];

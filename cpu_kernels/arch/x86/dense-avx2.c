@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_kernels/arch/x86/dense-x86.h"
 #include "cpu_kernels/attention.h"
 
 static inline float hsum(__m256 v)
@@ -135,7 +136,7 @@ static inline __attribute__((always_inline)) void q8_row(const void *src, float 
 	}
 }
 
-static void dequant_row_avx2(int type, const void *src, float *dst, int n)
+void hs__dequant_row_avx2(int type, const void *src, float *dst, int n)
 {
 	const uint8_t *s = src;
 	int i = 0;
@@ -153,7 +154,7 @@ static void dequant_row_avx2(int type, const void *src, float *dst, int n)
 	}
 }
 
-static void rmsnorm_row_avx2(const float *x, float *y, int n, const float *w, float eps)
+void hs__rmsnorm_row_avx2(const float *x, float *y, int n, const float *w, float eps)
 {
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	int i = 0;
@@ -183,7 +184,7 @@ static void rmsnorm_row_avx2(const float *x, float *y, int n, const float *w, fl
 		y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
-static void rope_row_avx2(float *x, int n_rot, const float *cs)
+void hs__rope_row_avx2(float *x, int n_rot, const float *cs)
 {
 	const int h = n_rot / 2;
 	int i = 0;
@@ -201,7 +202,7 @@ static void rope_row_avx2(float *x, int n_rot, const float *cs)
 	}
 }
 
-static void to_f16_avx2(const float *x, uint16_t *y, int n)
+void hs__to_f16_avx2(const float *x, uint16_t *y, int n)
 {
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
@@ -300,12 +301,12 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 	}
 }
 
-#define ATTEND attend_avx2
+#define ATTEND hs__attend_avx2
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~7)
 #include "cpu_kernels/arch/x86/dense-attend.h"
 
-static const struct hs_dense_ops avx2_ops = { "AVX2",	      tile_f_avx2, dequant_row_avx2, rmsnorm_row_avx2,
-					      rope_row_avx2, to_f16_avx2, attend_avx2 };
+static const struct hs_dense_ops avx2_ops = { "AVX2",	      tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2,
+					      hs__rope_row_avx2, hs__to_f16_avx2, hs__attend_avx2 };
 
 const struct hs_dense_ops *hs__dense_avx2(void)
 {

@@ -8,9 +8,9 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
+#include "cpu_kernels/arch/x86/dense-x86.h"
 #include "cpu_kernels/attention.h"
 
 /* 16 values of a row at column c, the first `keep` of them (mask) loaded
@@ -233,7 +233,7 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 	}
 }
 
-#define ATTEND attend_blocks_avx512
+#define ATTEND hs__attend_avx512_blocks
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~15)
 #include "cpu_kernels/arch/x86/dense-attend.h"
 
@@ -242,23 +242,18 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 static void attend_avx512(const struct hs_attn_tile *t)
 {
 	if (t->head_dim > HS_ATTN_BLOCK_VALUES / 16)
-		hs__dense_avx2()->attend(t);
+		hs__attend_avx2(t);
 	else
-		attend_blocks_avx512(t);
+		hs__attend_avx512_blocks(t);
 }
-static struct hs_dense_ops avx512_ops;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void init(void)
-{
-	avx512_ops = *hs__dense_avx2();
-	avx512_ops.name = "AVX-512";
-	avx512_ops.tile_f = tile_f_avx512;
-	avx512_ops.attend = attend_avx512;
-}
+/* the entries without an AVX-512 version are the AVX2 set's */
+static const struct hs_dense_ops avx512_ops = {
+	"AVX-512", tile_f_avx512, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2, hs__to_f16_avx2,
+	attend_avx512,
+};
 
 const struct hs_dense_ops *hs__dense_avx512(void)
 {
-	pthread_once(&once, init);
 	return &avx512_ops;
 }
