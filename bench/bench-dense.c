@@ -190,8 +190,7 @@ static void bench_small(const struct hs_dense_ops *dops, int threads)
 		pos[i] = 100000 + i;
 	hs__rope_init(&r, 64, 150000, 1.0f / 32, 1, 1, 32, 1, 4096);
 	t0 = now();
-#pragma omp parallel num_threads(threads)
-	hs__rope_fill_n(&r, n, pos, cs, omp_get_thread_num(), omp_get_num_threads());
+	hs__rope_fill_omp(&r, n, pos, cs, threads);
 	t_rope = now() - t0;
 	hs__rmsnorm_omp(dops, x, D, x, D, n, 1, D, w, 1e-5f, threads); /* warm-up */
 	t0 = now();

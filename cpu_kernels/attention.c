@@ -314,3 +314,12 @@ void hs__kv_store(const struct hs_kernel_ops *ops, const struct hs_dense_ops *do
 			dops->to_f16(src, (uint16_t *)(void *)d, head_dim);
 	}
 }
+
+void hs__kv_store_omp(const struct hs_kernel_ops *ops, const struct hs_dense_ops *dops, int type, const float *x,
+		      size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
+		      size_t cell_bytes, size_t head_bytes, int nthreads)
+{
+#pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
+	hs__kv_store(ops, dops, type, x, x_stride, n, n_head_kv, head_dim, cells, dst, cell_bytes, head_bytes,
+		     omp_get_thread_num(), omp_get_num_threads());
+}

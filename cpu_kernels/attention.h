@@ -112,5 +112,8 @@ struct hs_attn_tile {
 void hs__kv_store(const struct hs_kernel_ops *ops, const struct hs_dense_ops *dops, int type, const float *x,
 		  size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
 		  size_t cell_bytes, size_t head_bytes, int ith, int nth);
+void hs__kv_store_omp(const struct hs_kernel_ops *ops, const struct hs_dense_ops *dops, int type, const float *x,
+		      size_t x_stride, int n, int n_head_kv, int head_dim, const int32_t *cells, uint8_t *dst,
+		      size_t cell_bytes, size_t head_bytes, int nthreads);
 
 #endif

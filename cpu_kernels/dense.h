@@ -174,6 +174,7 @@ void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_s
 		     int n, int n_head, int dim, const float *w, float eps, int nthreads);
 void hs__rope_apply_omp(const struct hs_dense_ops *dops, int n_rot, float *x, size_t x_stride, int n, int n_head,
 		        int head_dim, const float *cs, int nthreads);
+void hs__rope_fill_omp(const struct hs_rope *r, int n, const int32_t *pos, float *cs, int nthreads);
 
 /* Runs a(job, ith, nth), a barrier, then b(job, ith, nth) when b is not
  * NULL, on nthreads OpenMP threads (<= 0: OpenMP's default). */

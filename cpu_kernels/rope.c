@@ -113,3 +113,9 @@ void hs__rope_apply_omp(const struct hs_dense_ops *dops, int n_rot, float *x, si
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
 	hs__rope_apply(dops, n_rot, x, x_stride, n, n_head, head_dim, cs, omp_get_thread_num(), omp_get_num_threads());
 }
+
+void hs__rope_fill_omp(const struct hs_rope *r, int n, const int32_t *pos, float *cs, int nthreads)
+{
+#pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
+	hs__rope_fill_n(r, n, pos, cs, omp_get_thread_num(), omp_get_num_threads());
+}

@@ -38,7 +38,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,8 +352,7 @@ static void test_rope_ab(void)
 		memcpy(a, x, sizeof(float) * nx);
 		memcpy(b, x, sizeof(float) * nx);
 		hs__rope_ref(&r, a, xs, n, nh, D, pos);
-#pragma omp parallel num_threads(3)
-		hs__rope_fill_n(&r, n, pos, cs, omp_get_thread_num(), omp_get_num_threads());
+		hs__rope_fill_omp(&r, n, pos, cs, 3);
 		hs__rope_apply_omp(fast, n_rot, b, xs, n, nh, D, cs, 3);
 		double e = du_rel_l2_rows(b, a, n, xs, nh * D, &nan);
 		CHECK(e <= 1e-6 && !nan, "rope n_rot %d head_dim %d heads %d n %d: error %.3g (bound 1e-6)", n_rot, D, nh, n, e);
@@ -411,9 +409,7 @@ static void test_kv_store(void)
 								memcpy(d + 2 * i, &v, 2);
 							}
 					}
-#pragma omp parallel num_threads(3)
-				hs__kv_store(kfast, fast, kt, x, xs, n, kvh, D, cells, dst, cell, rb, omp_get_thread_num(),
-					    omp_get_num_threads());
+				hs__kv_store_omp(kfast, fast, kt, x, xs, n, kvh, D, cells, dst, cell, rb, 3);
 				CHECK(memcmp(dst, want, total) == 0 && du_guard_ok(dst, total),
 				      "kv store %s heads %d dim %d n %d: cells differ from the reference", hs__type_name(kt), kvh, D, n);
 				free(x);
