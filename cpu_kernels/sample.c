@@ -230,8 +230,8 @@ int32_t hs__sampler_sample(struct hs_sampler *s, const float *logits)
 		s->n_cand = 1;
 		return id;
 	}
-	for (int i = 0; i < n; i++)
-		c[i] = (struct hs_token_prob){ i, logits[i], 0 };
+	for (int i = 0; i < n; i++) /* a NaN logit counts as -inf: never drawn */
+		c[i] = (struct hs_token_prob){ i, isnan(logits[i]) ? -INFINITY : logits[i], 0 };
 	if (s->p.top_k > 0 && s->p.top_k < n) {
 		sort_best(c, n, s->p.top_k);
 		n = s->p.top_k;
@@ -242,6 +242,11 @@ int32_t hs__sampler_sample(struct hs_sampler *s, const float *logits)
 	if (s->p.min_p > 0)
 		n = min_p(c, n, s->p.min_p);
 	m = max_logit(c, n);
+	if (m == -INFINITY) { /* nothing finite to draw from: the first candidate */
+		c[0].p = 1;
+		s->n_cand = 1;
+		return c[0].id;
+	}
 	for (int i = 0; i < n; i++)
 		z += c[i].p = exp(((double)c[i].logit - m) / s->p.temp);
 	u = hs__rng_uniform(&s->rng) * z;

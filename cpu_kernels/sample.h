@@ -51,7 +51,8 @@ void hs__sampler_free(struct hs_sampler *s);
 /* Restarts the generator from a seed. */
 void hs__sampler_seed(struct hs_sampler *s, uint64_t seed);
 /* Reads logits[n_vocab]; returns the token.  Advances the generator by
- * one draw unless greedy. */
+ * one draw unless greedy.  NaN logits count as -inf; when no candidate has
+ * a finite logit, the best-ranked one is returned without a draw. */
 int32_t hs__sampler_sample(struct hs_sampler *s, const float *logits);
 /* The candidates the last sample drew from, best first, with their
  * probabilities (for tests and logprobs); *n set to their count. */

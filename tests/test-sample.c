@@ -236,6 +236,17 @@ static void test_distribution(void)
 
 static void test_errors(void)
 {
+	/* NaN logits are never drawn; all -inf still gives a token */
+	const float nanrow[4] = { NAN, 1.0f, NAN, 0.5f }, dead[3] = { -INFINITY, -INFINITY, -INFINITY };
+	struct hs_sample_params d = { .temp = 1, .top_p = 1, .seed = 9 };
+	struct hs_sampler *s = hs__sampler_create(&d, 4);
+	for (int i = 0; i < 1000; i++) {
+		int32_t id = hs__sampler_sample(s, nanrow);
+		CHECK(id == 1 || id == 3, "a NaN logit was drawn (token %d)", id);
+	}
+	hs__sampler_free(s);
+	CHECK(sample_once(&d, dead, 3) == 0, "all -inf: token %d, expected 0", sample_once(&d, dead, 3));
+
 	struct hs_sample_params p = { .temp = 1, .top_p = NAN };
 	CHECK(hs__sampler_create(&p, 10) == NULL, "a NaN top_p was accepted");
 	p.top_p = 1;
