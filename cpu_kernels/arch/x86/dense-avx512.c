@@ -52,29 +52,22 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
 			out[j][col + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-/* One row against one token (decode): four accumulators over 64 columns
- * a step, so the row is one sequential stream for the prefetchers. */
-static inline __attribute__((always_inline)) float row_dot(int type, const uint8_t *w, int ncols, const float *x)
-{
-	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	int c = 0;
-
-	for (; c + 64 <= ncols; c += 64) {
-		a0 = _mm512_fmadd_ps(load16(type, w, c, 0xffff), _mm512_loadu_ps(x + c), a0);
-		a1 = _mm512_fmadd_ps(load16(type, w, c + 16, 0xffff), _mm512_loadu_ps(x + c + 16), a1);
-		a2 = _mm512_fmadd_ps(load16(type, w, c + 32, 0xffff), _mm512_loadu_ps(x + c + 32), a2);
-		a3 = _mm512_fmadd_ps(load16(type, w, c + 48, 0xffff), _mm512_loadu_ps(x + c + 48), a3);
-	}
-	for (; c < ncols; c += 16) {
-		const __mmask16 keep = ncols - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ncols - c)) - 1);
-		a0 = _mm512_fmadd_ps(load16(type, w, c, keep), _mm512_maskz_loadu_ps(keep, x + c), a0);
-	}
-	return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
 #define TILE_ROWS 4
-#define TILE_F tile_f_avx512
+#define TILE_F tile_tokens
 #include "cpu_kernels/arch/x86/dense-tile.h"
+
+/* Decode streams the weights from memory, where the AVX2 row loop keeps up
+ * and the 512-bit one did not (2 threads: 46-53 GB/s against 49-59); the
+ * 512-bit tile takes two or more tokens (F16 at 512 tokens: 200 GFLOP/s
+ * on one thread against 98). */
+static void tile_f_avx512(int type, const uint8_t *w, size_t rb, int r0, int r1, int ncols, const float *const *x,
+			  int nt, float *const *out)
+{
+	if (nt == 1)
+		hs__tile_f_avx2(type, w, rb, r0, r1, ncols, x, nt, out);
+	else
+		tile_tokens(type, w, rb, r0, r1, ncols, x, nt, out);
+}
 
 /* ---- attention ----------------------------------------------------------------- */
 

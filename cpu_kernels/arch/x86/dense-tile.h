@@ -2,12 +2,11 @@
  * tiers.  A tier's file defines, before including this,
  *   rows_tokens(type, w, row_bytes, NR, ncols, x, NT, out, col): NR rows
  *     (1, 2 or 4) against NT tokens (1..4), out[j][col + i];
- *   TILE_ROWS: rows per call in prefill (2 or 4, by register count);
- *   TILE_F: the name of the tile_f entry to define.
- * Decode (one token) takes four rows per call: four independent FMA
- * chains.  Prefill takes TILE_ROWS rows against four tokens, so each
- * converted weight vector serves four tokens and each token vector
- * TILE_ROWS rows. */
+ *   TILE_ROWS: rows per call (2 or 4, by register count);
+ *   TILE_F: the name of the function to define, tile_f's signature (the
+ *     tier's tile_f entry sends decode, one token, its own way).
+ * TILE_ROWS rows go against four tokens at a time, so each converted
+ * weight vector serves four tokens and each token vector TILE_ROWS rows. */
 #ifndef HS_DENSE_TILE_H
 #define HS_DENSE_TILE_H
 
@@ -24,11 +23,6 @@ static inline __attribute__((always_inline)) void tile_type(int T, const uint8_t
 							     int ncols, const float *const *x, int nt,
 							     float *const *out)
 {
-	if (nt == 1) {
-		for (int r = r0; r < r1; r++)
-			out[0][r - r0] = row_dot(T, w + (size_t)r * rb, ncols, x[0]);
-		return;
-	}
 	for (int j0 = 0; j0 < nt; j0 += 4) {
 		switch (nt - j0 < 4 ? nt - j0 : 4) {
 		case 4: ROWS_TOKENS(T, TILE_ROWS, 4); break;

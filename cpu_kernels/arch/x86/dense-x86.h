@@ -9,6 +9,8 @@
 
 struct hs_attn_tile;
 
+void hs__tile_f_avx2(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols, const float *const *x,
+		     int nt, float *const *out);
 void hs__dequant_row_avx2(int type, const void *src, float *dst, int n);
 void hs__rmsnorm_row_avx2(const float *x, float *y, int n, const float *w, float eps);
 void hs__rope_row_avx2(float *x, int n_rot, const float *cs);
