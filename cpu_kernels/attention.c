@@ -24,7 +24,8 @@
 /* Asks for the K and V rows of KV head h in cells [c0, c1).  Inlined: GCC
  * takes a function holding only prefetches for one without effects and
  * drops its calls. */
-static inline __attribute__((always_inline)) void prefetch_cells(const struct hs_attn_job *j, int h, int c0, int c1, size_t row_bytes)
+static inline __attribute__((always_inline)) void prefetch_cells(const struct hs_attn_job *j, int h, int c0, int c1,
+								  size_t row_bytes)
 {
 	for (int c = c0; c < c1; c++) {
 		const uint8_t *k = j->k + (size_t)c * j->k_cell + (size_t)h * j->k_head;

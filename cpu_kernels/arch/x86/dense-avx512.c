@@ -19,8 +19,10 @@ static inline __m512 load16(int type, const uint8_t *row, int c, __mmask16 keep)
 {
 	if (type == HS_TYPE_F16)
 		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(keep, row + 2 * (size_t)c));
-	if (type == HS_TYPE_BF16)
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(keep, row + 2 * (size_t)c)), 16));
+	if (type == HS_TYPE_BF16) {
+		const __m256i h = _mm256_maskz_loadu_epi16(keep, row + 2 * (size_t)c);
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
 	return _mm512_maskz_loadu_ps(keep, (const float *)(const void *)row + c);
 }
 
@@ -116,6 +118,28 @@ static inline __mmask16 lanes(int len)
 	return len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
 }
 
+/* One K or V row (F16, or Q8_0 blocks) to f32; D a multiple of 8. */
+static inline __attribute__((always_inline)) void kv_row(int kv_type, const uint8_t *src, float *dst, int D)
+{
+	int d = 0;
+
+	if (kv_type == HS_TYPE_Q8_0) {
+		for (int b = 0; b < D / HS_QK; b++) {
+			const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)(const void *)src + b;
+			const __m512 scale = _mm512_set1_ps(_cvtsh_ss(blk->d));
+			for (int k = 0; k < HS_QK; k += 16) {
+				const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk->qs + k));
+				_mm512_storeu_ps(dst + b * HS_QK + k, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale));
+			}
+		}
+		return;
+	}
+	for (; d + 16 <= D; d += 16)
+		_mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * d))));
+	if (d < D) /* the last 8 */
+		_mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * d))));
+}
+
 /* As the AVX2 block (dense-avx2.c), 16 lanes wide: K and V rows of the
  * block's cells converted to f32 once for all g query heads; per head the
  * scores of 16 cells at a time (16 accumulators, one transposing sum),
@@ -127,32 +151,10 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 	const int D = t->head_dim, nv16 = (nv + 15) & ~15;
 	const __m512 scale = _mm512_set1_ps(t->scale), ninf = _mm512_set1_ps(-INFINITY);
 
-	if (t->kv_type == HS_TYPE_F16)
-		for (int r = 0; r < nv; r++) {
-			const uint8_t *kr = t->k + (size_t)idx[r] * t->k_cell, *vr = t->v + (size_t)idx[r] * t->v_cell;
-			int d = 0;
-			for (; d + 16 <= D; d += 16) {
-				_mm512_storeu_ps(kf + (size_t)r * D + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(kr + 2 * d))));
-				_mm512_storeu_ps(vf + (size_t)r * D + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(vr + 2 * d))));
-			}
-			if (d < D) { /* the last 8 */
-				_mm256_storeu_ps(kf + (size_t)r * D + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(kr + 2 * d))));
-				_mm256_storeu_ps(vf + (size_t)r * D + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(vr + 2 * d))));
-			}
-		}
-	else
-		for (int r = 0; r < nv; r++)
-			for (int b = 0; b < D / HS_QK; b++) {
-				const struct hs_block_q8_0 *kb = (const struct hs_block_q8_0 *)(const void *)(t->k + (size_t)idx[r] * t->k_cell) + b;
-				const struct hs_block_q8_0 *vb = (const struct hs_block_q8_0 *)(const void *)(t->v + (size_t)idx[r] * t->v_cell) + b;
-				const __m512 dk = _mm512_set1_ps(_cvtsh_ss(kb->d)), dv = _mm512_set1_ps(_cvtsh_ss(vb->d));
-				for (int k = 0; k < HS_QK; k += 16) {
-					__m512 kq = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(kb->qs + k))));
-					__m512 vq = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vb->qs + k))));
-					_mm512_storeu_ps(kf + (size_t)r * D + b * HS_QK + k, _mm512_mul_ps(kq, dk));
-					_mm512_storeu_ps(vf + (size_t)r * D + b * HS_QK + k, _mm512_mul_ps(vq, dv));
-				}
-			}
+	for (int r = 0; r < nv; r++) {
+		kv_row(t->kv_type, t->k + (size_t)idx[r] * t->k_cell, kf + (size_t)r * D, D);
+		kv_row(t->kv_type, t->v + (size_t)idx[r] * t->v_cell, vf + (size_t)r * D, D);
+	}
 	if (nv16 > nv)
 		memset(kf + (size_t)nv * D, 0, sizeof(float) * D * (nv16 - nv));
 	for (int i = 0; i < t->g; i++) {
