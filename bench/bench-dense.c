@@ -57,15 +57,16 @@ static void fill_weights(uint8_t *w, int type, size_t rows, int cols, size_t rb)
 	}
 }
 
-static void record(const char *op, const char *shape, const char *type, const char *tier, int n, int threads,
-		   double ms, double gbps, double gflops, double ratio)
+static void record(const char *op, const char *shape, const char *type, const char *tier, int n, int threads, double ms,
+		   double gbps, double gflops, double ratio)
 {
-	fprintf(o, "%-10s %-22s %-5s %-8s %5d %4d %9.3f %8.2f %9.1f %7.2f\n", op, shape, type, tier, n, threads, ms, gbps,
-		gflops, ratio);
+	fprintf(o, "%-10s %-22s %-5s %-8s %5d %4d %9.3f %8.2f %9.1f %7.2f\n", op, shape, type, tier, n, threads, ms,
+		gbps, gflops, ratio);
 	fflush(o);
-	json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "op", op, "shape",
-					       shape, "type", type, "tier", tier, "n_tokens", n, "threads", threads,
-					       "ms_per_call", ms, "gbps", gbps, "gflops", gflops, "ratio_to_read", ratio));
+	json_array_append_new(cases,
+			      json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "op", op, "shape", shape,
+					"type", type, "tier", tier, "n_tokens", n, "threads", threads, "ms_per_call",
+					ms, "gbps", gbps, "gflops", gflops, "ratio_to_read", ratio));
 }
 
 /* ---- matrix products ----------------------------------------------------- */
@@ -95,9 +96,18 @@ static void bench_matmul(const struct mshape *s, int type, const struct hs_dense
 	for (int i = 0; i < n * s->cols; i++)
 		x[i] = (float)((int)(next() % 2001) - 1000) / 1000.0f;
 	for (int step = -1; step < 3 || t_run < secs; step++) {
-		struct hs_matmul_job j = { .ops = hs__kernels_best(), .dops = dops, .type = type, .rows = s->rows,
-					   .cols = s->cols, .w = w + (size_t)((step + 1) % copies) * mat, .row_bytes = rb,
-					   .n = n, .x = x, .x_stride = (size_t)s->cols, .y = y, .y_stride = (size_t)s->rows,
+		struct hs_matmul_job j = { .ops = hs__kernels_best(),
+					   .dops = dops,
+					   .type = type,
+					   .rows = s->rows,
+					   .cols = s->cols,
+					   .w = w + (size_t)((step + 1) % copies) * mat,
+					   .row_bytes = rb,
+					   .n = n,
+					   .x = x,
+					   .x_stride = (size_t)s->cols,
+					   .y = y,
+					   .y_stride = (size_t)s->rows,
 					   .scratch = scratch };
 		double t0 = now();
 		hs__matmul_run_omp(&j, threads);
@@ -107,8 +117,9 @@ static void bench_matmul(const struct mshape *s, int type, const struct hs_dense
 		}
 	}
 	const double t = t_run / calls, gbps = (double)mat / t / 1e9, gflops = 2.0 * n * s->rows * s->cols / t / 1e9;
-	record("matmul", s->name, hs__type_name(type), hs__kernel_type_quantized(type) ? hs__kernels_best()->name : dops->name,
-	       n, threads, t * 1e3, gbps, gflops, n == 1 ? gbps / read_bw : 0);
+	record("matmul", s->name, hs__type_name(type),
+	       hs__kernel_type_quantized(type) ? hs__kernels_best()->name : dops->name, n, threads, t * 1e3, gbps,
+	       gflops, n == 1 ? gbps / read_bw : 0);
 	free(w);
 	free(x);
 	free(y);
@@ -146,11 +157,29 @@ static void bench_attention(int kv_type, const struct hs_dense_ops *dops, int n,
 		flops += 4.0 * H * D * (q_pos[t] + 1); /* q.k and p.v per visible cell */
 	for (int step = -1; step < 3 || t_run < secs; step++) {
 		const size_t off = (size_t)((step + 1) % copies) * cache;
-		struct hs_attn_job j = { .dops = dops, .n = n, .n_head = H, .n_head_kv = KV, .head_dim = D, .q = q,
-					 .q_stride = (size_t)H * D, .q_pos = q_pos, .kv_type = kv_type, .k = k + off,
-					 .v = v + off, .k_cell = rb * KV, .k_head = rb, .v_cell = rb * KV, .v_head = rb,
-					 .n_cells = n_cells, .cell_pos = cell_pos, .sinks = sinks, .scale = 0.125f,
-					 .out = out, .out_stride = (size_t)H * D, .n_split = split, .scratch = scratch };
+		struct hs_attn_job j = { .dops = dops,
+					 .n = n,
+					 .n_head = H,
+					 .n_head_kv = KV,
+					 .head_dim = D,
+					 .q = q,
+					 .q_stride = (size_t)H * D,
+					 .q_pos = q_pos,
+					 .kv_type = kv_type,
+					 .k = k + off,
+					 .v = v + off,
+					 .k_cell = rb * KV,
+					 .k_head = rb,
+					 .v_cell = rb * KV,
+					 .v_head = rb,
+					 .n_cells = n_cells,
+					 .cell_pos = cell_pos,
+					 .sinks = sinks,
+					 .scale = 0.125f,
+					 .out = out,
+					 .out_stride = (size_t)H * D,
+					 .n_split = split,
+					 .scratch = scratch };
 		double t0 = now();
 		hs__attn_run_omp(&j, threads);
 		if (step >= 0) {
@@ -205,10 +234,12 @@ static void bench_small(const struct hs_dense_ops *dops, int threads)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = { { "quick", no_argument, NULL, 'q' },   { "json", no_argument, NULL, 'j' },
-					      { "threads", required_argument, NULL, 't' }, { "seconds", required_argument, NULL, 's' },
-					      { "only", required_argument, NULL, 'o' },     { "pool", required_argument, NULL, 'p' },     { "help", no_argument, NULL, 'h' },
-					      { NULL, 0, NULL, 0 } };
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' },         { "json", no_argument, NULL, 'j' },
+		{ "threads", required_argument, NULL, 't' }, { "seconds", required_argument, NULL, 's' },
+		{ "only", required_argument, NULL, 'o' },    { "pool", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 }
+	};
 	const char *only = "";
 	int quick = 0, json = 0, c, thr[8] = { 1, 2 }, nthr = 2;
 	const struct hs_cpu_features *f = hs__cpu_features();
@@ -217,7 +248,11 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'q': quick = 1; secs = 0.3; pool_bytes = (size_t)256 << 20; break;
+		case 'q':
+			quick = 1;
+			secs = 0.3;
+			pool_bytes = (size_t)256 << 20;
+			break;
 		case 'j': json = 1; break;
 		case 'o': only = optarg; break;
 		case 'p': pool_bytes = (size_t)atol(optarg) << 20; break;
@@ -291,8 +326,9 @@ int main(int argc, char **argv)
 			}
 	for (int t = 0; t < nthr && (!*only || !strcmp(only, "small")); t++)
 		bench_small(hs__dense_best(), thr[t]);
-	fprintf(o, "\nGB/s: weight (or K and V) bytes read per call over its time; ratio: to the read bandwidth with\n"
-		   "the same threads. GFLOP/s: 2 per weight and token (attention: 4 per visible cell, head and value).\n");
+	fprintf(o,
+		"\nGB/s: weight (or K and V) bytes read per call over its time; ratio: to the read bandwidth with\n"
+		"the same threads. GFLOP/s: 2 per weight and token (attention: 4 per visible cell, head and value).\n");
 	json_object_set_new(root, "read_gbps_by_threads", rb);
 	json_object_set_new(root, "cases", cases);
 	if (json) {

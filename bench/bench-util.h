@@ -74,14 +74,16 @@ static double read_gbps(const uint64_t *buf, size_t words, int threads)
 			} else {
 				for (size_t p = 0; p < n_pieces && p < 1024; p++) {
 					const uint64_t *b = buf + order[p] * piece;
-					total ^= read_share(b, piece * ith / nth / 16 * 16, piece * (ith + 1) / nth / 16 * 16);
+					total ^= read_share(b, piece * ith / nth / 16 * 16,
+							    piece * (ith + 1) / nth / 16 * 16);
 				}
 			}
 		}
 		double t = now() - t0;
 		if (total == 42) /* keeps the reads; practically never true */
 			fprintf(stderr, " ");
-		double bytes = rep % 2 == 0 ? (double)words * 8 : (double)(n_pieces < 1024 ? n_pieces : 1024) * piece * 8;
+		double bytes =
+			rep % 2 == 0 ? (double)words * 8 : (double)(n_pieces < 1024 ? n_pieces : 1024) * piece * 8;
 		if (bytes / t / 1e9 > best)
 			best = bytes / t / 1e9;
 	}

@@ -25,7 +25,7 @@
  * takes a function holding only prefetches for one without effects and
  * drops its calls. */
 static inline __attribute__((always_inline)) void prefetch_cells(const struct hs_attn_job *j, int h, int c0, int c1,
-								  size_t row_bytes)
+								 size_t row_bytes)
 {
 	for (int c = c0; c < c1; c++) {
 		const uint8_t *k = j->k + (size_t)c * j->k_cell + (size_t)h * j->k_head;
@@ -174,21 +174,32 @@ void hs__attn_step(struct hs_attn_job *job, int ith, int nth)
 			for (int h = 0; h < KV; h++) {
 				prefetch_cells(job, h, ce, ce + CHUNK_CELLS < c1 ? ce + CHUNK_CELLS : c1, rb);
 				const struct hs_attn_tile tile = {
-					.g = G, .head_dim = D, .kv_type = job->kv_type,
-					.q = job->q + (size_t)t * job->q_stride + (size_t)h * G * D, .scale = job->scale,
-					.k = job->k + (size_t)h * job->k_head, .v = job->v + (size_t)h * job->v_head,
-					.k_cell = job->k_cell, .v_cell = job->v_cell, .cell_pos = job->cell_pos,
-					.c0 = cc, .c1 = ce,
-					.pos_lo = pos_lo(job, job->q_pos[t]), .pos_hi = job->q_pos[t],
-					.m = m + h * G, .l = l + h * G, .o = o + (size_t)h * G * D,
+					.g = G,
+					.head_dim = D,
+					.kv_type = job->kv_type,
+					.q = job->q + (size_t)t * job->q_stride + (size_t)h * G * D,
+					.scale = job->scale,
+					.k = job->k + (size_t)h * job->k_head,
+					.v = job->v + (size_t)h * job->v_head,
+					.k_cell = job->k_cell,
+					.v_cell = job->v_cell,
+					.cell_pos = job->cell_pos,
+					.c0 = cc,
+					.c1 = ce,
+					.pos_lo = pos_lo(job, job->q_pos[t]),
+					.pos_hi = job->q_pos[t],
+					.m = m + h * G,
+					.l = l + h * G,
+					.o = o + (size_t)h * G * D,
 				};
 				job->dops->attend(&tile);
 			}
 		}
 		for (int head = 0; head < H; head++) {
 			if (S == 1) {
-				finish(&m[head], &l[head], o + (size_t)head * D, 1, 0, job->sinks ? &job->sinks[head] : NULL,
-				       D, job->out + (size_t)t * job->out_stride + (size_t)head * D);
+				finish(&m[head], &l[head], o + (size_t)head * D, 1, 0,
+				       job->sinks ? &job->sinks[head] : NULL, D,
+				       job->out + (size_t)t * job->out_stride + (size_t)head * D);
 				continue;
 			}
 			float *p = job->part + (((size_t)t * H + head) * S + s) * part_floats(D);
@@ -262,8 +273,9 @@ int hs__attention_ref(const struct hs_attn_job *job)
 				s[c] = -INFINITY;
 				if (cp < 0 || cp > p || (job->window > 0 && p - cp >= job->window))
 					continue;
-				hs__dequantize_row_ref(job->kv_type, job->k + (size_t)c * job->k_cell + (size_t)hk * job->k_head,
-						      row, (size_t)D);
+				hs__dequantize_row_ref(job->kv_type,
+						       job->k + (size_t)c * job->k_cell + (size_t)hk * job->k_head, row,
+						       (size_t)D);
 				double dot = 0;
 				for (int d = 0; d < D; d++)
 					dot += (double)q[d] * row[d];
@@ -281,8 +293,9 @@ int hs__attention_ref(const struct hs_attn_job *job)
 					const double e = exp(s[c] - mx);
 					z += e;
 					hs__dequantize_row_ref(job->kv_type,
-							      job->v + (size_t)c * job->v_cell + (size_t)hk * job->v_head, row,
-							      (size_t)D);
+							       job->v + (size_t)c * job->v_cell +
+								       (size_t)hk * job->v_head,
+							       row, (size_t)D);
 					for (int d = 0; d < D; d++)
 						acc[d] += e * row[d];
 				}

@@ -21,11 +21,11 @@
 
 #include "cpu_kernels/dense.h"
 
-#define HS_ATTN_MAX_GROUP 64        /* query heads per KV head */
-#define HS_ATTN_MAX_HEADS 256       /* query heads */
-#define HS_ATTN_MAX_VALUES 16384    /* query heads x head_dim (the step's 64 KiB of state) */
+#define HS_ATTN_MAX_GROUP 64     /* query heads per KV head */
+#define HS_ATTN_MAX_HEADS 256    /* query heads */
+#define HS_ATTN_MAX_VALUES 16384 /* query heads x head_dim (the step's 64 KiB of state) */
 #define HS_ATTN_MAX_HEAD_DIM 512
-#define HS_ATTN_BLOCK_VALUES 4096   /* cells x head_dim a SIMD attend converts at once (16 KiB) */
+#define HS_ATTN_BLOCK_VALUES 4096 /* cells x head_dim a SIMD attend converts at once (16 KiB) */
 
 /* K/V cells: the row of cell c and KV head h (head_dim values of kv_type,
  * F16 or Q8_0 with 32-value blocks along head_dim) starts at
@@ -36,22 +36,22 @@
 struct hs_attn_job {
 	const struct hs_dense_ops *dops;
 	int n, n_head, n_head_kv, head_dim;
-	const float *q;           /* token t, head h at q + t * q_stride + h * head_dim (roped) */
+	const float *q; /* token t, head h at q + t * q_stride + h * head_dim (roped) */
 	size_t q_stride;
-	const int32_t *q_pos;     /* [n] positions of the query tokens */
-	int kv_type;              /* HS_TYPE_F16 or HS_TYPE_Q8_0 */
+	const int32_t *q_pos; /* [n] positions of the query tokens */
+	int kv_type;          /* HS_TYPE_F16 or HS_TYPE_Q8_0 */
 	const uint8_t *k, *v;
 	size_t k_cell, k_head, v_cell, v_head;
 	int n_cells;
-	const int32_t *cell_pos;  /* [n_cells] position held by each cell, -1 = empty */
-	int window;               /* sliding window in positions, 0 = none */
-	const float *sinks;       /* [n_head] sink logits, or NULL */
-	float scale;              /* usually 1 / sqrt(head_dim) */
-	float *out;               /* token t, head h at out + t * out_stride + h * head_dim */
+	const int32_t *cell_pos; /* [n_cells] position held by each cell, -1 = empty */
+	int window;              /* sliding window in positions, 0 = none */
+	const float *sinks;      /* [n_head] sink logits, or NULL */
+	float scale;             /* usually 1 / sqrt(head_dim) */
+	float *out;              /* token t, head h at out + t * out_stride + h * head_dim */
 	size_t out_stride;
-	int n_split;              /* cell ranges per token; 0 or 1 = one (hs__attn_pick_split) */
-	void *scratch;            /* hs__attn_scratch_bytes(n, n_head, head_dim, n_split) */
-	float *part;              /* by prepare: partial results when n_split > 1 */
+	int n_split;   /* cell ranges per token; 0 or 1 = one (hs__attn_pick_split) */
+	void *scratch; /* hs__attn_scratch_bytes(n, n_head, head_dim, n_split) */
+	float *part;   /* by prepare: partial results when n_split > 1 */
 };
 
 /* A good n_split for nth threads: 1 when the tokens keep every thread
@@ -94,7 +94,7 @@ struct hs_attn_tile {
 	int g, head_dim, kv_type;
 	const float *q;
 	float scale;
-	const uint8_t *k, *v;     /* already at the KV head */
+	const uint8_t *k, *v; /* already at the KV head */
 	size_t k_cell, v_cell;
 	const int32_t *cell_pos;
 	int c0, c1;

@@ -13,8 +13,8 @@
 
 #define FCHUNK 256 /* values per dequantized piece of a row */
 
-static void tile_f_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
-		       const float *const *x, int nt, float *const *out)
+static void tile_f_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols, const float *const *x,
+		       int nt, float *const *out)
 {
 	float buf[FCHUNK];
 	const size_t vb = hs__type_row_bytes(type, 1);
@@ -24,7 +24,8 @@ static void tile_f_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int
 			double s = 0;
 			for (int c = 0; c < ncols; c += FCHUNK) {
 				int m = ncols - c < FCHUNK ? ncols - c : FCHUNK;
-				hs__dequantize_row_ref(type, w + (size_t)r * row_bytes + (size_t)c * vb, buf, (size_t)m);
+				hs__dequantize_row_ref(type, w + (size_t)r * row_bytes + (size_t)c * vb, buf,
+						       (size_t)m);
 				for (int i = 0; i < m; i++)
 					s += (double)buf[i] * x[j][c + i];
 			}
@@ -105,8 +106,8 @@ static void attend_ref(const struct hs_attn_tile *t)
 	}
 }
 
-const struct hs_dense_ops hs__dense_ref = { "scalar reference", tile_f_ref,   dequant_row_ref, rmsnorm_row_ref,
-					   rope_row_ref,       to_f16_ref,   attend_ref };
+const struct hs_dense_ops hs__dense_ref = { "scalar reference", tile_f_ref, dequant_row_ref, rmsnorm_row_ref,
+					    rope_row_ref,       to_f16_ref, attend_ref };
 
 const struct hs_dense_ops *hs__dense_best(void)
 {

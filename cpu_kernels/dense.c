@@ -40,8 +40,8 @@ static int matmul_check(const struct hs_matmul_job *j)
 	if (!hs__type_name(j->type))
 		return hs__error(EINVAL, "matmul: weight type %d unknown", j->type);
 	if (j->rows < 0 || j->cols <= 0 || j->n < 0)
-		return hs__error(EINVAL, "matmul: %d rows, %d cols, %d tokens (cols > 0, rows and tokens >= 0)", j->rows,
-				 j->cols, j->n);
+		return hs__error(EINVAL, "matmul: %d rows, %d cols, %d tokens (cols > 0, rows and tokens >= 0)",
+				 j->rows, j->cols, j->n);
 	rb = hs__type_row_bytes(j->type, (uint64_t)j->cols);
 	if (!rb)
 		return hs__error(EINVAL, "matmul: %d cols is not a multiple of %s's block of %zu", j->cols,
@@ -203,7 +203,7 @@ void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *
 /* ---- RMSNorm ----------------------------------------------------------------- */
 
 void hs__rmsnorm(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride, int n,
-		int n_head, int dim, const float *w, float eps, int ith, int nth)
+		 int n_head, int dim, const float *w, float eps, int ith, int nth)
 {
 	long lo, hi;
 
@@ -221,9 +221,10 @@ void hs__rmsnorm_ref(const float *x, size_t x_stride, float *y, size_t y_stride,
 	hs__rmsnorm(&hs__dense_ref, x, x_stride, y, y_stride, n, n_head, dim, w, eps, 0, 1);
 }
 
-void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride,
-		     int n, int n_head, int dim, const float *w, float eps, int nthreads)
+void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride, int n,
+		     int n_head, int dim, const float *w, float eps, int nthreads)
 {
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
-	hs__rmsnorm(dops, x, x_stride, y, y_stride, n, n_head, dim, w, eps, omp_get_thread_num(), omp_get_num_threads());
+	hs__rmsnorm(dops, x, x_stride, y, y_stride, n, n_head, dim, w, eps, omp_get_thread_num(),
+		    omp_get_num_threads());
 }

@@ -31,8 +31,8 @@ struct hs_dense_ops {
 	const char *name;
 	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; rows of
 	 * ncols values of type F32, F16 or BF16, row_bytes apart; x[j] f32. */
-	void (*tile_f)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
-		       const float *const *x, int nt, float *const *out);
+	void (*tile_f)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols, const float *const *x,
+		       int nt, float *const *out);
 	/* n values of a row of any hotset type to f32 (exact for every type). */
 	void (*dequant_row)(int type, const void *src, float *dst, int n);
 	/* y = x / sqrt(mean(x^2) + eps) * w over n values (w NULL: no weight);
@@ -75,19 +75,19 @@ const struct hs_dense_ops *hs__dense_best(void);
  * The caller runs step_quantize on every thread, a barrier, step_mul on
  * every thread (or hs__matmul_run_omp). */
 struct hs_matmul_job {
-	const struct hs_kernel_ops *ops;  /* tile_q, quantize_q8_0 */
-	const struct hs_dense_ops *dops;  /* tile_f */
+	const struct hs_kernel_ops *ops; /* tile_q, quantize_q8_0 */
+	const struct hs_dense_ops *dops; /* tile_f */
 	int type, rows, cols;
 	const uint8_t *w;
 	size_t row_bytes;
-	const float *bias;                /* [rows] or NULL */
+	const float *bias; /* [rows] or NULL */
 	int n;
 	const float *x;
 	size_t x_stride;
 	float *y;
 	size_t y_stride;
-	void *scratch;                    /* hs__matmul_scratch_bytes(type, cols, n) */
-	struct hs_block_q8_0 *xq;         /* by prepare: [n][cols / 32] or NULL */
+	void *scratch;            /* hs__matmul_scratch_bytes(type, cols, n) */
+	struct hs_block_q8_0 *xq; /* by prepare: [n][cols / 32] or NULL */
 };
 
 size_t hs__matmul_scratch_bytes(int type, int cols, int n);
@@ -120,7 +120,7 @@ void hs__get_rows_ref(int type, const uint8_t *w, size_t row_bytes, int cols, in
  * Qwen3's q/k norm over head_dim.  In place when y == x.  The n * n_head
  * rows are split into contiguous runs over threads. */
 void hs__rmsnorm(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride, int n,
-		int n_head, int dim, const float *w, float eps, int ith, int nth);
+		 int n_head, int dim, const float *w, float eps, int ith, int nth);
 void hs__rmsnorm_ref(const float *x, size_t x_stride, float *y, size_t y_stride, int n, int n_head, int dim,
 		     const float *w, float eps);
 
@@ -146,12 +146,12 @@ void hs__rmsnorm_ref(const float *x, size_t x_stride, float *y, size_t y_stride,
 struct hs_rope {
 	int n_rot;
 	float freq_base, freq_scale, ext_factor, attn_factor;
-	float corr_lo, corr_hi;   /* the ramp bounds, by hs__rope_init */
+	float corr_lo, corr_hi; /* the ramp bounds, by hs__rope_init */
 };
 /* Fills r; -EINVAL unless n_rot is even and > 0, freq_base > 1,
  * freq_scale > 0. */
-int hs__rope_init(struct hs_rope *r, int n_rot, float freq_base, float freq_scale, float ext_factor,
-		  float attn_factor, float beta_fast, float beta_slow, int n_ctx_orig);
+int hs__rope_init(struct hs_rope *r, int n_rot, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+		  float beta_fast, float beta_slow, int n_ctx_orig);
 /* cs[0 .. n_rot/2) = cos, cs[n_rot/2 .. n_rot) = sin (magnitude included)
  * for one position, computed in double and rounded once.  Fill a table of
  * n tokens once per ubatch and apply it to q and k of every layer. */
@@ -170,10 +170,10 @@ void hs__rope_ref(const struct hs_rope *r, float *x, size_t x_stride, int n, int
 /* ---- OpenMP drivers of the single-step ops (tests, benchmarks) ----------- */
 void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
 		      const int32_t *ids, float *y, size_t y_stride, int nthreads);
-void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride,
-		     int n, int n_head, int dim, const float *w, float eps, int nthreads);
+void hs__rmsnorm_omp(const struct hs_dense_ops *dops, const float *x, size_t x_stride, float *y, size_t y_stride, int n,
+		     int n_head, int dim, const float *w, float eps, int nthreads);
 void hs__rope_apply_omp(const struct hs_dense_ops *dops, int n_rot, float *x, size_t x_stride, int n, int n_head,
-		        int head_dim, const float *cs, int nthreads);
+			int head_dim, const float *cs, int nthreads);
 void hs__rope_fill_omp(const struct hs_rope *r, int n, const int32_t *pos, float *cs, int nthreads);
 
 /* Runs a(job, ith, nth), a barrier, then b(job, ith, nth) when b is not

@@ -18,8 +18,8 @@ static float corr_dim(int n_rot, int n_ctx_orig, float turns, float base)
 	return n_rot * logf(n_ctx_orig / (turns * 2 * (float)M_PI)) / (2 * logf(base));
 }
 
-int hs__rope_init(struct hs_rope *r, int n_rot, float freq_base, float freq_scale, float ext_factor,
-		  float attn_factor, float beta_fast, float beta_slow, int n_ctx_orig)
+int hs__rope_init(struct hs_rope *r, int n_rot, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+		  float beta_fast, float beta_slow, int n_ctx_orig)
 {
 	if (n_rot <= 0 || n_rot % 2 || n_rot > 1024)
 		return hs__error(EINVAL, "rope: n_rot %d (even, 2..1024)", n_rot);
@@ -108,7 +108,7 @@ void hs__rope_ref(const struct hs_rope *r, float *x, size_t x_stride, int n, int
 }
 
 void hs__rope_apply_omp(const struct hs_dense_ops *dops, int n_rot, float *x, size_t x_stride, int n, int n_head,
-		        int head_dim, const float *cs, int nthreads)
+			int head_dim, const float *cs, int nthreads)
 {
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
 	hs__rope_apply(dops, n_rot, x, x_stride, n, n_head, head_dim, cs, omp_get_thread_num(), omp_get_num_threads());

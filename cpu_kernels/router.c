@@ -48,14 +48,23 @@ int hs__route_prepare(struct hs_route_job *job)
 		return hs__error(EINVAL, "router: weight type %s (f32, f16 or bf16)",
 				 hs__type_name(t) ? hs__type_name(t) : "unknown");
 	if (l->n_used < 1 || l->n_used > l->n_experts)
-		return hs__error(EINVAL, "router: %d experts used of %d (1..%d)", l->n_used, l->n_experts, l->n_experts);
+		return hs__error(EINVAL, "router: %d experts used of %d (1..%d)", l->n_used, l->n_experts,
+				 l->n_experts);
 	if (!l->arch || !l->arch->gating_f)
 		return hs__error(EINVAL, "router: the architecture has no float gating");
 	job->logits = job->scratch;
 	job->mm = (struct hs_matmul_job){
-		.dops = job->dops, .type = t, .rows = l->n_experts, .cols = l->n_embd, .w = l->router,
-		.row_bytes = hs__type_row_bytes(t, (uint64_t)l->n_embd), .bias = l->router_b, .n = job->n, .x = job->x,
-		.x_stride = job->x_stride ? job->x_stride : (size_t)l->n_embd, .y = job->logits,
+		.dops = job->dops,
+		.type = t,
+		.rows = l->n_experts,
+		.cols = l->n_embd,
+		.w = l->router,
+		.row_bytes = hs__type_row_bytes(t, (uint64_t)l->n_embd),
+		.bias = l->router_b,
+		.n = job->n,
+		.x = job->x,
+		.x_stride = job->x_stride ? job->x_stride : (size_t)l->n_embd,
+		.y = job->logits,
 		.y_stride = (size_t)l->n_experts,
 	};
 	return hs__matmul_prepare(&job->mm);
@@ -96,7 +105,9 @@ int hs__route_run_omp(struct hs_route_job *job, int nthreads)
 
 int hs__moe_route(const struct hs_moe_layer *l, int n, const float *x, int32_t *ids, float *weights)
 {
-	struct hs_route_job job = { .layer = l, .dops = hs__dense_best(), .n = n, .x = x, .ids = ids, .weights = weights };
+	struct hs_route_job job = {
+		.layer = l, .dops = hs__dense_best(), .n = n, .x = x, .ids = ids, .weights = weights
+	};
 	size_t bytes = hs__route_scratch_bytes(l, n);
 	int rc;
 

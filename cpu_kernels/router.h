@@ -28,9 +28,9 @@ struct hs_route_job {
 	size_t x_stride;
 	int32_t *ids;
 	float *weights;
-	void *scratch;              /* hs__route_scratch_bytes(layer, n) */
-	float *logits;              /* by prepare: [n][n_experts] */
-	struct hs_matmul_job mm;    /* by prepare */
+	void *scratch;           /* hs__route_scratch_bytes(layer, n) */
+	float *logits;           /* by prepare: [n][n_experts] */
+	struct hs_matmul_job mm; /* by prepare */
 };
 
 size_t hs__route_scratch_bytes(const struct hs_moe_layer *l, int n);

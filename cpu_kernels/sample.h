@@ -20,10 +20,10 @@
 #include <stdint.h>
 
 struct hs_sample_params {
-	float temp;    /* <= 0: greedy */
-	int top_k;     /* <= 0: off */
-	float top_p;   /* >= 1: off */
-	float min_p;   /* <= 0: off */
+	float temp;  /* <= 0: greedy */
+	int top_k;   /* <= 0: off */
+	float top_p; /* >= 1: off */
+	float min_p; /* <= 0: off */
 	uint64_t seed;
 };
 

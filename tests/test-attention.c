@@ -64,10 +64,11 @@ static void run_case(const struct acase *c)
 	const size_t qs = (size_t)H * D + 3, nout = (size_t)(n - 1) * qs + (size_t)H * D;
 	uint8_t *k = du_alloc(rb * KV * N), *v = du_alloc(rb * KV * N);
 	float *q = du_alloc(sizeof(float) * nout), *sinks = malloc(sizeof(float) * H);
-	float *a = du_alloc(sizeof(float) * nout), *b = du_alloc(sizeof(float) * nout), *row = malloc(sizeof(float) * D);
+	float *a = du_alloc(sizeof(float) * nout), *b = du_alloc(sizeof(float) * nout),
+	      *row = malloc(sizeof(float) * D);
 	int32_t *cell_pos = malloc(sizeof(int32_t) * N), *q_pos = malloc(sizeof(int32_t) * n);
 	const int n_seq = N - c->n_empty - c->n_future; /* cells holding the sequence */
-	const int P = n_seq > n ? n_seq + 17 : n;        /* positions so far; older ones fell out of the ring */
+	const int P = n_seq > n ? n_seq + 17 : n;       /* positions so far; older ones fell out of the ring */
 
 	/* the sequence's last n_seq positions, in ring order (cell = pos mod ring) */
 	for (int i = 0; i < N; i++)
@@ -87,7 +88,8 @@ static void run_case(const struct acase *c)
 		q_pos[t] = P - n + t;
 	for (int i = 0; i < N; i++)
 		for (int h = 0; h < KV; h++) {
-			uint8_t *kr = k + (size_t)i * k_cell + (size_t)h * k_head, *vr = v + (size_t)i * k_cell + (size_t)h * k_head;
+			uint8_t *kr = k + (size_t)i * k_cell + (size_t)h * k_head,
+				*vr = v + (size_t)i * k_cell + (size_t)h * k_head;
 			if (cell_pos[i] < 0 || cell_pos[i] > P - 1) {
 				nan_row(c->kv_type, kr, D);
 				nan_row(c->kv_type, vr, D);
@@ -100,10 +102,25 @@ static void run_case(const struct acase *c)
 		}
 	du_fill(q, nout, 0, 1);
 	du_fill(sinks, H, 0, 2);
-	struct hs_attn_job j = { .n = n, .n_head = H, .n_head_kv = KV, .head_dim = D, .q = q, .q_stride = qs,
-				 .q_pos = q_pos, .kv_type = c->kv_type, .k = k, .v = v, .k_cell = k_cell, .k_head = k_head,
-				 .v_cell = k_cell, .v_head = k_head, .n_cells = N, .cell_pos = cell_pos,
-				 .window = c->window, .sinks = c->sinks ? sinks : NULL, .scale = 1.0f / sqrtf((float)D),
+	struct hs_attn_job j = { .n = n,
+				 .n_head = H,
+				 .n_head_kv = KV,
+				 .head_dim = D,
+				 .q = q,
+				 .q_stride = qs,
+				 .q_pos = q_pos,
+				 .kv_type = c->kv_type,
+				 .k = k,
+				 .v = v,
+				 .k_cell = k_cell,
+				 .k_head = k_head,
+				 .v_cell = k_cell,
+				 .v_head = k_head,
+				 .n_cells = N,
+				 .cell_pos = cell_pos,
+				 .window = c->window,
+				 .sinks = c->sinks ? sinks : NULL,
+				 .scale = 1.0f / sqrtf((float)D),
 				 .out_stride = qs };
 	j.out = a;
 	memset(a, 0, sizeof(float) * nout);
@@ -141,6 +158,7 @@ static void run_case(const struct acase *c)
 
 static void test_grid(void)
 {
+	/* clang-format off */
 	static const struct acase cases[] = {
 		/* n  H  KV  D  cells win sink type split hm empty future */
 		{ 1, 8, 1, 64, 1, 0, 0, HS_TYPE_F16, 0, 0, 0, 0 },          /* decode, the first token */
@@ -157,6 +175,7 @@ static void test_grid(void)
 		{ 5, 6, 2, 64, 40, 3, 1, HS_TYPE_F16, 0, 1, 2, 2 },        /* a tiny window */
 		{ 3, 4, 2, 8, 37, 0, 1, HS_TYPE_F16, 2, 0, 3, 1 },         /* head_dim 8 */
 	};
+	/* clang-format on */
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		if (small && cases[i].n_cells > 1024)
 			continue;
@@ -184,16 +203,30 @@ static void test_known(void)
 	}
 	s /= 8;
 	for (int with_sink = 0; with_sink < 2; with_sink++) {
-		struct hs_attn_job j = { .dops = fast, .n = 1, .n_head = 1, .n_head_kv = 1, .head_dim = D, .q = q,
-					 .q_stride = D, .q_pos = &qp, .kv_type = HS_TYPE_F16, .k = (uint8_t *)k,
-					 .v = (uint8_t *)v, .k_cell = 128, .v_cell = 128, .n_cells = 2,
-					 .cell_pos = cell_pos, .sinks = with_sink ? &sink : NULL, .scale = 0.125f,
-					 .out = out, .out_stride = D };
+		struct hs_attn_job j = { .dops = fast,
+					 .n = 1,
+					 .n_head = 1,
+					 .n_head_kv = 1,
+					 .head_dim = D,
+					 .q = q,
+					 .q_stride = D,
+					 .q_pos = &qp,
+					 .kv_type = HS_TYPE_F16,
+					 .k = (uint8_t *)k,
+					 .v = (uint8_t *)v,
+					 .k_cell = 128,
+					 .v_cell = 128,
+					 .n_cells = 2,
+					 .cell_pos = cell_pos,
+					 .sinks = with_sink ? &sink : NULL,
+					 .scale = 0.125f,
+					 .out = out,
+					 .out_stride = D };
 		const double f = with_sink ? 1 / (1 + exp(sink - s)) : 1;
 		CHECK(hs__attn_run_omp(&j, 1) == 0, "attention: %s", hs_last_error());
 		for (int i = 0; i < D; i++)
-			CHECK(fabs(out[i] - i * f) <= 1e-5 * (i + 1), "one cell, sink %d: out[%d] = %g, expected %g", with_sink,
-			      i, out[i], i * f);
+			CHECK(fabs(out[i] - i * f) <= 1e-5 * (i + 1), "one cell, sink %d: out[%d] = %g, expected %g",
+			      with_sink, i, out[i], i * f);
 		qp = -1; /* sees nothing */
 		j.q_pos = &qp;
 		CHECK(hs__attn_run_omp(&j, 1) == 0, "attention: %s", hs_last_error());
@@ -202,7 +235,9 @@ static void test_known(void)
 		qp = 3;
 	}
 	/* the window: position 5 with window 2 sees positions 4 and 5 only */
-	struct hs_attn_job bad = { .dops = fast, .n = 1, .n_head = 6, .n_head_kv = 4, .head_dim = 64, .kv_type = HS_TYPE_F16 };
+	struct hs_attn_job bad = {
+		.dops = fast, .n = 1, .n_head = 6, .n_head_kv = 4, .head_dim = 64, .kv_type = HS_TYPE_F16
+	};
 	CHECK(hs__attn_prepare(&bad) == -EINVAL, "attention accepted 6 query heads over 4 KV heads");
 	bad.n_head = 4;
 	bad.head_dim = 48;

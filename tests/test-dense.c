@@ -110,8 +110,17 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad)
 
 	du_fill(x, n * xs, 0, 1);
 	du_fill(b, rows, 0, 0.1f);
-	struct hs_matmul_job j = { .type = type, .rows = rows, .cols = cols, .w = w, .row_bytes = rb,
-				   .bias = bias ? b : NULL, .n = n, .x = x, .x_stride = xs, .y = y_ref, .y_stride = ys };
+	struct hs_matmul_job j = { .type = type,
+				   .rows = rows,
+				   .cols = cols,
+				   .w = w,
+				   .row_bytes = rb,
+				   .bias = bias ? b : NULL,
+				   .n = n,
+				   .x = x,
+				   .x_stride = xs,
+				   .y = y_ref,
+				   .y_stride = ys };
 	CHECK(hs__matmul_ref(&j) == 0, "matmul reference: %s", hs_last_error());
 	if (quant) {
 		q8_roundtrip(x, xd, n, xs, cols);
@@ -128,14 +137,16 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad)
 		else
 			run_mm(&j, &hs__dense_ref, &hs__kernels_ref, 2);
 		const char *set = pass ? "scalar" : fast->name;
-		CHECK(gaps_ok(y, n, ys, rows) && du_guard_ok(y, sizeof(float) * ny), "matmul %s wrote outside its rows", set);
+		CHECK(gaps_ok(y, n, ys, rows) && du_guard_ok(y, sizeof(float) * ny), "matmul %s wrote outside its rows",
+		      set);
 		if (!quant) {
 			double e = du_rel_l2_rows(y, y_ref, n, ys, rows, &nan);
 			CHECK(e <= 1e-5 && !nan, "matmul %s %s %dx%d n%d: error %.3g (bound 1e-5), %d NaN", set,
 			      hs__type_name(type), rows, cols, n, e, nan);
 			worst_mm_float = e > worst_mm_float ? e : worst_mm_float;
 		} else {
-			double et = du_rel_l2_rows(y, y_q, n, ys, rows, &nan), el = du_rel_l2_rows(y, y_ref, n, ys, rows, &nan);
+			double et = du_rel_l2_rows(y, y_q, n, ys, rows, &nan),
+			       el = du_rel_l2_rows(y, y_ref, n, ys, rows, &nan);
 			if ((long)rows * n < 64)
 				el = 0; /* a few dot products can cancel: the 3e-2 holds over many */
 			CHECK(et <= 1e-5 && el <= 3e-2 && !nan,
@@ -193,7 +204,11 @@ static void test_get_rows(void)
 	for (int t = 0; t < 5; t++)
 		for (int c = 0; c < 2; c++)
 			for (int k = 0; k < 3; k++) {
-				const int q = hs__kernel_type_quantized(types[t]), cols = c ? 2880 : q ? 32 : 7, n = ns[k];
+				const int q = hs__kernel_type_quantized(types[t]),
+					  cols = c   ? 2880
+						 : q ? 32
+						     : 7,
+					  n = ns[k];
 				const size_t rb = hs__type_row_bytes(types[t], (uint64_t)cols), ys = (size_t)cols + 3;
 				const size_t ny = (size_t)(n - 1) * ys + cols;
 				uint8_t *w = du_matrix(types[t], rows, cols, rb);
@@ -205,9 +220,11 @@ static void test_get_rows(void)
 				memset(b, SENTINEL, sizeof(float) * ny);
 				hs__get_rows_ref(types[t], w, rb, cols, n, ids, a, ys);
 				hs__get_rows_omp(fast, types[t], w, rb, cols, n, ids, b, ys, 3);
-				CHECK(memcmp(a, b, sizeof(float) * ny) == 0, "get_rows %s cols %d n %d differs from the reference",
-				      hs__type_name(types[t]), cols, n);
-				CHECK(gaps_ok(b, n, ys, cols) && du_guard_ok(b, sizeof(float) * ny), "get_rows wrote outside its rows");
+				CHECK(memcmp(a, b, sizeof(float) * ny) == 0,
+				      "get_rows %s cols %d n %d differs from the reference", hs__type_name(types[t]),
+				      cols, n);
+				CHECK(gaps_ok(b, n, ys, cols) && du_guard_ok(b, sizeof(float) * ny),
+				      "get_rows wrote outside its rows");
 				free(w);
 				free(a);
 				free(b);
@@ -218,7 +235,7 @@ static void test_get_rows(void)
 
 static void test_rmsnorm(void)
 {
-	const int cases[8][3] = { { 1, 1, 2880 }, { 7, 1, 1 }, { 5, 1, 37 }, { 3, 8, 64 },
+	const int cases[8][3] = { { 1, 1, 2880 }, { 7, 1, 1 },   { 5, 1, 37 },   { 3, 8, 64 },
 				  { 33, 64, 64 }, { 2, 4, 128 }, { 1, 1, 4101 }, { 130, 1, 256 } };
 	double worst = 0;
 
@@ -243,8 +260,8 @@ static void test_rmsnorm(void)
 				CHECK(gaps_ok(b, n, xs, rowlen), "rmsnorm wrote between rows");
 			}
 			double e = du_rel_l2_rows(b, a, n, xs, rowlen, &nan);
-			CHECK(e <= 1e-5 && !nan, "rmsnorm n%d heads %d dim %d case %d: error %.3g (bound 1e-5), %d NaN", n, nh,
-			      dim, v, e, nan);
+			CHECK(e <= 1e-5 && !nan, "rmsnorm n%d heads %d dim %d case %d: error %.3g (bound 1e-5), %d NaN",
+			      n, nh, dim, v, e, nan);
 			CHECK(du_guard_ok(b, sizeof(float) * nx), "rmsnorm wrote past y");
 			worst = e > worst ? e : worst;
 			free(x);
@@ -256,8 +273,8 @@ static void test_rmsnorm(void)
 	/* the definition on a hand-made row: x = (3, 4), mean square 12.5 */
 	float x[2] = { 3, 4 }, y[2], w[2] = { 1, 2 };
 	hs__rmsnorm(fast, x, 2, y, 2, 1, 1, 2, w, 0, 0, 1);
-	CHECK(fabs(y[0] - 3 / sqrt(12.5)) < 1e-6 && fabs(y[1] - 8 / sqrt(12.5)) < 1e-6, "rmsnorm of (3, 4): %g %g", y[0],
-	      y[1]);
+	CHECK(fabs(y[0] - 3 / sqrt(12.5)) < 1e-6 && fabs(y[1] - 8 / sqrt(12.5)) < 1e-6, "rmsnorm of (3, 4): %g %g",
+	      y[0], y[1]);
 	printf("rmsnorm: worst error %.3g (bound 1e-5)\n", worst);
 }
 
@@ -293,11 +310,12 @@ static void test_rope_params(void)
 
 	/* gpt-oss: 64 dims, base 150000, YaRN factor 32 over 4096 positions */
 	CHECK(hs__rope_init(&r, 64, 150000, 1.0f / 32, 1, 1, 32, 1, 4096) == 0, "rope init: %s", hs_last_error());
-	CHECK(r.corr_lo == 8 && r.corr_hi == 18, "gpt-oss YaRN ramp bounds %g, %g (8, 18 expected)", r.corr_lo, r.corr_hi);
+	CHECK(r.corr_lo == 8 && r.corr_hi == 18, "gpt-oss YaRN ramp bounds %g, %g (8, 18 expected)", r.corr_lo,
+	      r.corr_hi);
 	hs__rope_fill(&r, 0, cs);
 	for (int i = 0; i < 32; i++)
-		CHECK(fabs(cs[i] - mag) < 1e-6 && cs[32 + i] == 0, "position 0, pair %d: cos %g (%g), sin %g", i, cs[i], mag,
-		      cs[32 + i]);
+		CHECK(fabs(cs[i] - mag) < 1e-6 && cs[32 + i] == 0, "position 0, pair %d: cos %g (%g), sin %g", i, cs[i],
+		      mag, cs[32 + i]);
 	const int32_t p = 3000;
 	hs__rope_fill(&r, p, cs);
 	for (int i = 0; i < 32; i++) {
@@ -305,8 +323,8 @@ static void test_rope_params(void)
 		const double mix = i <= 8 ? 1 : i >= 18 ? 0 : 1 - (i - 8) / 10.0;
 		const double th = interp * (1 - mix) + extrap * mix;
 		CHECK(fabs(cs[i] - cos(th) * mag) < 1e-6 && fabs(cs[32 + i] - sin(th) * mag) < 1e-6,
-		      "gpt-oss position %d pair %d: (%g, %g), expected (%g, %g)", p, i, cs[i], cs[32 + i], cos(th) * mag,
-		      sin(th) * mag);
+		      "gpt-oss position %d pair %d: (%g, %g), expected (%g, %g)", p, i, cs[i], cs[32 + i],
+		      cos(th) * mag, sin(th) * mag);
 	}
 	/* against ggml's float recurrence: its theta drifts by about i u theta,
 	 * at most ~2.5e-4 rad here, times the magnitude 1.35 */
@@ -314,15 +332,16 @@ static void test_rope_params(void)
 		hs__rope_fill(&r, q, cs);
 		ggml_style_cs(64, 150000, 1.0f / 32, 1, 8, 18, q, gg);
 		for (int i = 0; i < 64; i++)
-			CHECK(fabsf(cs[i] - gg[i]) < 1e-3, "position %d value %d: %g, ggml's way %g", q, i, cs[i], gg[i]);
+			CHECK(fabsf(cs[i] - gg[i]) < 1e-3, "position %d value %d: %g, ggml's way %g", q, i, cs[i],
+			      gg[i]);
 	}
 	/* Qwen3: 128 dims, base 1e6, no scaling */
 	CHECK(hs__rope_init(&r, 128, 1e6f, 1, 0, 1, 32, 1, 0) == 0, "rope init: %s", hs_last_error());
 	hs__rope_fill(&r, 77, cs);
 	for (int i = 0; i < 64; i++) {
 		const double th = 77 * pow(1e6, -2.0 * i / 128);
-		CHECK(fabs(cs[i] - cos(th)) < 1e-6 && fabs(cs[64 + i] - sin(th)) < 1e-6, "qwen3 pair %d: (%g, %g)", i, cs[i],
-		      cs[64 + i]);
+		CHECK(fabs(cs[i] - cos(th)) < 1e-6 && fabs(cs[64 + i] - sin(th)) < 1e-6, "qwen3 pair %d: (%g, %g)", i,
+		      cs[i], cs[64 + i]);
 	}
 	CHECK(hs__rope_init(&r, 63, 1e4f, 1, 0, 1, 32, 1, 0) == -EINVAL, "rope accepted an odd n_rot");
 }
@@ -331,14 +350,15 @@ static void test_rope_ab(void)
 {
 	/* n_rot, head_dim, heads, n, YaRN */
 	const int cases[6][5] = { { 64, 64, 8, 1, 1 }, { 64, 64, 6, 33, 1 }, { 128, 128, 4, 7, 0 },
-				  { 32, 64, 3, 5, 0 },  { 36, 40, 2, 9, 1 },  { 80, 80, 1, 130, 0 } };
+				  { 32, 64, 3, 5, 0 }, { 36, 40, 2, 9, 1 },  { 80, 80, 1, 130, 0 } };
 	double worst = 0;
 
 	for (int c = 0; c < 6; c++) {
 		const int n_rot = cases[c][0], D = cases[c][1], nh = cases[c][2], n = cases[c][3];
 		const size_t xs = (size_t)nh * D + 5, nx = (size_t)(n - 1) * xs + (size_t)nh * D;
 		struct hs_rope r;
-		float *x = du_alloc(sizeof(float) * nx), *a = du_alloc(sizeof(float) * nx), *b = du_alloc(sizeof(float) * nx);
+		float *x = du_alloc(sizeof(float) * nx), *a = du_alloc(sizeof(float) * nx),
+		      *b = du_alloc(sizeof(float) * nx);
 		float *cs = du_alloc(sizeof(float) * n * n_rot);
 		int32_t *pos = malloc(sizeof *pos * n);
 		int nan = 0;
@@ -347,7 +367,11 @@ static void test_rope_ab(void)
 		else
 			hs__rope_init(&r, n_rot, 1e6f, 1, 0, 1, 32, 1, 0);
 		for (int t = 0; t < n; t++) /* window edges, the YaRN context, far positions */
-			pos[t] = t == 0 ? 4095 : t == 1 ? 4096 : t == 2 ? 127 : t == 3 ? 0 : (int32_t)(du_unif() * 200000);
+			pos[t] = t == 0   ? 4095
+				 : t == 1 ? 4096
+				 : t == 2 ? 127
+				 : t == 3 ? 0
+					  : (int32_t)(du_unif() * 200000);
 		du_fill(x, nx, 0, 1);
 		memcpy(a, x, sizeof(float) * nx);
 		memcpy(b, x, sizeof(float) * nx);
@@ -355,12 +379,14 @@ static void test_rope_ab(void)
 		hs__rope_fill_omp(&r, n, pos, cs, 3);
 		hs__rope_apply_omp(fast, n_rot, b, xs, n, nh, D, cs, 3);
 		double e = du_rel_l2_rows(b, a, n, xs, nh * D, &nan);
-		CHECK(e <= 1e-6 && !nan, "rope n_rot %d head_dim %d heads %d n %d: error %.3g (bound 1e-6)", n_rot, D, nh, n, e);
+		CHECK(e <= 1e-6 && !nan, "rope n_rot %d head_dim %d heads %d n %d: error %.3g (bound 1e-6)", n_rot, D,
+		      nh, n, e);
 		int same = 1; /* dims past n_rot and the gaps between tokens are untouched */
 		for (int t = 0; t < n; t++)
 			for (int h = 0; h < nh; h++)
 				for (int d = n_rot; d < D; d++)
-					same &= b[(size_t)t * xs + (size_t)h * D + d] == x[(size_t)t * xs + (size_t)h * D + d];
+					same &= b[(size_t)t * xs + (size_t)h * D + d] ==
+						x[(size_t)t * xs + (size_t)h * D + d];
 		for (int t = 0; t + 1 < n; t++)
 			for (size_t i = (size_t)t * xs + (size_t)nh * D; i < (size_t)(t + 1) * xs; i++)
 				same &= b[i] == x[i];
@@ -402,7 +428,8 @@ static void test_kv_store(void)
 						const float *src = x + (size_t)t * xs + (size_t)h * D;
 						uint8_t *d = want + (size_t)cells[t] * cell + (size_t)h * rb;
 						if (kt == HS_TYPE_Q8_0)
-							hs__kernels_ref.quantize_q8_0(src, (struct hs_block_q8_0 *)(void *)d, D);
+							hs__kernels_ref.quantize_q8_0(
+								src, (struct hs_block_q8_0 *)(void *)d, D);
 						else
 							for (int i = 0; i < D; i++) {
 								uint16_t v = hs__fp32_to_fp16(src[i]);
@@ -411,7 +438,8 @@ static void test_kv_store(void)
 					}
 				hs__kv_store_omp(kfast, fast, kt, x, xs, n, kvh, D, cells, dst, cell, rb, 3);
 				CHECK(memcmp(dst, want, total) == 0 && du_guard_ok(dst, total),
-				      "kv store %s heads %d dim %d n %d: cells differ from the reference", hs__type_name(kt), kvh, D, n);
+				      "kv store %s heads %d dim %d n %d: cells differ from the reference",
+				      hs__type_name(kt), kvh, D, n);
 				free(x);
 				free(dst);
 				free(want);
@@ -428,7 +456,8 @@ static void test_gating(void)
 	float w[4];
 
 	hs__gating_topk_softmax_f(l, 6, 2, ids, w);
-	CHECK(ids[0] == 1 && ids[1] == 2 && fabsf(w[0] - 0.5f) < 1e-7f, "ties: ids %d %d (1 2), w %g", ids[0], ids[1], w[0]);
+	CHECK(ids[0] == 1 && ids[1] == 2 && fabsf(w[0] - 0.5f) < 1e-7f, "ties: ids %d %d (1 2), w %g", ids[0], ids[1],
+	      w[0]);
 	hs__gating_topk_softmax_f(l, 6, 4, ids, w);
 	CHECK(ids[0] == 1 && ids[1] == 2 && ids[2] == 4 && ids[3] == 3, "ties, k 4: ids %d %d %d %d (1 2 4 3)", ids[0],
 	      ids[1], ids[2], ids[3]);
@@ -459,14 +488,28 @@ static void ab_router(const struct hs_moe_arch *arch, int rtype, int D, int E, i
 	float *b = malloc(sizeof(float) * E), *x = malloc(sizeof(float) * n * D), *lg = malloc(sizeof(float) * n * E);
 	int32_t *ia = malloc(sizeof(int32_t) * n * K), *ib = du_alloc(sizeof(int32_t) * n * K);
 	float *wa = malloc(sizeof(float) * n * K), *wb = du_alloc(sizeof(float) * n * K);
-	struct hs_moe_layer l = { .arch = arch, .n_embd = D, .n_experts = E, .n_used = K, .router_type = rtype,
-				  .router = w, .router_b = arch->has_bias ? b : NULL };
+	struct hs_moe_layer l = { .arch = arch,
+				  .n_embd = D,
+				  .n_experts = E,
+				  .n_used = K,
+				  .router_type = rtype,
+				  .router = w,
+				  .router_b = arch->has_bias ? b : NULL };
 
 	du_fill(b, E, 0, 0.5f);
 	du_fill(x, (size_t)n * D, 0, 1);
 	CHECK(hs__moe_route_ref(&l, n, x, ia, wa) == 0, "reference router: %s", hs_last_error());
-	struct hs_matmul_job mj = { .type = rtype, .rows = E, .cols = D, .w = w, .row_bytes = rb, .bias = l.router_b,
-				    .n = n, .x = x, .x_stride = D, .y = lg, .y_stride = E };
+	struct hs_matmul_job mj = { .type = rtype,
+				    .rows = E,
+				    .cols = D,
+				    .w = w,
+				    .row_bytes = rb,
+				    .bias = l.router_b,
+				    .n = n,
+				    .x = x,
+				    .x_stride = D,
+				    .y = lg,
+				    .y_stride = E };
 	hs__matmul_ref(&mj);
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 0) {
@@ -501,8 +544,8 @@ static void ab_router(const struct hs_moe_arch *arch, int rtype, int D, int E, i
 			for (int j = 0; j < K; j++) {
 				const size_t i = (size_t)t * K + j;
 				CHECK(ia[i] == ib[i] && fabsf(wa[i] - wb[i]) <= 1e-5f,
-				      "router %s %s D%d E%d K%d token %d slot %d: id %d weight %g, reference %d %g", arch->name,
-				      hs__type_name(rtype), D, E, K, t, j, ib[i], wb[i], ia[i], wa[i]);
+				      "router %s %s D%d E%d K%d token %d slot %d: id %d weight %g, reference %d %g",
+				      arch->name, hs__type_name(rtype), D, E, K, t, j, ib[i], wb[i], ia[i], wa[i]);
 			}
 		}
 	}
@@ -545,7 +588,8 @@ int main(void)
 		if (!fast)
 			continue;
 		ran++;
-		printf("dense ops under test: %s (twin: %s); expert tiles: %s\n", fast->name, hs__dense_ref.name, kfast->name);
+		printf("dense ops under test: %s (twin: %s); expert tiles: %s\n", fast->name, hs__dense_ref.name,
+		       kfast->name);
 		test_matmul();
 		test_get_rows();
 		test_rmsnorm();

@@ -55,8 +55,8 @@ static void test_greedy(void)
 {
 	const int n = 201088;
 	float *x = malloc(sizeof *x * n);
-	struct hs_sample_params g = { .temp = 0, .seed = 1 }, k1 = { .temp = 0.8f, .top_k = 1, .top_p = 0.95f,
-									.min_p = 0.05f, .seed = 7 };
+	struct hs_sample_params g = { .temp = 0, .seed = 1 },
+				k1 = { .temp = 0.8f, .top_k = 1, .top_p = 0.95f, .min_p = 0.05f, .seed = 7 };
 
 	for (int trial = 0; trial < 4; trial++) {
 		du_fill(x, n, 0, 3);
@@ -164,8 +164,8 @@ static void test_filters(void)
 	for (int i = 0; i < n; i++)
 		flat[i] = 0.25f;
 	p = (struct hs_sample_params){ .temp = 1, .top_p = 0.8999f, .seed = 5 };
-	CHECK(kept(&p, flat, n, ids) == 4500 && ids[0] == 0 && ids[4499] == 4499, "flat top-p kept %d (ids 0..4499 expected)",
-	      kept(&p, flat, n, ids));
+	CHECK(kept(&p, flat, n, ids) == 4500 && ids[0] == 0 && ids[4499] == 4499,
+	      "flat top-p kept %d (ids 0..4499 expected)", kept(&p, flat, n, ids));
 	/* a peaked large row: the first 256 suffice */
 	for (int i = 0; i < n; i++)
 		flat[i] = i == 4321 ? 30.0f : i % 7 == 0 ? 15.0f : 0.0f; /* p(4321) = 0.9997 */
@@ -231,7 +231,8 @@ static void test_distribution(void)
 	CHECK(keep == 5, "expected 5 tokens to survive the filters, the computation here says %d", keep);
 	CHECK(chi2 < 33.4, "draws against the filtered distribution: chi-square %.1f over %d tokens (limit 33.4)", chi2,
 	      keep);
-	printf("sampling: chi-square %.2f with %d degrees of freedom over %d draws (limit 33.4)\n", chi2, keep - 1, draws);
+	printf("sampling: chi-square %.2f with %d degrees of freedom over %d draws (limit 33.4)\n", chi2, keep - 1,
+	       draws);
 }
 
 static void test_errors(void)

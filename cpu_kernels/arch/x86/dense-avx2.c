@@ -61,10 +61,13 @@ static inline __m256 load8(int type, const uint8_t *row, int c)
 		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)c)));
 	if (type == HS_TYPE_BF16)
 		return _mm256_castsi256_ps(_mm256_slli_epi32(
-			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)c))), 16));
+			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)c))),
+			16));
 	return _mm256_loadu_ps((const float *)(const void *)row + c);
 }
 
+/* (clang-format cannot lay out _Pragma loops) */
+/* clang-format off */
 /* NR rows (1, 2 or 4) against NT tokens (1..4), accumulators in
  * registers; columns past the last multiple of 8 in a scalar tail. */
 static inline __attribute__((always_inline)) void rows_tokens(int type, const uint8_t *w, size_t rb, int NR,
@@ -95,6 +98,7 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
 			out[j][col + i] = s;
 		}
 }
+/* clang-format on */
 
 /* One row against one token (decode): four accumulators over 32 columns
  * a step, so the row is one sequential stream for the prefetchers. */
@@ -124,15 +128,15 @@ static inline __attribute__((always_inline)) float row_dot(int type, const uint8
 /* Decode: one row at a time, one sequential stream each (with four rows
  * interleaved, F16 rows streamed from DRAM at 15-21 GB/s, one at a time
  * 36-39). */
-void hs__tile_f_avx2(int type, const uint8_t *w, size_t rb, int r0, int r1, int ncols, const float *const *x,
-		     int nt, float *const *out)
+void hs__tile_f_avx2(int type, const uint8_t *w, size_t rb, int r0, int r1, int ncols, const float *const *x, int nt,
+		     float *const *out)
 {
 	if (nt > 1) {
 		tile_tokens(type, w, rb, r0, r1, ncols, x, nt, out);
 		return;
 	}
 	for (int r = r0; r < r1; r++)
-		out[0][r - r0] = type == HS_TYPE_F16	? row_dot(HS_TYPE_F16, w + (size_t)r * rb, ncols, x[0])
+		out[0][r - r0] = type == HS_TYPE_F16    ? row_dot(HS_TYPE_F16, w + (size_t)r * rb, ncols, x[0])
 				 : type == HS_TYPE_BF16 ? row_dot(HS_TYPE_BF16, w + (size_t)r * rb, ncols, x[0])
 							: row_dot(HS_TYPE_F32, w + (size_t)r * rb, ncols, x[0]);
 }
@@ -222,14 +226,17 @@ void hs__to_f16_avx2(const float *x, uint16_t *y, int n)
 {
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(void *)(y + i),
-				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		_mm_storeu_si128(
+			(__m128i *)(void *)(y + i),
+			_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 	for (; i < n; i++)
 		y[i] = hs__fp32_to_fp16(x[i]);
 }
 
 /* ---- attention ----------------------------------------------------------------- */
 
+/* (clang-format cannot lay out _Pragma loops) */
+/* clang-format off */
 /* Visible cells are gathered into blocks of B (a multiple of 8) and their
  * K and V rows converted to f32 once, for all g query heads.  Per head:
  * scores of 8 cells at a time (8 accumulators, one transposing sum), the
@@ -316,13 +323,16 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 		}
 	}
 }
+/* clang-format on */
 
 #define ATTEND hs__attend_avx2
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~7)
 #include "cpu_kernels/arch/x86/dense-attend.h"
 
-static const struct hs_dense_ops avx2_ops = { "AVX2",	      hs__tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2,
-					      hs__rope_row_avx2, hs__to_f16_avx2, hs__attend_avx2 };
+static const struct hs_dense_ops avx2_ops = {
+	"AVX2",          hs__tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2,
+	hs__to_f16_avx2, hs__attend_avx2
+};
 
 const struct hs_dense_ops *hs__dense_avx2(void)
 {

@@ -26,6 +26,8 @@ static inline __m512 load16(int type, const uint8_t *row, int c, __mmask16 keep)
 	return _mm512_maskz_loadu_ps(keep, (const float *)(const void *)row + c);
 }
 
+/* (clang-format cannot lay out _Pragma loops) */
+/* clang-format off */
 /* NR rows (1..4) against NT tokens (1..4): up to 16 accumulators of 16
  * lanes, in registers. */
 static inline __attribute__((always_inline)) void rows_tokens(int type, const uint8_t *w, size_t rb, int NR,
@@ -53,6 +55,7 @@ static inline __attribute__((always_inline)) void rows_tokens(int type, const ui
 		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
 			out[j][col + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
+/* clang-format on */
 
 #define TILE_ROWS 4
 #define TILE_F tile_tokens
@@ -80,7 +83,7 @@ static inline __m512 exp512(__m512 x)
 	const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
 	x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
 	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-				       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
 	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
 	__m512 p = _mm512_set1_ps(1.0f / 720);
@@ -94,6 +97,8 @@ static inline __m512 exp512(__m512 x)
 	return _mm512_maskz_mov_ps(keep, _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)));
 }
 
+/* (clang-format cannot lay out _Pragma loops) */
+/* clang-format off */
 /* Lane r of the result is the sum of the lanes of a[r], r < 16: a tree of
  * 128-bit and in-lane shuffles (15 adds, 30 shuffles) and one permute. */
 static inline __m512 hsum16(const __m512 *a)
@@ -111,6 +116,7 @@ static inline __m512 hsum16(const __m512 *a)
 	/* lane 4q + j of e holds a[q + 4j] */
 	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), e);
 }
+/* clang-format on */
 
 /* The first `len` (<= 16) lanes of a mask. */
 static inline __mmask16 lanes(int len)
@@ -129,17 +135,22 @@ static inline __attribute__((always_inline)) void kv_row(int kv_type, const uint
 			const __m512 scale = _mm512_set1_ps(_cvtsh_ss(blk->d));
 			for (int k = 0; k < HS_QK; k += 16) {
 				const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk->qs + k));
-				_mm512_storeu_ps(dst + b * HS_QK + k, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale));
+				_mm512_storeu_ps(dst + b * HS_QK + k,
+						 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale));
 			}
 		}
 		return;
 	}
 	for (; d + 16 <= D; d += 16)
-		_mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * d))));
+		_mm512_storeu_ps(dst + d,
+				 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * d))));
 	if (d < D) /* the last 8 */
-		_mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * d))));
+		_mm256_storeu_ps(dst + d,
+				 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * d))));
 }
 
+/* (clang-format cannot lay out _Pragma loops) */
+/* clang-format off */
 /* As the AVX2 block (dense-avx2.c), 16 lanes wide: K and V rows of the
  * block's cells converted to f32 once for all g query heads; per head the
  * scores of 16 cells at a time (16 accumulators, one transposing sum),
@@ -227,6 +238,7 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 		}
 	}
 }
+/* clang-format on */
 
 #define ATTEND hs__attend_avx512_blocks
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~15)
@@ -244,8 +256,8 @@ static void attend_avx512(const struct hs_attn_tile *t)
 
 /* the entries without an AVX-512 version are the AVX2 set's */
 static const struct hs_dense_ops avx512_ops = {
-	"AVX-512", tile_f_avx512, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2, hs__to_f16_avx2,
-	attend_avx512,
+	"AVX-512",         tile_f_avx512,   hs__dequant_row_avx2, hs__rmsnorm_row_avx2,
+	hs__rope_row_avx2, hs__to_f16_avx2, attend_avx512,
 };
 
 const struct hs_dense_ops *hs__dense_avx512(void)

@@ -10,18 +10,17 @@
 #ifndef HS_DENSE_TILE_H
 #define HS_DENSE_TILE_H
 
-#define ROWS_TOKENS(T, NR, NT)                                                                               \
-	do {                                                                                                 \
-		int r = r0;                                                                                  \
-		for (; r + NR <= r1; r += NR)                                                                \
-			rows_tokens(T, w + (size_t)r * rb, rb, NR, ncols, x + j0, NT, out + j0, r - r0);     \
-		for (; r < r1; r++)                                                                          \
-			rows_tokens(T, w + (size_t)r * rb, rb, 1, ncols, x + j0, NT, out + j0, r - r0);      \
+#define ROWS_TOKENS(T, NR, NT)                                                                           \
+	do {                                                                                             \
+		int r = r0;                                                                              \
+		for (; r + NR <= r1; r += NR)                                                            \
+			rows_tokens(T, w + (size_t)r * rb, rb, NR, ncols, x + j0, NT, out + j0, r - r0); \
+		for (; r < r1; r++)                                                                      \
+			rows_tokens(T, w + (size_t)r * rb, rb, 1, ncols, x + j0, NT, out + j0, r - r0);  \
 	} while (0)
 
 static inline __attribute__((always_inline)) void tile_type(int T, const uint8_t *w, size_t rb, int r0, int r1,
-							     int ncols, const float *const *x, int nt,
-							     float *const *out)
+							    int ncols, const float *const *x, int nt, float *const *out)
 {
 	for (int j0 = 0; j0 < nt; j0 += 4) {
 		switch (nt - j0 < 4 ? nt - j0 : 4) {
