@@ -38,9 +38,11 @@ const struct hs_cpu_features *hs__cpu_features(void)
 		features = f;
 		/* Said once, even when two first callers race. */
 		if (!__atomic_exchange_n(&detected, 1, __ATOMIC_ACQ_REL))
-			hs__log(HS_LOG_INFO, "CPU kernels: %s", f.use_avx2 ? "AVX2 (the CPU has AVX2, FMA and F16C)"
-								: f.avx2 && f.fma && f.f16c ? "scalar reference (HS_USE_REF=1)"
-								: "scalar reference (the CPU lacks AVX2, FMA or F16C)");
+			hs__log(HS_LOG_INFO, "CPU kernels: %s%s",
+				f.use_avx2                  ? "AVX2 (the CPU has AVX2, FMA and F16C)"
+				: f.avx2 && f.fma && f.f16c ? "scalar reference (HS_USE_REF=1)"
+							    : "scalar reference (the CPU lacks AVX2, FMA or F16C)",
+				f.use_avx512 ? "; dense ops: AVX-512 where it pays" : "");
 	}
 	return &features;
 }
