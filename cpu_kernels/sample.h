@@ -54,8 +54,9 @@ void hs__sampler_seed(struct hs_sampler *s, uint64_t seed);
  * one draw unless greedy.  NaN logits count as -inf; when no candidate has
  * a finite logit, the best-ranked one is returned without a draw. */
 int32_t hs__sampler_sample(struct hs_sampler *s, const float *logits);
-/* The candidates the last sample drew from, best first, with their
- * probabilities (for tests and logprobs); *n set to their count. */
+/* The candidates the last sample drew from, with their probabilities (for
+ * tests and logprobs), in the order the draw walked them: best first when
+ * top-k or top-p ran, else by token id; *n set to their count. */
 const struct hs_token_prob *hs__sampler_candidates(const struct hs_sampler *s, int *n);
 
 /* Index of the largest value, lowest index on ties; NaN is never chosen
