@@ -23,3 +23,19 @@ const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
 			return archs[i];
 	return NULL;
 }
+
+/* gpt-oss alternates sliding-window and full attention layers, starting
+ * with a sliding one (llama.cpp's swa pattern 2); its pre-MoE norm is
+ * called post_attention_norm. */
+static const struct hs_model_arch model_archs[] = {
+	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2 },
+	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0 },
+};
+
+const struct hs_model_arch *hs__model_arch_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof model_archs / sizeof model_archs[0]; i++)
+		if (strlen(model_archs[i].moe->name) == len && memcmp(model_archs[i].moe->name, name, len) == 0)
+			return &model_archs[i];
+	return NULL;
+}

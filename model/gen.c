@@ -1,6 +1,10 @@
-/* `hotset gen`: synthetic MoE GGUF files.  Every row is made from its own
- * seed (seed, tensor, row), so rows can be made in any order, in parallel,
- * and again later by a test that checks what was written. */
+/* `hotset gen`: synthetic GGUF files.  Every row is made from its own seed
+ * (seed, tensor, row), so rows can be made in any order, in parallel, and
+ * again later by a test that checks what was written.  A whole model holds
+ * what llama.cpp's files of the architecture hold (attention with its
+ * biases, sinks or q/k norms, norms, embeddings, output, the routers and
+ * experts) and a byte-level tokenizer: 256 byte tokens, the architecture's
+ * special tokens, reserved tokens up to the vocabulary size, no merges. */
 #include "config.h"
 
 #include <math.h>
@@ -8,18 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels/formats.h"
-#include "model/arch.h"
-#include "cpu_kernels/moe.h"
 #include "base/error.h"
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/moe.h"
+#include "model/arch.h"
 #include "model/gen.h"
 
+/* name, arch, layers, experts, used, embd, ff, type, seed, general.name, moe_only, vocab, heads, kv heads,
+ * head size, dense type, window, context */
 static const struct hs_gen_params presets[] = {
-	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b" },
-	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b" },
-	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b" },
-	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b" },
-	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny" },
+	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072 },
+	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072 },
+	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960 },
+	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960 },
+	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072 },
 };
 
 const struct hs_gen_params *hs__gen_preset(const char *name)
@@ -35,31 +41,54 @@ const char *hs__gen_preset_names(void)
 	return "gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b, qwen3-235b-a22b, tiny";
 }
 
-enum kind { ROUTER_W, ROUTER_B, W_IN, W_OUT, B_FF, B_EMBD };
+/* The special tokens of each architecture's tokenizer, in id order after
+ * the 256 byte tokens; the first is BOS, the one marked is EOS. */
+static const char *const harmony[] = { "<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+				       "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>" };
+static const char *const chatml[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>" };
+#define HARMONY_EOS 2 /* <|return|> */
+#define CHATML_EOS 2  /* <|im_end|> */
 
-static const struct {
-	const char *suffix;
-	enum kind kind;
-	int bias; /* only for architectures with biases */
-} slots[] = {
-	{ "ffn_gate_inp.weight", ROUTER_W, 0 }, { "ffn_gate_exps.weight", W_IN, 0 },
-	{ "ffn_up_exps.weight", W_IN, 0 },     { "ffn_down_exps.weight", W_OUT, 0 },
-	{ "ffn_gate_inp.bias", ROUTER_B, 1 },  { "ffn_gate_exps.bias", B_FF, 1 },
-	{ "ffn_up_exps.bias", B_FF, 1 },       { "ffn_down_exps.bias", B_EMBD, 1 },
-};
-
-static int per_layer(const struct hs_gen_params *p)
+static int is_gpt_oss(const struct hs_gen_params *p)
 {
-	return hs__arch_find(p->arch, strlen(p->arch))->has_bias ? 8 : 4;
+	return strcmp(p->arch, "gpt-oss") == 0;
 }
 
-int hs__gen_check(const struct hs_gen_params *p)
+static int n_special(const struct hs_gen_params *p)
 {
-	const struct hs_moe_arch *a = p->arch ? hs__arch_find(p->arch, strlen(p->arch)) : NULL;
-	size_t blk = hs__type_block_values(p->type);
+	return is_gpt_oss(p) ? (int)(sizeof harmony / sizeof *harmony) : (int)(sizeof chatml / sizeof *chatml);
+}
+
+struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *in)
+{
+	struct hs_gen_params p = *in;
+	int oss = p.arch && strcmp(p.arch, "gpt-oss") == 0;
+
+	if (!p.n_vocab)
+		p.n_vocab = 512;
+	if (!p.head_dim)
+		p.head_dim = p.n_embd >= 64 ? 64 : 32;
+	if (!p.n_head)
+		p.n_head = p.n_embd / p.head_dim > 0 ? p.n_embd / p.head_dim : 1;
+	if (!p.n_head_kv)
+		p.n_head_kv = p.n_head % 4 == 0 ? p.n_head / 4 : p.n_head % 2 == 0 ? p.n_head / 2 : p.n_head;
+	if (!p.dense_type)
+		p.dense_type = HS_TYPE_Q8_0;
+	if (!p.swa_window && oss)
+		p.swa_window = 128;
+	if (!p.n_ctx)
+		p.n_ctx = oss ? 131072 : 40960;
+	return p;
+}
+
+int hs__gen_check(const struct hs_gen_params *in)
+{
+	const struct hs_moe_arch *a = in->arch ? hs__arch_find(in->arch, strlen(in->arch)) : NULL;
+	size_t blk = hs__type_block_values(in->type);
 
 	if (!a)
-		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe", p->arch ? p->arch : "(none)");
+		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe", in->arch ? in->arch : "(none)");
+	struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
 	if (p->type != HS_TYPE_MXFP4 && p->type != HS_TYPE_Q8_0 && p->type != HS_TYPE_F16 &&
 	    p->type != HS_TYPE_BF16 && p->type != HS_TYPE_F32)
 		return hs__error(EINVAL, "--type: not one of mxfp4, q8_0, f16, bf16, f32");
@@ -76,35 +105,117 @@ int hs__gen_check(const struct hs_gen_params *p)
 	if (p->n_ff < (int)blk || p->n_ff > 65536 || p->n_ff % (int)blk)
 		return hs__error(EINVAL, "--ff %d: a multiple of %zu (the %s block) up to 65536", p->n_ff, blk,
 				 hs__type_name(p->type));
+	if (p->moe_only)
+		return 0;
+	if (p->dense_type != HS_TYPE_Q8_0 && p->dense_type != HS_TYPE_F16 && p->dense_type != HS_TYPE_BF16)
+		return hs__error(EINVAL, "--dense-type: q8_0, f16 or bf16");
+	if (p->n_vocab < 256 + n_special(p) || p->n_vocab > (1 << 20))
+		return hs__error(EINVAL, "--vocab %d: %d..%d (256 byte tokens and %d special ones at least)", p->n_vocab,
+				 256 + n_special(p), 1 << 20, n_special(p));
+	if (p->head_dim < 32 || p->head_dim > 256 || p->head_dim % 32)
+		return hs__error(EINVAL, "--head-dim %d: a multiple of 32 from 32 to 256", p->head_dim);
+	if (p->n_head < 1 || p->n_head > 256 || p->n_head_kv < 1 || p->n_head % p->n_head_kv)
+		return hs__error(EINVAL, "--heads %d / --kv-heads %d: 1..256 query heads, a multiple of the KV heads",
+				 p->n_head, p->n_head_kv);
+	if ((p->n_head * p->head_dim) % (int)hs__type_block_values(p->dense_type) ||
+	    p->n_embd % (int)hs__type_block_values(p->dense_type))
+		return hs__error(EINVAL, "--dense-type %s: rows of %d and %d values do not fit its blocks",
+				 hs__type_name(p->dense_type), p->n_embd, p->n_head * p->head_dim);
+	if (p->swa_window < 0 || p->n_ctx < 1 || p->n_ctx > (1 << 24))
+		return hs__error(EINVAL, "--window %d / context %d: window >= 0, context 1..%d", p->swa_window, p->n_ctx,
+				 1 << 24);
 	return 0;
+}
+
+/* ---- the tensors, in file order ------------------------------------------------ */
+
+enum kind { MAT, BIAS, NORM, SINK, EMBD, ROUTER };
+
+struct spec {
+	char name[64];
+	int nd;
+	uint64_t ne[3];
+	int type;
+	enum kind kind;
+};
+
+/* Calls back for each tensor in order; stops early when want >= 0 and that
+ * tensor was reached (its spec in *out).  Returns the count seen. */
+static int walk(const struct hs_gen_params *in, int want, struct spec *out)
+{
+	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
+	const int oss = is_gpt_oss(p), whole = !p->moe_only;
+	const uint64_t D = p->n_embd, F = p->n_ff, E = p->n_experts, V = p->n_vocab, HD = p->head_dim,
+		       Q = (uint64_t)p->n_head * p->head_dim, KV = (uint64_t)p->n_head_kv * p->head_dim;
+	int n = 0;
+	struct spec s;
+
+#define T(nm, dims, a, b, c, ty, k)                                                                       \
+	do {                                                                                              \
+		if (n == want || want < 0) {                                                              \
+			snprintf(s.name, sizeof s.name, "%s", nm);                                        \
+			s.nd = dims, s.ne[0] = a, s.ne[1] = b, s.ne[2] = c, s.type = ty, s.kind = k;      \
+			if (n == want) {                                                                  \
+				*out = s;                                                                 \
+				return n + 1;                                                             \
+			}                                                                                 \
+		}                                                                                         \
+		n++;                                                                                      \
+	} while (0)
+	char nm[64];
+#define L(suffix) (snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix), nm)
+	if (whole) {
+		T("token_embd.weight", 2, D, V, 1, p->dense_type, EMBD);
+		T("output_norm.weight", 1, D, 1, 1, HS_TYPE_F32, NORM);
+		T("output.weight", 2, D, V, 1, p->dense_type, MAT);
+	}
+	for (int l = 0; l < p->n_layers; l++) {
+		if (whole) {
+			T(L("attn_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			T(L("attn_q.weight"), 2, D, Q, 1, p->dense_type, MAT);
+			T(L("attn_k.weight"), 2, D, KV, 1, p->dense_type, MAT);
+			T(L("attn_v.weight"), 2, D, KV, 1, p->dense_type, MAT);
+			T(L("attn_output.weight"), 2, Q, D, 1, p->dense_type, MAT);
+			if (oss) {
+				T(L("attn_q.bias"), 1, Q, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_k.bias"), 1, KV, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_v.bias"), 1, KV, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_output.bias"), 1, D, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_sinks.weight"), 1, p->n_head, 1, 1, HS_TYPE_F32, SINK);
+				T(L("post_attention_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			} else {
+				T(L("attn_q_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+				T(L("attn_k_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+				T(L("ffn_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			}
+		}
+		T(L("ffn_gate_inp.weight"), 2, D, E, 1, HS_TYPE_F32, ROUTER);
+		T(L("ffn_gate_exps.weight"), 3, D, F, E, p->type, MAT);
+		T(L("ffn_up_exps.weight"), 3, D, F, E, p->type, MAT);
+		T(L("ffn_down_exps.weight"), 3, F, D, E, p->type, MAT);
+		if (oss) {
+			T(L("ffn_gate_inp.bias"), 1, E, 1, 1, HS_TYPE_F32, BIAS);
+			T(L("ffn_gate_exps.bias"), 2, F, E, 1, HS_TYPE_F32, BIAS);
+			T(L("ffn_up_exps.bias"), 2, F, E, 1, HS_TYPE_F32, BIAS);
+			T(L("ffn_down_exps.bias"), 2, D, E, 1, HS_TYPE_F32, BIAS);
+		}
+	}
+#undef L
+#undef T
+	return n;
 }
 
 int hs__gen_n_tensors(const struct hs_gen_params *p)
 {
-	return p->n_layers * per_layer(p);
+	return walk(p, -1, NULL);
 }
 
 const char *hs__gen_tensor_name(const struct hs_gen_params *p, int tensor, char *buf, int len)
 {
-	snprintf(buf, len, "blk.%d.%s", tensor / per_layer(p), slots[tensor % per_layer(p)].suffix);
+	struct spec s;
+	walk(p, tensor, &s);
+	snprintf(buf, len, "%s", s.name);
 	return buf;
-}
-
-/* Shape {ne0, ne1, ne2}, dims and type of a tensor. */
-static int shape(const struct hs_gen_params *p, int tensor, uint64_t ne[3], int *type)
-{
-	uint64_t D = p->n_embd, F = p->n_ff, E = p->n_experts;
-
-	*type = HS_TYPE_F32;
-	switch (slots[tensor % per_layer(p)].kind) {
-	case ROUTER_W: ne[0] = D; ne[1] = E; return 2;
-	case ROUTER_B: ne[0] = E; return 1;
-	case W_IN: ne[0] = D; ne[1] = F; ne[2] = E; *type = p->type; return 3;
-	case W_OUT: ne[0] = F; ne[1] = D; ne[2] = E; *type = p->type; return 3;
-	case B_FF: ne[0] = F; ne[1] = E; return 2;
-	case B_EMBD: ne[0] = D; ne[1] = E; return 2;
-	}
-	return 0;
 }
 
 static uint64_t splitmix64(uint64_t *s)
@@ -115,34 +226,43 @@ static uint64_t splitmix64(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* Values of one row: near-Gaussian (a sum of four uniforms) with standard
- * deviation 1/sqrt(fan-in) for matrices, 0.05 for biases. */
-static void make_row(const struct hs_gen_params *p, int tensor, uint64_t row, uint64_t n, float *out)
+/* Values of one row: near-Gaussian (a sum of four uniforms).  Matrices
+ * have standard deviation 1/sqrt(fan-in) (the routers 4x that, so that
+ * their top-k choices are rarely near a tie), biases 0.05, sink logits 1,
+ * embeddings 1, norms 1 + 0.1 x. */
+static void make_row(const struct hs_gen_params *p, int tensor, const struct spec *sp, uint64_t row, float *out)
 {
 	uint64_t s = p->seed * 0x2545f4914f6cdd1dull ^ ((uint64_t)tensor << 40) ^ row;
-	enum kind k = slots[tensor % per_layer(p)].kind;
-	float sd = k == ROUTER_B || k == B_FF || k == B_EMBD ? 0.05f : 1.0f / sqrtf((float)n);
-	const float norm = sd * 1.7320508f / 65535.0f; /* sqrt(3): unit variance */
+	const uint64_t n = sp->ne[0];
+	float sd = 1.0f, mean = 0;
 
+	switch (sp->kind) {
+	case MAT: sd = 1.0f / sqrtf((float)n); break;
+	case ROUTER: sd = 4.0f / sqrtf((float)n); break;
+	case BIAS: sd = 0.05f; break;
+	case NORM: sd = 0.1f; mean = 1; break;
+	case SINK: case EMBD: sd = 1; break;
+	}
+	const float norm = sd * 1.7320508f / 65535.0f; /* sqrt(3): unit variance */
 	splitmix64(&s);
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t r = splitmix64(&s);
 		float sum = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) + (float)((r >> 32) & 0xffff) +
 			    (float)(r >> 48);
-		out[i] = (sum - 2.0f * 65535.0f) * norm;
+		out[i] = mean + (sum - 2.0f * 65535.0f) * norm;
 	}
 }
 
 int hs__gen_rows(const struct hs_gen_params *p, int tensor, uint64_t row0, uint64_t n_rows, void *buf)
 {
-	uint64_t ne[3] = { 1, 1, 1 };
-	int type, failed = 0;
+	struct spec sp;
+	int failed = 0;
 
-	shape(p, tensor, ne, &type);
-	size_t rb = hs__type_row_bytes(type, ne[0]);
+	walk(p, tensor, &sp);
+	size_t rb = hs__type_row_bytes(sp.type, sp.ne[0]);
 #pragma omp parallel
 	{
-		float *row = malloc(sizeof *row * ne[0]);
+		float *row = malloc(sizeof *row * sp.ne[0]);
 		if (!row) {
 #pragma omp atomic write
 			failed = 1;
@@ -151,8 +271,8 @@ int hs__gen_rows(const struct hs_gen_params *p, int tensor, uint64_t row0, uint6
 		for (int64_t r = 0; r < (int64_t)n_rows; r++) {
 			if (!row)
 				continue;
-			make_row(p, tensor, row0 + (uint64_t)r, ne[0], row);
-			hs__quantize_row_ref(type, row, (uint8_t *)buf + (size_t)r * rb, ne[0]);
+			make_row(p, tensor, &sp, row0 + (uint64_t)r, row);
+			hs__quantize_row_ref(sp.type, row, (uint8_t *)buf + (size_t)r * rb, sp.ne[0]);
 		}
 		free(row);
 	}
@@ -163,10 +283,9 @@ uint64_t hs__gen_data_bytes(const struct hs_gen_params *p)
 {
 	uint64_t total = 0;
 	for (int t = 0; t < hs__gen_n_tensors(p); t++) {
-		uint64_t ne[3] = { 1, 1, 1 };
-		int type;
-		shape(p, t, ne, &type);
-		total += hs__type_row_bytes(type, ne[0]) * ne[1] * ne[2];
+		struct spec s;
+		walk(p, t, &s);
+		total += hs__type_row_bytes(s.type, s.ne[0]) * s.ne[1] * s.ne[2];
 	}
 	return total;
 }
@@ -176,14 +295,77 @@ static int fill(void *p, int tensor, uint64_t row0, uint64_t n_rows, void *buf)
 	return hs__gen_rows(p, tensor, row0, n_rows, buf);
 }
 
-int hs__gen_write(const struct hs_gen_params *p, const char *path, hs_gguf_progress_fn progress, void *ctx)
+/* GPT-2's byte-to-text map (bytes_to_unicode): printable bytes stand for
+ * themselves, the others for U+0100 on, in byte order; as UTF-8. */
+static void byte_token(int b, char out[4])
+{
+	int cp = b, k = 0;
+	if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))) {
+		for (int i = 0; i < b; i++)
+			k += !((i >= 0x21 && i <= 0x7e) || (i >= 0xa1 && i <= 0xac) || (i >= 0xae && i <= 0xff));
+		cp = 256 + k;
+	}
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		out[1] = 0;
+	} else {
+		out[0] = (char)(0xc0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		out[2] = 0;
+	}
+}
+
+static int write_tokenizer(struct hs_gguf_writer *w, const struct hs_gen_params *p)
+{
+	const int oss = is_gpt_oss(p), ns = n_special(p), V = p->n_vocab;
+	const char *const *sp = oss ? harmony : chatml;
+	char **tok = calloc(V, sizeof *tok);
+	int32_t *type = calloc(V, sizeof *type);
+	int rc = 0;
+
+	if (!tok || !type) {
+		rc = hs__error(ENOMEM, "gen: out of memory for the vocabulary");
+		goto out_free;
+	}
+	for (int i = 0; i < V && !rc; i++) {
+		char buf[32];
+		if (i < 256)
+			byte_token(i, buf);
+		else if (i < 256 + ns)
+			snprintf(buf, sizeof buf, "%s", sp[i - 256]);
+		else
+			snprintf(buf, sizeof buf, "<|reserved_%d|>", i);
+		tok[i] = strdup(buf);
+		type[i] = i < 256 ? 1 : 3; /* normal, control */
+		if (!tok[i])
+			rc = hs__error(ENOMEM, "gen: out of memory for the vocabulary");
+	}
+	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.pre", oss ? "gpt-4o" : "qwen2");
+	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V);
+	if (!rc) rc = hs__gguf_w_arr_i32(w, "tokenizer.ggml.token_type", type, (uint64_t)V);
+	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.merges", NULL, 0);
+	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 256);
+	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 256 + (oss ? HARMONY_EOS : CHATML_EOS));
+	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.padding_token_id", oss ? 257 : 256);
+	if (!rc) rc = hs__gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 0);
+out_free:
+	for (int i = 0; tok && i < V; i++)
+		free(tok[i]);
+	free(tok);
+	free(type);
+	return rc;
+}
+
+int hs__gen_write(const struct hs_gen_params *in, const char *path, hs_gguf_progress_fn progress, void *ctx)
 {
 	struct hs_gguf_writer *w;
-	char key[96], name[96];
+	char key[96];
 	int rc;
 
-	if ((rc = hs__gen_check(p)))
+	if ((rc = hs__gen_check(in)))
 		return rc;
+	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
 	w = hs__gguf_writer_new();
 	if (!w)
 		return -ENOMEM;
@@ -193,16 +375,41 @@ int hs__gen_write(const struct hs_gen_params *p, const char *path, hs_gguf_progr
 	if (!rc) rc = hs__gguf_w_u64(w, "hotset.gen.seed", p->seed);
 #define ARCH_U32(k, v) \
 	if (!rc) { snprintf(key, sizeof key, "%s." k, p->arch); rc = hs__gguf_w_u32(w, key, (uint32_t)(v)); }
+#define ARCH_F32(k, v) \
+	if (!rc) { snprintf(key, sizeof key, "%s." k, p->arch); rc = hs__gguf_w_f32(w, key, (float)(v)); }
 	ARCH_U32("block_count", p->n_layers);
 	ARCH_U32("expert_count", p->n_experts);
 	ARCH_U32("expert_used_count", p->n_used);
 	ARCH_U32("embedding_length", p->n_embd);
 	ARCH_U32("expert_feed_forward_length", p->n_ff);
+	if (!p->moe_only) {
+		const int oss = is_gpt_oss(p);
+		ARCH_U32("context_length", p->n_ctx);
+		ARCH_U32("feed_forward_length", p->n_ff);
+		ARCH_U32("attention.head_count", p->n_head);
+		ARCH_U32("attention.head_count_kv", p->n_head_kv);
+		ARCH_U32("attention.key_length", p->head_dim);
+		ARCH_U32("attention.value_length", p->head_dim);
+		ARCH_F32("attention.layer_norm_rms_epsilon", oss ? 1e-5 : 1e-6);
+		ARCH_F32("rope.freq_base", oss ? 150000.0 : 1000000.0);
+		if (oss) {
+			ARCH_U32("attention.sliding_window", p->swa_window);
+			if (!rc) {
+				snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+				rc = hs__gguf_w_str(w, key, "yarn");
+			}
+			ARCH_F32("rope.scaling.factor", 32.0);
+			ARCH_U32("rope.scaling.original_context_length", 4096);
+		}
+		if (!rc)
+			rc = write_tokenizer(w, p);
+	}
 #undef ARCH_U32
+#undef ARCH_F32
 	for (int t = 0; t < hs__gen_n_tensors(p) && !rc; t++) {
-		uint64_t ne[3] = { 1, 1, 1 };
-		int type, nd = shape(p, t, ne, &type);
-		rc = hs__gguf_w_tensor(w, hs__gen_tensor_name(p, t, name, sizeof name), nd, ne, type);
+		struct spec s;
+		walk(p, t, &s);
+		rc = hs__gguf_w_tensor(w, s.name, s.nd, s.ne, s.type);
 		rc = rc < 0 ? rc : 0;
 	}
 	if (!rc)

@@ -1,5 +1,8 @@
-/* Synthetic MoE model files: real shapes, random weights with realistic
- * scales, deterministic for a seed.  Tests make their models with this. */
+/* Synthetic model files: real shapes, random weights with realistic
+ * scales, deterministic for a seed.  Whole models (attention, norms,
+ * embeddings, output and a byte-level tokenizer with the architecture's
+ * special tokens) unless moe_only asks for the MoE tensors alone.  Tests
+ * and benchmarks make their models with this. */
 #ifndef HS_GEN_H
 #define HS_GEN_H
 
@@ -13,6 +16,14 @@ struct hs_gen_params {
 	int type;               /* ggml type of the expert matrices */
 	uint64_t seed;
 	const char *name;       /* general.name */
+	/* the rest of a whole model; 0 = the architecture's default for this shape */
+	int moe_only;           /* 1: routers and experts only (the MoE benchmarks' files) */
+	int n_vocab;            /* token_embd rows (default 512; presets: the real vocabulary) */
+	int n_head, n_head_kv, head_dim;
+	int dense_type;         /* attention, token_embd and output: 0 = q8_0 (as in the published
+				   gpt-oss-120b file), or HS_TYPE_F16 / HS_TYPE_BF16 */
+	int swa_window;         /* gpt-oss: 128 */
+	int n_ctx;              /* context_length */
 };
 
 /* Preset shapes by name ("gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b",
@@ -23,6 +34,8 @@ const char *hs__gen_preset_names(void);
 
 /* Checks the parameters: one clear message per bad value. */
 int hs__gen_check(const struct hs_gen_params *p);
+/* p with every 0 of the whole-model fields replaced by its default. */
+struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *p);
 /* Bytes the file will have (approximately: headers excluded). */
 uint64_t hs__gen_data_bytes(const struct hs_gen_params *p);
 /* Writes the model to path through "<path>.part". */

@@ -11,6 +11,7 @@
 #include "model/arch.h"
 #include "base/error.h"
 #include "model/model.h"
+#include "model/whole.h"
 
 struct layer {
 	int moe;
@@ -24,6 +25,8 @@ struct hs_model {
 	char *arch, *name;
 	char *path;
 	struct layer *layers;
+	struct hs_whole *whole;       /* NULL: not a whole model, whole_why says why */
+	char whole_why[320];
 };
 
 static const char *const part[3] = { "gate", "up", "down" };
@@ -33,6 +36,7 @@ void hs_model_free(hs_model *m)
 	if (!m)
 		return;
 	hs__gguf_close(m->g);
+	hs__whole_free(m->whole);
 	free(m->layers);
 	free(m->arch);
 	free(m->name);
@@ -244,6 +248,20 @@ int hs_model_open(const char *path, hs_model **out)
 	for (uint64_t i = 0; i < m->g->n_tensors; i++)
 		in->non_expert_bytes += m->g->tensors[i].size;
 	in->non_expert_bytes -= in->expert_bytes;
+	if ((rc = hs__whole_describe(m->g, m->arch, path, in->n_layers, in->n_embd, &m->whole, m->whole_why,
+				     sizeof m->whole_why)))
+		goto out_free;
+	if (m->whole) {
+		const struct hs_hparams *hp = &m->whole->hp;
+		in->whole = 1;
+		in->n_vocab = hp->n_vocab;
+		in->n_head = hp->n_head;
+		in->n_head_kv = hp->n_head_kv;
+		in->head_dim = hp->head_dim;
+		in->n_ctx_train = hp->n_ctx_train;
+		in->swa_window = hp->swa_window;
+		in->dense_bytes = m->whole->dense_bytes;
+	}
 	*out = m;
 	return 0;
 
@@ -301,6 +319,16 @@ int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_e
 		}
 	}
 	return 0;
+}
+
+const struct hs_whole *hs__model_whole(const hs_model *m)
+{
+	return m->whole;
+}
+
+const char *hs__model_whole_why(const hs_model *m)
+{
+	return m->whole ? "" : m->whole_why;
 }
 
 const char *hs__model_path(const hs_model *m)

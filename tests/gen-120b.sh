@@ -9,7 +9,7 @@ avail=$(df -Pk "$TMP" | awk 'NR==2 {print $4}')
 if [ "${avail:-0}" -lt 2500000 ]; then
 	echo "SKIP: needs 2.5 GB free in $TMP, has $((avail / 1024)) MB"; exit 77
 fi
-expect_ok "gen 120b" "$HOTSET" gen -q --preset gpt-oss-120b --layers 1 -o "$TMP/g.gguf" &&
+expect_ok "gen 120b" "$HOTSET" gen -q --preset gpt-oss-120b --layers 1 --vocab 512 -o "$TMP/g.gguf" &&
 	expect_ok "model 120b" "$HOTSET" model "$TMP/g.gguf" && {
 		cat "$TMP/out"
 		expect_grep "per expert" '^bytes per expert: 13,219,200 weights \+ 34,560 biases = 13,253,760'

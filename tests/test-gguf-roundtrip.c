@@ -54,7 +54,8 @@ static void test_gen_types(void)
 
 	for (int a = 0; a < 2; a++)
 		for (int t = 0; t < 5; t++) {
-			struct hs_gen_params p = { archs[a], 2, 5, 2, 64, 96, types[t], 7 + t, "rt" };
+			struct hs_gen_params p = { .arch = archs[a], .n_layers = 2, .n_experts = 5, .n_used = 2, .n_embd = 64,
+						 .n_ff = 96, .type = types[t], .seed = 7 + t, .name = "rt" };
 			hs_model *m;
 			snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, archs[a], hs__type_name(types[t]));
 			CHECK(hs__gen_write(&p, path, NULL, NULL) == 0, "gen %s: %s", path, hs_last_error());
@@ -105,7 +106,8 @@ static void test_gen_types(void)
 
 static void test_same_seed(void)
 {
-	struct hs_gen_params p = { "gpt-oss", 1, 4, 2, 64, 64, HS_TYPE_MXFP4, 42, "seed" };
+	struct hs_gen_params p = { .arch = "gpt-oss", .n_layers = 1, .n_experts = 4, .n_used = 2, .n_embd = 64,
+				  .n_ff = 64, .type = HS_TYPE_MXFP4, .seed = 42, .name = "seed" };
 	char a[128], b[128];
 	struct hs_gguf *ga, *gb;
 

@@ -85,6 +85,7 @@ int hs_bench_prepare_model(const struct bench_cfg *c, char *path, size_t n, int 
 	else if (!c->preset)
 		p.n_experts = 32;
 	p.name = "hotset bench";
+	p.moe_only = 1; /* the MoE layers are what this bench measures */
 	if (hs__gen_check(&p))
 		return hs_cli_fail("bench", "%s", hs_last_error());
 	model_path(&p, preset, path, n, temp);

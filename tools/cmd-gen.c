@@ -1,4 +1,4 @@
-/* `hotset gen`: write a synthetic MoE model file with real shapes. */
+/* `hotset gen`: write a synthetic model file with real shapes. */
 #include "config.h"
 
 #include <getopt.h>
@@ -18,11 +18,13 @@ static void help(void)
 {
 	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe] [--layers L] [--experts E]\n"
 	       "                  [--used K] [--embd D] [--ff F] [--type mxfp4|q8_0|f16|bf16|f32]\n"
-	       "                  [--seed S] [--name TEXT] -o FILE\n\n"
-	       "Writes a GGUF v3 file with the expert and router tensors of a MoE model and the\n"
-	       "metadata a reader needs, filled with random weights of realistic scale (the same\n"
-	       "seed gives the same file). The file is streamed to FILE.part and renamed at the\n"
-	       "end, so an interrupted run leaves no half file.\n\n"
+	       "                  [--vocab V] [--heads H] [--kv-heads H] [--head-dim D] [--window W]\n"
+	       "                  [--dense-type q8_0|f16|bf16] [--moe-only] [--seed S] [--name TEXT] -o FILE\n\n"
+	       "Writes a GGUF v3 file of a whole model (attention, norms, embeddings, output, the\n"
+	       "routers and experts, and a byte-level tokenizer with the architecture's special\n"
+	       "tokens) and the metadata llama.cpp's readers need, filled with random weights of\n"
+	       "realistic scale (the same seed gives the same file). The file is streamed to\n"
+	       "FILE.part and renamed at the end, so an interrupted run leaves no half file.\n\n"
 	       "  --preset NAME   real shapes: %s;\n"
 	       "                  flags given with it override it (--layers 2 makes a small file)\n"
 	       "  --arch A        gpt-oss (experts with biases) or qwen3moe\n"
@@ -30,6 +32,13 @@ static void help(void)
 	       "  --used K        experts per token   --embd D      hidden size\n"
 	       "  --ff F          expert intermediate size\n"
 	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, q8_0 for qwen3moe)\n"
+	       "  --vocab V       vocabulary size (default 512; presets: the real one)\n"
+	       "  --heads H       query heads         --kv-heads H  KV heads (GQA)\n"
+	       "  --head-dim D    values per head (default 64)\n"
+	       "  --window W      gpt-oss sliding window of the even layers (default 128)\n"
+	       "  --dense-type T  attention, embeddings and output (default q8_0, as in the published\n"
+	       "                  gpt-oss-120b file; norms, biases, sinks and routers are f32)\n"
+	       "  --moe-only      routers and experts only (files for the MoE-layer benchmarks)\n"
 	       "  --seed S        random seed (default 1)\n"
 	       "  --name TEXT     general.name (default: the preset or \"hotset gen\")\n"
 	       "  -o, --output F  the file to write\n"
@@ -86,8 +95,13 @@ int hs_cmd_gen(int argc, char **argv)
 		{ "ff", required_argument, NULL, 'F' },     { "type", required_argument, NULL, 'T' },
 		{ "seed", required_argument, NULL, 's' },   { "name", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' }, { "quiet", no_argument, NULL, 'q' },
+		{ "vocab", required_argument, NULL, 'V' },  { "heads", required_argument, NULL, 'H' },
+		{ "kv-heads", required_argument, NULL, 'G' }, { "head-dim", required_argument, NULL, 'Z' },
+		{ "window", required_argument, NULL, 'W' }, { "dense-type", required_argument, NULL, 'Y' },
+		{ "moe-only", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
+	int vocab = 0, heads = 0, kv_heads = 0, head_dim = 0, window = -1, dense_type = -1, moe_only = 0;
 	struct hs_gen_params p = { 0 };
 	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, quiet = 0, c, rc;
 	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
@@ -114,6 +128,17 @@ int hs_cmd_gen(int argc, char **argv)
 				return hs_cli_fail("gen", "--seed %s: a whole number is needed", optarg);
 			break;
 		}
+		case 'V': if (hs_cli_parse_int("gen", "--vocab", optarg, 1, 1 << 20, &vocab)) return 1; break;
+		case 'H': if (hs_cli_parse_int("gen", "--heads", optarg, 1, 256, &heads)) return 1; break;
+		case 'G': if (hs_cli_parse_int("gen", "--kv-heads", optarg, 1, 256, &kv_heads)) return 1; break;
+		case 'Z': if (hs_cli_parse_int("gen", "--head-dim", optarg, 1, 256, &head_dim)) return 1; break;
+		case 'W': if (hs_cli_parse_int("gen", "--window", optarg, 0, 1 << 24, &window)) return 1; break;
+		case 'Y':
+			dense_type = hs__type_from_name(optarg);
+			if (dense_type != HS_TYPE_Q8_0 && dense_type != HS_TYPE_F16 && dense_type != HS_TYPE_BF16)
+				return hs_cli_fail("gen", "--dense-type %s: one of q8_0, f16, bf16", optarg);
+			break;
+		case 'M': moe_only = 1; break;
 		case 'n': name = optarg; break;
 		case 'o': out = optarg; break;
 		case 'q': quiet = 1; break;
@@ -145,6 +170,13 @@ int hs_cmd_gen(int argc, char **argv)
 		p.type = type;
 	else if (!preset || arch)
 		p.type = p.arch && strcmp(p.arch, "qwen3moe") == 0 ? HS_TYPE_Q8_0 : HS_TYPE_MXFP4;
+	if (vocab) p.n_vocab = vocab;
+	if (heads) p.n_head = heads;
+	if (kv_heads) p.n_head_kv = kv_heads;
+	if (head_dim) p.head_dim = head_dim;
+	if (window >= 0) p.swa_window = window;
+	if (dense_type >= 0) p.dense_type = dense_type;
+	p.moe_only = moe_only;
 	p.seed = seed;
 	p.name = name ? name : preset ? preset : "hotset gen";
 	if (hs__gen_check(&p))
@@ -176,8 +208,9 @@ int hs_cmd_gen(int argc, char **argv)
 	signal(SIGHUP, on_signal);
 
 	if (!quiet)
-		fprintf(stderr, "gen: %s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s\n",
-			p.arch, p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff, hs__type_name(p.type), seed, out);
+		fprintf(stderr, "gen: %s%s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s\n",
+			p.arch, moe_only ? " (MoE only)" : "", p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff,
+			hs__type_name(p.type), seed, out);
 	struct progress pr = { isatty(2), -1, now() };
 	rc = hs__gen_write(&p, out, quiet ? NULL : show_progress, &pr);
 	signal(SIGINT, SIG_DFL);

@@ -57,11 +57,20 @@ static void print_text(const char *path, const struct hs_model_info *in)
 	printf("non-expert bytes: %s (%.2f GiB; routers %s)\n", hs_cli_grouped(in->non_expert_bytes, a, sizeof a),
 	       in->non_expert_bytes / 1073741824.0, hs_cli_grouped(in->router_bytes, b, sizeof b));
 	printf("file bytes: %s (%.2f GiB)\n", hs_cli_grouped(in->file_bytes, a, sizeof a), in->file_bytes / 1073741824.0);
+	if (in->whole) {
+		printf("attention: %d heads, %d KV heads, head size %d", in->n_head, in->n_head_kv, in->head_dim);
+		if (in->swa_window)
+			printf(", sliding window %d on alternate layers", in->swa_window);
+		printf("\nvocabulary: %d tokens, context %d\n", in->n_vocab, in->n_ctx_train);
+	} else {
+		printf("whole model: no (routers and experts only: it runs layer by layer, not token by token)\n");
+	}
 }
 
 static int print_json(const char *path, const struct hs_model_info *in)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
+			      " s:b, s:i, s:i, s:i, s:i, s:i, s:i}",
 			      "file", path, "name", in->name, "arch", in->arch, "layers", in->n_layers,
 			      "moe_layers", in->n_moe_layers, "experts", in->n_experts, "used", in->n_used,
 			      "n_embd", in->n_embd, "n_ff", in->n_ff, "expert_type", in->expert_type_name,
@@ -70,7 +79,9 @@ static int print_json(const char *path, const struct hs_model_info *in)
 			      "layer_token_bytes", (json_int_t)in->layer_token_bytes,
 			      "layer_expert_bytes", (json_int_t)in->layer_expert_bytes,
 			      "expert_bytes", (json_int_t)in->expert_bytes, "router_bytes", (json_int_t)in->router_bytes,
-			      "non_expert_bytes", (json_int_t)in->non_expert_bytes, "file_bytes", (json_int_t)in->file_bytes);
+			      "non_expert_bytes", (json_int_t)in->non_expert_bytes, "file_bytes", (json_int_t)in->file_bytes,
+			      "whole", in->whole, "vocab", in->n_vocab, "heads", in->n_head, "kv_heads", in->n_head_kv,
+			      "head_dim", in->head_dim, "context", in->n_ctx_train, "sliding_window", in->swa_window);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 
 	json_decref(j);

@@ -1,0 +1,257 @@
+/* The dense part of a whole gpt-oss or Qwen3-MoE model: hyperparameters
+ * from the metadata and every attention, norm, embedding and output tensor,
+ * each checked for type and shape against them before the forward pass may
+ * read it.  A file without them is still a valid MoE file; it just cannot
+ * run whole, and the reason is kept for the caller who asks. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cpu_kernels/formats.h"
+#include "model/arch.h"
+#include "model/gguf.h"
+#include "model/whole.h"
+
+struct ctx {
+	const struct hs_gguf *g;
+	const char *arch, *path;
+	char *why;
+	size_t why_len;
+};
+
+/* Records why the file is not a whole model; returns 1 (not an error). */
+static int not_whole(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int not_whole(struct ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(c->why, c->why_len, "%s: ", c->path);
+
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < c->why_len)
+		vsnprintf(c->why + n, c->why_len - n, fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+/* {arch}.key as an int in [lo, hi]; absent: *v = dflt when dflt >= 0. */
+static int meta_int(struct ctx *c, const char *key, int dflt, int lo, int hi, int *v)
+{
+	char full[128];
+	uint64_t u;
+
+	snprintf(full, sizeof full, "%s.%s", c->arch, key);
+	int rc = hs__gguf_get_u64(c->g, full, &u);
+	if (rc == -ENOENT && dflt >= 0) {
+		*v = dflt;
+		return 0;
+	}
+	if (rc == -ENOENT)
+		return not_whole(c, "metadata key '%s' missing", full);
+	if (rc || u < (uint64_t)lo || u > (uint64_t)hi)
+		return not_whole(c, "%s = %llu (%d..%d allowed)", full, rc ? 0ull : (unsigned long long)u, lo, hi);
+	*v = (int)u;
+	return 0;
+}
+
+static int meta_float(struct ctx *c, const char *key, float dflt, float lo, float hi, float *v)
+{
+	char full[128];
+
+	snprintf(full, sizeof full, "%s.%s", c->arch, key);
+	int rc = hs__gguf_get_f32(c->g, full, v);
+	if (rc == -ENOENT) {
+		*v = dflt;
+		return 0;
+	}
+	if (rc || !(*v >= lo && *v <= hi))
+		return not_whole(c, "%s = %g (%g..%g allowed)", full, rc ? 0.0 : (double)*v, (double)lo, (double)hi);
+	return 0;
+}
+
+static const struct hs_gguf_tensor *find(struct ctx *c, int layer, const char *what)
+{
+	char name[96];
+
+	if (layer >= 0)
+		snprintf(name, sizeof name, "blk.%d.%s", layer, what);
+	else
+		snprintf(name, sizeof name, "%s", what);
+	return hs__gguf_find_tensor(c->g, name);
+}
+
+/* An f32 vector of n values; optional ones may be absent (*v = NULL). */
+static int vec(struct ctx *c, int layer, const char *what, int n, int optional, const float **v)
+{
+	const struct hs_gguf_tensor *t = find(c, layer, what);
+
+	*v = NULL;
+	if (!t)
+		return optional ? 0
+				: layer >= 0 ? not_whole(c, "tensor 'blk.%d.%s' missing", layer, what)
+					     : not_whole(c, "tensor '%s' missing", what);
+	if (t->type != HS_TYPE_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)n)
+		return not_whole(c, "tensor '%s' is %s {%llu} (%d dims), expected f32 {%d}", t->name,
+				 hs__type_name(t->type) ? hs__type_name(t->type) : "an unknown type",
+				 (unsigned long long)t->ne[0], t->n_dims, n);
+	*v = (const float *)(const void *)t->data;
+	return 0;
+}
+
+/* A matrix of `rows` rows of `cols` values in a type the dense kernels take. */
+static int mat(struct ctx *c, int layer, const char *what, int cols, int rows, struct hs_weight *w)
+{
+	const struct hs_gguf_tensor *t = find(c, layer, what);
+
+	memset(w, 0, sizeof *w);
+	if (!t)
+		return layer >= 0 ? not_whole(c, "tensor 'blk.%d.%s' missing", layer, what)
+				  : not_whole(c, "tensor '%s' missing", what);
+	if (t->type != HS_TYPE_F32 && t->type != HS_TYPE_F16 && t->type != HS_TYPE_BF16 && t->type != HS_TYPE_Q8_0 &&
+	    t->type != HS_TYPE_MXFP4)
+		return not_whole(c, "tensor '%s' is %s; dense weights must be f32, f16, bf16, q8_0 or mxfp4", t->name,
+				 hs__type_name(t->type) ? hs__type_name(t->type) : "of an unknown type");
+	if (t->n_dims != 2 || t->ne[0] != (uint64_t)cols || (rows > 0 && t->ne[1] != (uint64_t)rows))
+		return not_whole(c, "tensor '%s' has shape {%llu, %llu} (%d dims), expected {%d, %d}", t->name,
+				 (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], t->n_dims, cols, rows);
+	if (t->ne[1] < 1 || t->ne[1] > (1u << 24))
+		return not_whole(c, "tensor '%s' has %llu rows (1..%u allowed)", t->name, (unsigned long long)t->ne[1],
+				 1u << 24);
+	w->type = t->type;
+	w->cols = cols;
+	w->rows = (int)t->ne[1];
+	w->row_bytes = hs__type_row_bytes(t->type, (uint64_t)cols);
+	w->data = t->data;
+	w->name = t->name;
+	if (!w->row_bytes)
+		return not_whole(c, "tensor '%s': rows of %d values do not fit %s blocks", t->name, cols,
+				 hs__type_name(t->type));
+	return 0;
+}
+
+static int hparams(struct ctx *c, const struct hs_model_arch *a, int n_layers, int n_embd, struct hs_hparams *hp)
+{
+	struct hs_gguf_str s;
+	int rc;
+
+	hp->n_layers = n_layers;
+	hp->n_embd = n_embd;
+	if ((rc = meta_int(c, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
+	    (rc = meta_int(c, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+	    (rc = meta_int(c, "attention.key_length", n_embd / hp->n_head, 1, 1024, &hp->head_dim)) ||
+	    (rc = meta_int(c, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->n_rot)) ||
+	    (rc = meta_int(c, "context_length", 4096, 1, 1 << 24, &hp->n_ctx_train)) ||
+	    (rc = meta_float(c, "attention.layer_norm_rms_epsilon", 1e-6f, 0, 1, &hp->eps)) ||
+	    (rc = meta_float(c, "rope.freq_base", 10000.0f, 1, 1e12f, &hp->rope_base)))
+		return rc;
+	if (hp->n_head % hp->n_head_kv)
+		return not_whole(c, "%d query heads are not a multiple of %d KV heads", hp->n_head, hp->n_head_kv);
+	if (hp->head_dim % 2 || hp->n_rot % 2)
+		return not_whole(c, "head size %d and rotated dimensions %d must be even", hp->head_dim, hp->n_rot);
+	int vlen;
+	if ((rc = meta_int(c, "attention.value_length", hp->head_dim, 1, 1024, &vlen)))
+		return rc;
+	if (vlen != hp->head_dim)
+		return not_whole(c, "value heads of %d values differ from key heads of %d: not supported", vlen,
+				 hp->head_dim);
+	hp->rope_factor = 1;
+	char key[128];
+	snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+	if (hs__gguf_get_str(c->g, key, &s) == 0 && !(s.n == 4 && memcmp(s.p, "none", 4) == 0)) {
+		if (!(s.n == 4 && memcmp(s.p, "yarn", 4) == 0))
+			return not_whole(c, "%s '%.*s': hotset runs yarn or none", key, (int)(s.n > 32 ? 32 : s.n), s.p);
+		hp->rope_yarn = 1;
+		if ((rc = meta_float(c, "rope.scaling.factor", 1, 1, 1024, &hp->rope_factor)) ||
+		    (rc = meta_int(c, "rope.scaling.original_context_length", hp->n_ctx_train, 1, 1 << 24,
+				   &hp->rope_orig_ctx)))
+			return rc;
+	}
+	if (a->swa_every && (rc = meta_int(c, "attention.sliding_window", 0, 0, 1 << 24, &hp->swa_window)))
+		return rc;
+	return 0;
+}
+
+static int layer(struct ctx *c, const struct hs_model_arch *a, const struct hs_hparams *hp, int i,
+		 struct hs_dense_layer *L)
+{
+	const int q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim, d = hp->n_embd;
+	char norm[64];
+	int rc;
+
+	snprintf(norm, sizeof norm, "%s.weight", a->moe_norm);
+	if ((rc = vec(c, i, "attn_norm.weight", d, 0, &L->attn_norm)) || (rc = vec(c, i, norm, d, 0, &L->ffn_norm)) ||
+	    (rc = mat(c, i, "attn_q.weight", d, q, &L->wq)) || (rc = mat(c, i, "attn_k.weight", d, kv, &L->wk)) ||
+	    (rc = mat(c, i, "attn_v.weight", d, kv, &L->wv)) || (rc = mat(c, i, "attn_output.weight", q, d, &L->wo)))
+		return rc;
+	if (a->attn_bias &&
+	    ((rc = vec(c, i, "attn_q.bias", q, 0, &L->bq)) || (rc = vec(c, i, "attn_k.bias", kv, 0, &L->bk)) ||
+	     (rc = vec(c, i, "attn_v.bias", kv, 0, &L->bv)) || (rc = vec(c, i, "attn_output.bias", d, 0, &L->bo))))
+		return rc;
+	if (a->sinks && (rc = vec(c, i, "attn_sinks.weight", hp->n_head, 0, &L->sinks)))
+		return rc;
+	if (a->qk_norm && ((rc = vec(c, i, "attn_q_norm.weight", hp->head_dim, 0, &L->q_norm)) ||
+			   (rc = vec(c, i, "attn_k_norm.weight", hp->head_dim, 0, &L->k_norm))))
+		return rc;
+	L->swa = hp->swa_window > 0 && a->swa_every > 0 && i % a->swa_every != a->swa_every - 1;
+	return 0;
+}
+
+void hs__whole_free(struct hs_whole *w)
+{
+	if (!w)
+		return;
+	free(w->layers);
+	free(w);
+}
+
+static uint64_t weight_bytes(const struct hs_weight *w)
+{
+	return (uint64_t)w->rows * w->row_bytes;
+}
+
+int hs__whole_describe(const struct hs_gguf *g, const char *arch, const char *path, int n_layers, int n_embd,
+		       struct hs_whole **out, char *why, size_t why_len)
+{
+	struct ctx c = { g, arch, path, why, why_len };
+	const struct hs_model_arch *a = hs__model_arch_find(arch, strlen(arch));
+	struct hs_whole *w = calloc(1, sizeof *w);
+	int rc;
+
+	*out = NULL;
+	why[0] = '\0';
+	if (!w || !(w->layers = calloc(n_layers, sizeof *w->layers))) {
+		hs__whole_free(w);
+		return hs__error(ENOMEM, "%s: out of memory", path);
+	}
+	if (!a) {
+		rc = not_whole(&c, "architecture '%s' has no whole-model entry", arch);
+		goto out_free;
+	}
+	struct hs_hparams *hp = &w->hp;
+	if ((rc = hparams(&c, a, n_layers, n_embd, hp)) || (rc = mat(&c, -1, "token_embd.weight", n_embd, 0, &w->tok_embd)) ||
+	    (rc = vec(&c, -1, "output_norm.weight", n_embd, 0, &w->output_norm)))
+		goto out_free;
+	hp->n_vocab = w->tok_embd.rows;
+	if (find(&c, -1, "output.weight")) {
+		if ((rc = mat(&c, -1, "output.weight", n_embd, hp->n_vocab, &w->output)))
+			goto out_free;
+	} else {
+		w->output = w->tok_embd; /* tied embeddings (some Qwen3 files) */
+	}
+	for (int i = 0; i < n_layers; i++)
+		if ((rc = layer(&c, a, hp, i, &w->layers[i])))
+			goto out_free;
+	w->dense_bytes = w->output.data != w->tok_embd.data ? weight_bytes(&w->output) : 0;
+	for (int i = 0; i < n_layers; i++) {
+		const struct hs_dense_layer *L = &w->layers[i];
+		w->dense_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo);
+	}
+	*out = w;
+	return 0;
+out_free:
+	hs__whole_free(w);
+	return 0; /* not a whole model: why says so */
+}

@@ -1,0 +1,68 @@
+/* The whole model beyond the experts: hyperparameters and the dense tensors
+ * (attention, norms, embeddings, output) of a gpt-oss or Qwen3-MoE GGUF, as
+ * the forward pass reads them.  Described at hs_model_open; a file that
+ * holds only MoE layers (an older `hotset gen` file) has no whole view, and
+ * hs__model_whole_why() says what is missing. */
+#ifndef HS_WHOLE_H
+#define HS_WHOLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hotset.h"
+
+/* A matrix as the kernels read it: `rows` rows of `cols` values of `type`
+ * (a ggml type id), row_bytes apart, in the model's mapping. */
+struct hs_weight {
+	int type;
+	int rows, cols;
+	size_t row_bytes;
+	const uint8_t *data;
+	const char *name;          /* the tensor's name, owned by the model */
+};
+
+struct hs_hparams {
+	int n_vocab, n_embd, n_layers;
+	int n_head, n_head_kv, head_dim;   /* query heads, KV heads (GQA), per-head size */
+	int n_rot;                 /* dimensions RoPE rotates (head_dim unless the file says) */
+	int n_ctx_train;           /* {arch}.context_length */
+	float eps;                 /* RMSNorm epsilon */
+	float rope_base;           /* rope.freq_base */
+	int rope_yarn;             /* rope.scaling.type yarn */
+	float rope_factor;         /* rope.scaling.factor (1 = none) */
+	int rope_orig_ctx;         /* rope.scaling.original_context_length */
+	int swa_window;            /* attention.sliding_window (0 = none) */
+};
+
+struct hs_dense_layer {
+	const float *attn_norm;    /* [n_embd] */
+	struct hs_weight wq, wk, wv, wo;
+	const float *bq, *bk, *bv, *bo; /* biases (gpt-oss) or NULL */
+	const float *sinks;        /* [n_head] sink logits (gpt-oss) or NULL */
+	const float *q_norm, *k_norm; /* [head_dim] per-head norms (qwen3moe) or NULL */
+	const float *ffn_norm;     /* [n_embd] the pre-MoE norm */
+	int swa;                   /* 1: this layer sees only the last swa_window positions */
+};
+
+struct hs_whole {
+	struct hs_hparams hp;
+	struct hs_weight tok_embd;  /* [n_vocab] rows of n_embd */
+	const float *output_norm;   /* [n_embd] */
+	struct hs_weight output;    /* [n_vocab] rows of n_embd (token_embd when the file has none) */
+	struct hs_dense_layer *layers; /* [n_layers] */
+	uint64_t dense_bytes;       /* every tensor but the experts, routers and token_embd */
+};
+
+/* Describes the dense part of m's file; NULL when the file is not a whole
+ * model (the reason then from hs__model_whole_why()).  Owned by m. */
+const struct hs_whole *hs__model_whole(const hs_model *m);
+const char *hs__model_whole_why(const hs_model *m);
+
+/* Called by hs_model_open: fills *out (allocating layers) or writes the
+ * reason into why.  0 either way unless memory runs out. */
+struct hs_gguf;
+int hs__whole_describe(const struct hs_gguf *g, const char *arch, const char *path, int n_layers, int n_embd,
+		       struct hs_whole **out, char *why, size_t why_len);
+void hs__whole_free(struct hs_whole *w);
+
+#endif
