@@ -9,7 +9,8 @@
  * (copy bandwidth in GB/s, default unlimited), PCIE_US (latency per copy),
  * THREADS (CPU threads of one expert launch, default 1).  Fault injection
  * for tests: FAIL_PIN=1 refuses every pinning, FAIL_FFN_AFTER=N lets N
- * expert launches run and fails every later one (a device lost mid-run). */
+ * expert launches run and fails every later one (a device lost mid-run),
+ * FAIL_DENSE_AT=N fails the Nth dense op (counted from 1) and only it. */
 #include "config.h"
 
 #include <errno.h>
@@ -24,6 +25,7 @@
 
 #include "cpu_kernels/kernels.h"
 #include "device/device.h"
+#include "device/sim.h"
 #include "hotset.h"
 #include "base/error.h"
 
@@ -35,10 +37,11 @@ struct hs_dev {
 	int threads;
 	int fail_pin;
 	long fail_ffn_after, ffn_launches; /* -1: never */
+	long fail_dense_at, dense_calls;   /* 0: never */
 	char desc[96];
 };
 
-enum task_kind { T_COPY, T_ZERO, T_RECORD, T_WAIT, T_QUANTIZE, T_FFN };
+enum task_kind { T_COPY, T_ZERO, T_RECORD, T_WAIT, T_QUANTIZE, T_FFN, T_CALL };
 
 struct task {
 	enum task_kind kind;
@@ -52,6 +55,8 @@ struct task {
 	int lost;             /* fault injection: this launch fails */
 	int rows, cols;
 	struct hs_dev_ffn ffn;
+	int (*call)(const void *args, int threads); /* T_CALL: a dense op (device-sim-dense.c) */
+	void *args;                                 /* its arguments, owned by the task */
 };
 
 struct hs_queue {
@@ -128,6 +133,7 @@ static int sim_open(int index, hs_dev **out)
 	d->threads = (int)env_num("HOTSET_SIM_THREADS", 1);
 	d->fail_pin = env_num("HOTSET_SIM_FAIL_PIN", 0) > 0;
 	d->fail_ffn_after = getenv("HOTSET_SIM_FAIL_FFN_AFTER") ? (long)env_num("HOTSET_SIM_FAIL_FFN_AFTER", -1) : -1;
+	d->fail_dense_at = (long)env_num("HOTSET_SIM_FAIL_DENSE_AT", 0);
 	if (d->threads < 1)
 		d->threads = 1;
 	describe_update(d);
@@ -308,6 +314,10 @@ static int run_task(hs_queue *q, struct task *t)
 	case T_ZERO:
 		memset(t->dst, 0, t->bytes);
 		return 0;
+	case T_CALL:
+		if (t->lost)
+			return hs__error(EIO, "sim device: dense op %ld failed (fault injection)", d->fail_dense_at);
+		return t->call(t->args, d->threads);
 	case T_RECORD:
 		pthread_mutex_lock(&d->mu);
 		if (t->gen > t->ev->reached) {
@@ -365,6 +375,7 @@ static void *worker(void *arg)
 		}
 		q->done++;
 		pthread_cond_broadcast(&d->cv);
+		free(t->args);
 		free(t);
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -426,6 +437,21 @@ static int push(hs_queue *q, struct task *t)
 	pthread_cond_signal(&q->work);
 	pthread_mutex_unlock(&q->d->mu);
 	return 0;
+}
+
+int hs__sim_call(hs_queue *q, int (*fn)(const void *args, int threads), const void *args, size_t size)
+{
+	void *copy = malloc(size);
+	if (!copy)
+		return hs__error(ENOMEM, "sim queue: out of memory");
+	memcpy(copy, args, size);
+	pthread_mutex_lock(&q->d->mu);
+	int lost = ++q->d->dense_calls == q->d->fail_dense_at;
+	pthread_mutex_unlock(&q->d->mu);
+	int rc = push(q, &(struct task){ .kind = T_CALL, .call = fn, .args = copy, .lost = lost });
+	if (rc)
+		free(copy);
+	return rc;
 }
 
 static int take_error(hs_queue *q)
@@ -583,4 +609,12 @@ const struct hs_dev_ops hs__dev_sim_ops = {
 	.quantize = sim_quantize,
 	.ffn_scratch_bytes = sim_ffn_scratch,
 	.ffn = sim_ffn,
+	.matmul_scratch_bytes = hs__sim_matmul_scratch_bytes,
+	.matmul = hs__sim_matmul,
+	.rmsnorm = hs__sim_rmsnorm,
+	.rope = hs__sim_rope,
+	.kv_store = hs__sim_kv_store,
+	.attn_scratch_bytes = hs__sim_attn_scratch_bytes,
+	.attention = hs__sim_attention,
+	.add = hs__sim_add,
 };

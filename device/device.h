@@ -48,6 +48,70 @@ struct hs_dev_ffn {
 	void *scratch;             /* ffn_scratch_bytes() bytes of device memory */
 };
 
+/* ---- dense ops of the whole model's forward pass ------------------------------
+ * The CPU kernels' ops (cpu_kernels/dense.h, attention.h) with device
+ * pointers; the semantics are theirs.  A backend without them leaves the
+ * pointers NULL and the dense part runs on the CPU. */
+struct hs_dev_matmul {         /* y[t] = W x[t] (+ bias) */
+	int type, rows, cols;
+	const uint8_t *w;
+	size_t row_bytes;
+	const float *bias;         /* [rows] or NULL */
+	int n;
+	const float *x;
+	size_t x_stride;           /* floats */
+	float *y;
+	size_t y_stride;
+	void *scratch;             /* matmul_scratch_bytes(type, cols, n) */
+};
+
+struct hs_dev_norm {           /* RMSNorm of n tokens x n_head rows of dim values */
+	const float *x;
+	size_t x_stride;
+	float *y;
+	size_t y_stride;
+	int n, n_head, dim;
+	const float *w;            /* [dim] or NULL */
+	float eps;
+};
+
+struct hs_dev_rope {           /* NEOX rotation with a table cs[n][n_rot] (cos, then sin) */
+	float *x;
+	size_t x_stride;
+	int n, n_head, head_dim, n_rot;
+	const float *cs;
+};
+
+struct hs_dev_kv_store {       /* K or V rows into cache cells; cell_pos[cells[t]] = pos[t] when set */
+	int type;                  /* HS_TYPE_F16 or HS_TYPE_Q8_0 */
+	const float *x;
+	size_t x_stride;
+	int n, n_head_kv, head_dim;
+	const int32_t *cells;
+	uint8_t *dst;
+	size_t cell_bytes, head_bytes;
+	int32_t *cell_pos;         /* or NULL */
+	const int32_t *pos;
+};
+
+struct hs_dev_attn {           /* cpu_kernels/attention.h's job, device pointers */
+	int n, n_head, n_head_kv, head_dim;
+	const float *q;
+	size_t q_stride;
+	const int32_t *q_pos;
+	int kv_type;
+	const uint8_t *k, *v;
+	size_t k_cell, k_head, v_cell, v_head;
+	int n_cells;
+	const int32_t *cell_pos;
+	int window;
+	const float *sinks;
+	float scale;
+	float *out;
+	size_t out_stride;
+	void *scratch;             /* attn_scratch_bytes(n, n_head, n_head_kv, head_dim, n_cells) */
+};
+
 struct hs_dev_ops {
 	const char *name;
 	int (*open)(int index, hs_dev **out);
@@ -76,6 +140,15 @@ struct hs_dev_ops {
 	int (*quantize)(hs_queue *q, const float *x, int n_rows, int n_cols, void *xq);
 	size_t (*ffn_scratch_bytes)(const struct hs_dev_ffn *f);
 	int (*ffn)(hs_queue *q, const struct hs_dev_ffn *f);
+	/* dense ops (NULL: none) */
+	size_t (*matmul_scratch_bytes)(int type, int cols, int n);
+	int (*matmul)(hs_queue *q, const struct hs_dev_matmul *m);
+	int (*rmsnorm)(hs_queue *q, const struct hs_dev_norm *r);
+	int (*rope)(hs_queue *q, const struct hs_dev_rope *r);
+	int (*kv_store)(hs_queue *q, const struct hs_dev_kv_store *s);
+	size_t (*attn_scratch_bytes)(int n, int n_head, int n_head_kv, int head_dim, int n_cells);
+	int (*attention)(hs_queue *q, const struct hs_dev_attn *a);
+	int (*add)(hs_queue *q, float *y, const float *x, size_t n); /* y += x */
 };
 
 /* The backends: sim always; CUDA in CUDA builds, else NULL. */
