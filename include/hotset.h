@@ -153,6 +153,15 @@ struct hs_model_info {
 	uint64_t router_bytes;       /* all routers (weights and biases) */
 	uint64_t non_expert_bytes;   /* every other tensor, routers included */
 	uint64_t file_bytes;
+	/* The whole model (0 when the file holds only MoE layers, e.g. one
+	 * written by an older `hotset gen`: it cannot run token to token). */
+	int whole;
+	int n_vocab;                 /* rows of token_embd */
+	int n_head, n_head_kv, head_dim; /* attention: query heads, KV heads, per-head size */
+	int n_ctx_train;             /* {arch}.context_length */
+	int swa_window;              /* sliding window of the windowed layers (0 = none) */
+	uint64_t dense_bytes;        /* attention and output weights: what a token reads besides
+					its experts (routers, norms and token_embd not counted) */
 };
 
 /* Where one expert's pieces lie in the file (byte offset, length).  Slices
@@ -625,7 +634,8 @@ const char *hs_mode_name(enum hs_mode m);
 typedef struct hs_runtime hs_runtime;
 
 struct hs_runtime_opts {
-	const char *device;        /* "sim", "cuda", or NULL ($HOTSET_DEVICE, else cuda if present, else sim) */
+	const char *device;        /* "sim", "cuda", "cpu" (no device: everything on the CPU), or NULL
+				      ($HOTSET_DEVICE, else cuda if present, else sim) */
 	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
 	const struct hs_plan *plan; /* or a plan in memory (copied at open); wins over plan_path */
 	const char *trace_path;    /* record every forward()'s routing here (NULL: no trace) */
@@ -688,8 +698,99 @@ int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_pe
  * used experts, else the first ones) and zeroes the layer reports, so
  * runs that follow start alike. */
 int hs_runtime_reset(hs_runtime *rt);
+/* The model the runtime runs; owned by rt. */
+const struct hs_model_info *hs_runtime_model_info(const hs_runtime *rt);
 /* Lines saying what was loaded where and what was lost; owned by rt. */
 const char *hs_runtime_describe(const hs_runtime *rt);
+
+/* ---- the whole model: contexts, decoding, sampling --------------------------- */
+
+#define HS_MAX_SEQ 256
+
+typedef struct hs_context hs_context;
+
+struct hs_context_opts {
+	int n_ctx;                 /* positions per sequence (0: 4096; at most the model's context_length) */
+	enum hs_kv_type kv_type;   /* HS_KV_F16 (default) or HS_KV_Q8_0 */
+	int n_seq;                 /* sequences (0: 1; at most HS_MAX_SEQ) */
+	int n_ubatch;              /* tokens one forward step takes (0: the runtime's max_tokens, which
+				      is also the most allowed) */
+	const char *dense;         /* where attention and the other dense ops run: NULL or "auto" (the
+				      runtime's device when its backend has them, else the CPU), "cpu",
+				      or "ref": the double-precision reference of every op, experts
+				      included, nothing quantized (f32 KV cache): slow, for checking */
+};
+
+/* A context over a runtime opened on a whole model (hs_model_info's
+ * `whole`): the KV cache of n_seq sequences, in device memory when the
+ * dense part runs there.  The first context loads the dense weights (onto
+ * the device when they run there); the runtime must outlive its contexts.
+ * One thread at a time may use a context or its runtime.  -EINVAL (not a
+ * whole model, bad options: the message names the limit), -ENOMEM.  Free
+ * with hs_context_free(). */
+int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_context **out);
+void hs_context_free(hs_context *c);
+
+/* One entry of a batch: token id at position pos of sequence seq; logits
+ * != 0 asks for its logits. */
+struct hs_token {
+	int32_t id, pos, seq, logits;
+};
+
+/* Runs the model over n entries (any mix of sequences; a sequence's
+ * entries must continue it: positions hs_context_seq_pos(), +1, +2, ...
+ * in batch order).  Longer batches are cut into ubatches.  Errors: -EINVAL
+ * for a bad entry (token id outside the vocabulary, sequence outside
+ * 0..n_seq-1, a position that does not continue its sequence or reaches
+ * n_ctx), with the entry's index in the message; nothing is changed then.
+ * A failure while computing (-ENOMEM, a device error) leaves every
+ * sequence as it was before the call. */
+int hs_decode(hs_context *c, int n, const struct hs_token *batch);
+/* Logits of the i-th entry (in batch order) of the last hs_decode that
+ * asked for them: n_vocab floats owned by c, valid until the next
+ * hs_decode; NULL when i is out of range. */
+const float *hs_context_logits(const hs_context *c, int i);
+/* How many entries of the last hs_decode asked for logits. */
+int hs_context_n_logits(const hs_context *c);
+/* The next position of sequence seq (the tokens it holds); -EINVAL. */
+int hs_context_seq_pos(const hs_context *c, int seq);
+/* Empties sequence seq: its KV cells are free and its next position is 0. */
+int hs_context_seq_clear(hs_context *c, int seq);
+
+struct hs_context_stats {
+	int n_ctx, n_seq, n_ubatch;
+	enum hs_kv_type kv_type;
+	const char *dense;         /* where the dense part runs: "cpu" or the device's description */
+	uint64_t kv_bytes;         /* the KV cache's memory */
+	long kv_cells_used;        /* positions held, summed over sequences */
+	long kv_cells_total;       /* n_seq * n_ctx */
+	/* since creation or hs_context_stats_reset(): ubatches holding more
+	 * than one token of a sequence count as prompt, the others as decode */
+	long prompt_tokens, decode_tokens;
+	double prompt_s, decode_s;
+	double attn_s, moe_s, other_s; /* where the time went (attention incl. its projections,
+					  router + experts, the rest) */
+};
+int hs_context_stats(const hs_context *c, struct hs_context_stats *out);
+void hs_context_stats_reset(hs_context *c);
+
+/* Sampling a token from a row of logits: top-k, top-p, min-p, temperature,
+ * then a draw from a generator seeded by `seed` (the same tokens on every
+ * machine for the same logits and seed); temperature <= 0 is greedy (the
+ * largest logit, lowest id on ties). */
+struct hs_sampler_params {
+	float temperature;         /* <= 0: greedy */
+	int top_k;                 /* <= 0: off */
+	float top_p;               /* >= 1: off */
+	float min_p;               /* <= 0: off */
+	uint64_t seed;
+};
+typedef struct hs_sampler hs_sampler;
+/* -EINVAL (n_vocab < 1, NaN parameters), -ENOMEM.  Free with hs_sampler_free(). */
+int hs_sampler_create(const struct hs_sampler_params *p, int n_vocab, hs_sampler **out);
+void hs_sampler_free(hs_sampler *s);
+/* The token drawn from logits[n_vocab]. */
+int32_t hs_sampler_sample(hs_sampler *s, const float *logits);
 
 /* ---- expert cache policies ------------------------------------------------------ */
 

@@ -18,43 +18,9 @@
 #include "model/model.h"
 #include "runtime/numa.h"
 #include "runtime/numa-place.h"
+#include "runtime/runtime.h"
 
-struct rt_layer {
-	int moe;                      /* 1 for MoE layers */
-	struct hs_plan_layer plan;
-	struct hs_host_layer host;    /* host copy of the experts (host layers) */
-	const struct hs_moe_layer *view; /* what the CPU reads: the host copy or the model mapping */
-	int device;                   /* 1 = a hybrid layer on the device */
-	struct hs_hybrid h;
-	int *last_used;               /* [slots] step a cache slot was last hit */
-	long *count;                  /* [experts] pairs routed so far (LFU) */
-	double *score;                /* [experts] recency-weighted pairs (LFRU) */
-	long *score_at;               /* [experts] step the score was decayed to */
-	int moe_index;                /* its row in the routing profile */
-	int pinned;                   /* host.mem is pinned for DMA */
-	struct hs_layer_report rep;
-};
-
-struct hs_runtime {
-	hs_model *m;
-	struct hs_device *d;
-	struct hs_pool *pool;
-	struct hs_plan plan;
-	struct hs_runtime_opts o;
-	int n_layers;
-	struct rt_layer *layers;
-	void *cscratch;               /* CPU-only layers */
-	size_t cscratch_b;
-	char *desc;
-	size_t desc_len, desc_cap;
-	hs_trace_writer *trace;
-	long trace_step;
-	hs_trace *replay;
-	int *replay_next;             /* per layer: the next trace record to look at */
-};
-
-static void say(hs_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(hs_runtime *rt, const char *fmt, ...)
+void hs__runtime_say(hs_runtime *rt, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -91,6 +57,11 @@ static void progress(hs_runtime *rt, const char *what, double f)
 		rt->o.progress(what, f, rt->o.progress_ctx);
 }
 
+const struct hs_model_info *hs_runtime_model_info(const hs_runtime *rt)
+{
+	return hs_model_info(rt->m);
+}
+
 const char *hs_runtime_describe(const hs_runtime *rt)
 {
 	return rt->desc ? rt->desc : "";
@@ -113,6 +84,10 @@ void hs_runtime_close(hs_runtime *rt)
 		free(L->score_at);
 	}
 	free(rt->layers);
+	for (int i = 0; i < rt->n_dwhole_bufs; i++)
+		rt->d->ops->free(rt->d->dev, rt->dwhole_bufs[i]);
+	free(rt->dwhole_bufs);
+	hs__whole_free(rt->dwhole);
 	if (rt->trace)
 		hs_trace_writer_close(rt->trace, 1);
 	hs_trace_free(rt->replay);
@@ -192,7 +167,7 @@ static int setup_layer(hs_runtime *rt, int li)
 			L->rep.host_expert_bytes = L->host.bytes;
 			memcpy(L->rep.node_bytes, L->host.node_bytes, sizeof L->rep.node_bytes);
 		} else {
-			say(rt, "warning: layer %d: host experts stay in the file mapping (%s)", li, hs_last_error());
+			hs__runtime_say(rt, "warning: layer %d: host experts stay in the file mapping (%s)", li, hs_last_error());
 		}
 	}
 	if (!rt->d)
@@ -206,12 +181,12 @@ static int setup_layer(hs_runtime *rt, int li)
 	rc = hs__hybrid_open(&L->h, L->view, rt->d, rt->pool, rt->o.max_tokens, n_cached, n_staging);
 	if (rc == -ENOMEM && L->plan.placement == HS_PLACEMENT_GPU) {
 		/* not all resident: keep it on the host with what fits as cache */
-		say(rt, "warning: layer %d: the device cannot hold all %d experts (%s); it runs from host memory", li, E,
+		hs__runtime_say(rt, "warning: layer %d: the device cannot hold all %d experts (%s); it runs from host memory", li, E,
 		    hs_last_error());
 		return 0;
 	}
 	if (rc) {
-		say(rt, "warning: layer %d: no device side (%s); the CPU computes all its experts", li, hs_last_error());
+		hs__runtime_say(rt, "warning: layer %d: no device side (%s); the CPU computes all its experts", li, hs_last_error());
 		L->rep.cpu_only = 1;
 		return 0;
 	}
@@ -223,7 +198,7 @@ static int setup_layer(hs_runtime *rt, int li)
 			L->pinned = 1;
 			L->h.direct = 1;
 		} else {
-			say(rt, "warning: layer %d: host experts not pinned (%s); streamed experts go through a staging copy",
+			hs__runtime_say(rt, "warning: layer %d: host experts not pinned (%s); streamed experts go through a staging copy",
 			    li, hs_last_error());
 		}
 	}
@@ -322,16 +297,20 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if ((rc = hs_model_open(model_path, &rt->m)))
 		goto out_close;
 	const struct hs_model_info *in = hs_model_info(rt->m);
-	if (hs__device_open(rt->o.device, 0, &rt->d)) {
-		say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
+	const char *want = rt->o.device ? rt->o.device : getenv("HOTSET_DEVICE");
+	if (want && strcmp(want, "cpu") == 0) {
+		hs__runtime_say(rt, "device: none (cpu): every expert runs on the CPU");
+		rt->d = NULL;
+	} else if (hs__device_open(rt->o.device, 0, &rt->d)) {
+		hs__runtime_say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
 		rt->d = NULL;
 	} else {
-		say(rt, "device: %s", rt->d->ops->describe(rt->d->dev));
+		hs__runtime_say(rt, "device: %s", rt->d->ops->describe(rt->d->dev));
 	}
 	if ((rc = get_plan(rt)))
 		goto out_close;
 	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && (rt->o.plan_path || rt->o.plan))
-		say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
+		hs__runtime_say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
 	/* workers bound to the cores of the plan's CPU node, one per core */
 	int free_cpus[4096];
@@ -350,9 +329,9 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			hs_topology_free(t);
 		}
 		if (!n_cpus)
-			say(rt, "warning: node %d is not on this machine: CPU workers are not bound", rt->plan.cpu_node);
+			hs__runtime_say(rt, "warning: node %d is not on this machine: CPU workers are not bound", rt->plan.cpu_node);
 		else
-			say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
+			hs__runtime_say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
 		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
 			goto out_close;
 		for (int c = threads; c < n_cpus; c++) /* what the workers leave */
@@ -396,12 +375,12 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			break;
 		struct rt_layer *L = &rt->layers[li];
 		if (L->rep.os_node >= 0)
-			say(rt, "layer %d: %s, %d slots%s; host experts %.1f MiB placed on node %d (measured there: %.1f MiB)",
+			hs__runtime_say(rt, "layer %d: %s, %d slots%s; host experts %.1f MiB placed on node %d (measured there: %.1f MiB)",
 			    li, hs_placement_name(L->plan.placement), L->rep.slots, L->device ? "" : " (CPU only)",
 			    L->rep.host_expert_bytes / 1048576.0, L->rep.os_node,
 			    L->rep.node_bytes[L->rep.os_node < HS_MAX_NODES ? L->rep.os_node : 0] / 1048576.0);
 		else
-			say(rt, "layer %d: %s, %d slots%s", li, hs_placement_name(L->plan.placement), L->rep.slots,
+			hs__runtime_say(rt, "layer %d: %s, %d slots%s", li, hs_placement_name(L->plan.placement), L->rep.slots,
 			    L->device ? "" : " (CPU only)");
 	}
 	if (restore)
@@ -417,7 +396,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			}
 		if ((rc = hs_trace_writer_open(rt->o.trace_path, E, K, &rt->trace)))
 			goto out_close;
-		say(rt, "recording routing to %s", rt->o.trace_path);
+		hs__runtime_say(rt, "recording routing to %s", rt->o.trace_path);
 	}
 	if (rt->o.replay_path) {
 		int nr, E, K;
@@ -436,7 +415,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			rc = hs__error(ENOMEM, "runtime: out of memory");
 			goto out_close;
 		}
-		say(rt, "routing replayed from %s (%d records)", rt->o.replay_path, nr);
+		hs__runtime_say(rt, "routing replayed from %s (%d records)", rt->o.replay_path, nr);
 	}
 	progress(rt, "loaded", 1.0);
 	*out = rt;
@@ -605,35 +584,40 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 		ids = tid;
 		weights = tw;
 	}
-	if (rt->trace) { /* route here, record, and hand the ids on */
-		if (!ids) {
-			rid = malloc(sizeof *rid * (size_t)n * L->view->n_used);
-			rw = malloc(sizeof *rw * (size_t)n * L->view->n_used);
-			if (!rid || !rw || (rc = hs__moe_route_ref(L->view, n, x, rid, rw))) {
-				free(rid);
-				free(rw);
-				return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
-			}
-			ids = rid;
-			weights = rw;
+	if (rt->trace && !ids) { /* route here, so that the trace records the routing */
+		rid = malloc(sizeof *rid * (size_t)n * L->view->n_used);
+		rw = malloc(sizeof *rw * (size_t)n * L->view->n_used);
+		if (!rid || !rw || (rc = hs__moe_route_ref(L->view, n, x, rid, rw))) {
+			free(rid);
+			free(rw);
+			return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
 		}
+		ids = rid;
+		weights = rw;
+	}
+	rc = hs__runtime_moe(rt, layer, n, x, ids, weights, y);
+	free(rid);
+	free(rw);
+	return rc;
+}
+
+int hs__runtime_moe(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
+		    float *y)
+{
+	struct rt_layer *L = &rt->layers[layer];
+
+	if (rt->trace && ids) {
 		/* a step is one pass over the layers: it advances at the first MoE layer */
 		int first = 0;
 		while (!rt->layers[first].moe)
 			first++;
 		if (layer == first)
 			rt->trace_step++;
-		rc = hs_trace_writer_add(rt->trace, (int)rt->trace_step, layer, n, ids, weights);
-		if (rc) {
-			free(rid);
-			free(rw);
+		int rc = hs_trace_writer_add(rt->trace, (int)rt->trace_step, layer, n, ids, weights);
+		if (rc)
 			return rc;
-		}
 	}
-	rc = layer_forward(rt, L, n, x, ids, weights, y);
-	free(rid);
-	free(rw);
-	return rc;
+	return layer_forward(rt, L, n, x, ids, weights, y);
 }
 
 static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x, const int32_t *ids,
@@ -660,7 +644,7 @@ static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float 
 	if (rc == -EINVAL)
 		return rc; /* the caller's input */
 	if (rc) { /* the device failed: this layer continues on the CPU */
-		say(rt, "warning: layer %d: the device failed (%s); its experts run on the CPU from now on",
+		hs__runtime_say(rt, "warning: layer %d: the device failed (%s); its experts run on the CPU from now on",
 		    L->rep.layer, hs_last_error());
 		hs__hybrid_close(&L->h);
 		L->device = 0;

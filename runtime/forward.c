@@ -1,0 +1,347 @@
+/* The whole model's forward pass over one ubatch (forward.h), the same for
+ * every backend: embeddings, then per layer RMSNorm, q/k/v, (q/k norm),
+ * RoPE, the K/V write, attention per sequence, the output projection, the
+ * pre-MoE norm, the router and the MoE layer on the hybrid runtime; then
+ * the final norm and the logits of the rows that want them. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "cpu_kernels/router.h"
+#include "model/model.h"
+#include "runtime/forward.h"
+#include "runtime/pool.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static size_t align64(size_t b)
+{
+	return (b + 63) & ~(size_t)63;
+}
+
+/* ---- set up ----------------------------------------------------------------- */
+
+static int kv_cells(const struct hs_fwd *f, int layer)
+{
+	const struct hs_hparams *hp = f->hp;
+	if (!f->w->layers[layer].swa)
+		return f->n_ctx;
+	long ring = (long)hp->swa_window + f->ubatch;
+	return ring < f->n_ctx ? (int)ring : f->n_ctx;
+}
+
+/* Scratch of the matrix products and of attention for up to `ubatch`
+ * tokens: the larger of the two, sized once so the step allocates nothing. */
+static size_t scratch_need(struct hs_fwd *f)
+{
+	const struct hs_whole *w = f->w;
+	const struct hs_hparams *hp = f->hp;
+	size_t need = f->be->matmul_scratch(f, w->output.type, hp->n_embd, f->ubatch);
+	for (int l = 0; l < hp->n_layers; l++) {
+		const struct hs_dense_layer *L = &w->layers[l];
+		const struct hs_weight *m[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
+		for (int i = 0; i < 4; i++) {
+			size_t b = f->be->matmul_scratch(f, m[i]->type, m[i]->cols, f->ubatch);
+			need = b > need ? b : need;
+		}
+	}
+	for (int n = 1; n <= f->ubatch; n++) {
+		size_t b = f->be->attn_scratch(f, n, f->n_ctx);
+		need = b > need ? b : need;
+	}
+	return align64(need);
+}
+
+static int falloc(struct hs_fwd *f, size_t bytes, void *p)
+{
+	return f->be->alloc(f, align64(bytes ? bytes : 1), (void **)p);
+}
+
+static void *halloc(size_t bytes)
+{
+	void *p = aligned_alloc(64, align64(bytes ? bytes : 1));
+	if (p)
+		memset(p, 0, align64(bytes ? bytes : 1));
+	return p;
+}
+
+int hs__fwd_init(struct hs_fwd *f)
+{
+	const struct hs_hparams *hp = f->hp;
+	const size_t ub = (size_t)f->ubatch, d = (size_t)hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim,
+		     kvd = (size_t)hp->n_head_kv * hp->head_dim;
+	int rc;
+
+	f->kv_row_bytes = hs__type_row_bytes(f->kv_type, (uint64_t)hp->head_dim);
+	if (!f->kv_row_bytes)
+		return hs__error(EINVAL, "KV cache %s: a head of %d values does not fit its blocks of %zu",
+				 hs__type_name(f->kv_type), hp->head_dim, hs__type_block_values(f->kv_type));
+	f->max_logits = f->ubatch;
+	if (!(f->kv = calloc(hp->n_layers, sizeof *f->kv)))
+		return hs__error(ENOMEM, "context: out of memory");
+	const size_t cell_bytes = (size_t)hp->n_head_kv * f->kv_row_bytes;
+	for (int l = 0; l < hp->n_layers; l++) {
+		struct hs_kv_layer *K = &f->kv[l];
+		K->n_cells = kv_cells(f, l);
+		size_t cells = (size_t)f->n_seq * K->n_cells;
+		if ((rc = falloc(f, cells * cell_bytes, &K->k)) || (rc = falloc(f, cells * cell_bytes, &K->v)) ||
+		    (rc = falloc(f, cells * sizeof(int32_t), &K->cell_pos)))
+			return rc;
+		f->kv_bytes += 2 * cells * cell_bytes;
+	}
+	f->scratch_bytes = scratch_need(f);
+	if ((rc = falloc(f, ub * d * 4, &f->x)) || (rc = falloc(f, ub * d * 4, &f->h)) ||
+	    (rc = falloc(f, ub * qd * 4, &f->q)) || (rc = falloc(f, ub * kvd * 4, &f->k)) ||
+	    (rc = falloc(f, ub * kvd * 4, &f->v)) || (rc = falloc(f, ub * qd * 4, &f->o)) ||
+	    (rc = falloc(f, ub * d * 4, &f->t)) || (rc = falloc(f, (size_t)f->max_logits * hp->n_vocab * 4, &f->logits)) ||
+	    (rc = falloc(f, ub * hp->n_rot * 4, &f->cs)) || (rc = falloc(f, ub * 4, &f->pos)) ||
+	    (rc = falloc(f, ub * 4, &f->cells_full)) || (rc = falloc(f, ub * 4, &f->cells_swa)) ||
+	    (rc = falloc(f, f->scratch_bytes, &f->scratch)))
+		return rc;
+	int n_used = hs_model_info(f->rt->m)->n_used;
+	const struct hs_moe_layer *ml = NULL;
+	for (int l = 0; l < hp->n_layers && !ml; l++)
+		ml = hs__model_layer(f->rt->m, l);
+	if (!(f->hh = halloc(ub * d * 4)) || !(f->hy = halloc(ub * d * 4)) || !(f->hx = halloc(ub * d * 4)) ||
+	    !(f->hcs = halloc(ub * hp->n_rot * 4)) || !(f->hpos = halloc(ub * 4)) || !(f->hcells_full = halloc(ub * 4)) ||
+	    !(f->hcells_swa = halloc(ub * 4)) || !(f->hids = halloc(ub * n_used * 4)) ||
+	    !(f->hw = halloc(ub * n_used * 4)) || !(f->route_scratch = halloc(hs_route_scratch_bytes(ml, f->ubatch))))
+		return hs__error(ENOMEM, "context: out of memory for the ubatch buffers");
+	for (int s = 0; s < f->n_seq; s++)
+		if ((rc = hs__fwd_forget(f, s, 0)))
+			return rc;
+	return 0;
+}
+
+void hs__fwd_free(struct hs_fwd *f)
+{
+	if (f->kv)
+		for (int l = 0; l < f->hp->n_layers; l++) {
+			f->be->free(f, f->kv[l].k);
+			f->be->free(f, f->kv[l].v);
+			f->be->free(f, f->kv[l].cell_pos);
+		}
+	free(f->kv);
+	void *bufs[] = { f->x, f->h, f->q, f->k, f->v, f->o, f->t, f->logits, f->cs, f->pos, f->cells_full,
+			 f->cells_swa, f->scratch };
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		f->be->free(f, bufs[i]);
+	void *hbufs[] = { f->hh, f->hy, f->hx, f->hcs, f->hpos, f->hcells_full, f->hcells_swa, f->hids, f->hw,
+			  f->route_scratch };
+	for (size_t i = 0; i < sizeof hbufs / sizeof hbufs[0]; i++)
+		free(hbufs[i]);
+}
+
+int hs__fwd_forget(struct hs_fwd *f, int seq, int from)
+{
+	int32_t *tmp = NULL;
+	int cap = 0, rc = 0;
+
+	for (int l = 0; l < f->hp->n_layers && !rc; l++) {
+		struct hs_kv_layer *K = &f->kv[l];
+		if (K->n_cells > cap) {
+			free(tmp);
+			cap = K->n_cells;
+			if (!(tmp = malloc(sizeof *tmp * (size_t)cap)))
+				return hs__error(ENOMEM, "context: out of memory");
+		}
+		int32_t *cp = K->cell_pos + (size_t)seq * K->n_cells;
+		/* the cells' positions live in backend memory: read, clear, write back */
+		if ((rc = f->be->download(f, tmp, cp, sizeof *tmp * (size_t)K->n_cells)))
+			break;
+		for (int c = 0; c < K->n_cells; c++)
+			if (from <= 0 || tmp[c] >= from)
+				tmp[c] = -1;
+		rc = f->be->upload(f, cp, tmp, sizeof *tmp * (size_t)K->n_cells);
+	}
+	free(tmp);
+	return rc;
+}
+
+/* ---- the router on the host ------------------------------------------------- */
+
+struct route_ctx {
+	struct hs_route_job *job;
+	struct hs_pool *pool;
+};
+
+static void route_steps(void *ctx, int ith, int nth)
+{
+	struct route_ctx *c = ctx;
+	hs_route_step_logits(c->job, ith, nth);
+	hs__pool_barrier(c->pool);
+	hs_route_step_gate(c->job, ith, nth);
+}
+
+static int route(struct hs_fwd *f, int layer, int n)
+{
+	struct hs_route_job job = { .layer = hs__model_layer(f->rt->m, layer), .dops = hs__dense_best(), .n = n,
+				    .x = f->hh, .x_stride = (size_t)f->hp->n_embd, .ids = f->hids, .weights = f->hw,
+				    .scratch = f->route_scratch };
+	int rc = hs_route_prepare(&job);
+	if (rc)
+		return rc;
+	struct route_ctx c = { &job, f->rt->pool };
+	hs__pool_run(f->rt->pool, route_steps, &c);
+	return 0;
+}
+
+/* ---- one ubatch ------------------------------------------------------------- */
+
+static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const int *g_start, const int32_t *seq)
+{
+	const struct hs_fwd_be *be = f->be;
+	const struct hs_hparams *hp = f->hp;
+	const struct hs_dense_layer *L = &f->w->layers[l];
+	const struct hs_kv_layer *K = &f->kv[l];
+	const size_t d = hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t cell_bytes = (size_t)hp->n_head_kv * f->kv_row_bytes;
+	const int32_t *cells = L->swa ? f->cells_swa : f->cells_full;
+	int rc;
+
+	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->attn_norm, hp->eps)) ||
+	    (rc = be->matmul(f, &L->wq, L->bq, n, f->h, d, f->q, qd)) ||
+	    (rc = be->matmul(f, &L->wk, L->bk, n, f->h, d, f->k, kvd)) ||
+	    (rc = be->matmul(f, &L->wv, L->bv, n, f->h, d, f->v, kvd)))
+		return rc;
+	if (L->q_norm && ((rc = be->rmsnorm(f, f->q, qd, f->q, qd, n, hp->n_head, hp->head_dim, L->q_norm, hp->eps)) ||
+			  (rc = be->rmsnorm(f, f->k, kvd, f->k, kvd, n, hp->n_head_kv, hp->head_dim, L->k_norm, hp->eps))))
+		return rc;
+	if ((rc = be->rope(f, f->q, qd, n, hp->n_head, hp->head_dim, hp->n_rot, f->cs)) ||
+	    (rc = be->rope(f, f->k, kvd, n, hp->n_head_kv, hp->head_dim, hp->n_rot, f->cs)) ||
+	    (rc = be->kv_store(f, f->kv_type, f->k, kvd, n, hp->n_head_kv, hp->head_dim, cells, K->k, cell_bytes,
+			       f->kv_row_bytes, K->cell_pos, f->pos)) ||
+	    (rc = be->kv_store(f, f->kv_type, f->v, kvd, n, hp->n_head_kv, hp->head_dim, cells, K->v, cell_bytes,
+			       f->kv_row_bytes, NULL, NULL)))
+		return rc;
+	for (int g = 0; g < n_groups; g++) {
+		const int a = g_start[g], b = g_start[g + 1], s = seq[a];
+		const size_t base = (size_t)s * K->n_cells;
+		/* a full layer keeps position p in cell p: nothing past the last query's position is visible */
+		int scan = L->swa ? K->n_cells : f->hpos[b - 1] + 1;
+		struct hs_attn_job job = { .n = b - a, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+					   .head_dim = hp->head_dim, .q = f->q + a * qd, .q_stride = qd,
+					   .q_pos = f->pos + a, .kv_type = f->kv_type, .k = K->k + base * cell_bytes,
+					   .v = K->v + base * cell_bytes, .k_cell = cell_bytes, .k_head = f->kv_row_bytes,
+					   .v_cell = cell_bytes, .v_head = f->kv_row_bytes,
+					   .n_cells = scan < K->n_cells ? scan : K->n_cells, .cell_pos = K->cell_pos + base,
+					   .window = L->swa ? hp->swa_window : 0, .sinks = L->sinks,
+					   .scale = 1.0f / sqrtf((float)hp->head_dim), .out = f->o + a * qd,
+					   .out_stride = qd };
+		if ((rc = be->attention(f, &job)))
+			return rc;
+	}
+	if ((rc = be->matmul(f, &L->wo, L->bo, n, f->o, qd, f->t, d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+		return rc;
+	return 0;
+}
+
+static int layer_moe(struct hs_fwd *f, int l, int n)
+{
+	const struct hs_fwd_be *be = f->be;
+	const struct hs_hparams *hp = f->hp;
+	const size_t d = hp->n_embd;
+	int rc;
+
+	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->layers[l].ffn_norm, hp->eps)) ||
+	    (rc = be->download(f, f->hh, f->h, sizeof(float) * n * d)))
+		return rc;
+	if (be->reference) { /* the oracle's MoE: routed and computed in double */
+		const struct hs_moe_layer *ml = hs__model_layer(f->rt->m, l);
+		if ((rc = hs__moe_route_ref(ml, n, f->hh, f->hids, f->hw)) ||
+		    (rc = hs__moe_forward_ref(ml, n, f->hh, f->hids, f->hw, f->hy)))
+			return rc;
+	} else if ((rc = route(f, l, n)) || (rc = hs__runtime_moe(f->rt, l, n, f->hh, f->hids, f->hw, f->hy))) {
+		return rc;
+	}
+	if (
+	    (rc = be->upload(f, f->t, f->hy, sizeof(float) * n * d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+		return rc;
+	return 0;
+}
+
+int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+		   const int *want, float *logits_host)
+{
+	const struct hs_fwd_be *be = f->be;
+	const struct hs_hparams *hp = f->hp;
+	const struct hs_whole *hw = hs__model_whole(f->rt->m); /* host view: embeddings are looked up here */
+	const size_t d = hp->n_embd;
+	int g_start[HS_MAX_SEQ + 1], n_groups = 0, rc;
+	double t0 = now_s(), t1;
+
+	HS_ASSERT(n >= 1 && n <= f->ubatch);
+	for (int t = 0; t < n; t++) {
+		if (t == 0 || seq[t] != seq[t - 1]) {
+			HS_ASSERT(n_groups < HS_MAX_SEQ);
+			g_start[n_groups++] = t;
+		}
+		f->hpos[t] = pos[t];
+		f->hcells_full[t] = seq[t] * f->n_ctx + pos[t];
+		f->hcells_swa[t] = -1;
+	}
+	g_start[n_groups] = n;
+	for (int l = 0; l < hp->n_layers; l++) /* every sliding layer has the same ring */
+		if (f->w->layers[l].swa) {
+			const int nc = f->kv[l].n_cells;
+			for (int t = 0; t < n; t++)
+				f->hcells_swa[t] = seq[t] * nc + pos[t] % nc;
+			break;
+		}
+	hs_get_rows(hs__dense_best(), hw->tok_embd.type, hw->tok_embd.data, hw->tok_embd.row_bytes, hp->n_embd, n, tokens,
+		    f->hx, d, 0, 1);
+	for (int t = 0; t < n; t++)
+		hs_rope_fill(&f->rope, pos[t], f->hcs + (size_t)t * hp->n_rot);
+	if ((rc = be->upload(f, f->x, f->hx, sizeof(float) * n * d)) ||
+	    (rc = be->upload(f, f->cs, f->hcs, sizeof(float) * n * hp->n_rot)) ||
+	    (rc = be->upload(f, f->pos, f->hpos, sizeof(int32_t) * n)) ||
+	    (rc = be->upload(f, f->cells_full, f->hcells_full, sizeof(int32_t) * n)) ||
+	    (rc = be->upload(f, f->cells_swa, f->hcells_swa, sizeof(int32_t) * n)))
+		return rc;
+	t1 = now_s();
+	f->t_other += t1 - t0;
+	for (int l = 0; l < hp->n_layers; l++) {
+		double a = now_s();
+		if ((rc = layer_attention(f, l, n, n_groups, g_start, seq)) || (rc = be->sync(f)))
+			return rc;
+		double b = now_s();
+		if ((rc = layer_moe(f, l, n)))
+			return rc;
+		f->t_attn += b - a;
+		f->t_moe += now_s() - b;
+	}
+	t0 = now_s();
+	/* logits of the wanted rows: all at once when every row wants them */
+	int n_want = 0;
+	for (int t = 0; t < n; t++)
+		n_want += want[t] != 0;
+	if (n_want == n) {
+		if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->output_norm, hp->eps)) ||
+		    (rc = be->matmul(f, &f->w->output, NULL, n, f->h, d, f->logits, hp->n_vocab)))
+			return rc;
+	} else {
+		for (int t = 0, j = 0; t < n; t++) {
+			if (!want[t])
+				continue;
+			if ((rc = be->rmsnorm(f, f->x + t * d, d, f->h + t * d, d, 1, 1, hp->n_embd, f->w->output_norm,
+					      hp->eps)) ||
+			    (rc = be->matmul(f, &f->w->output, NULL, 1, f->h + t * d, d, f->logits + (size_t)j * hp->n_vocab,
+					     hp->n_vocab)))
+				return rc;
+			j++;
+		}
+	}
+	if (n_want && (rc = be->download(f, logits_host, f->logits, sizeof(float) * n_want * hp->n_vocab)))
+		return rc;
+	f->t_other += now_s() - t0;
+	return 0;
+}

@@ -1,0 +1,116 @@
+/* The whole model's forward pass over one ubatch, written once against a
+ * small backend interface with two implementations: the CPU (host memory,
+ * the runtime's worker pool; fwd-cpu.c) and a device (device memory, the
+ * device's queue; fwd-dev.c).  The MoE part of every layer goes through the
+ * hybrid runtime on the host either way (hs__runtime_moe): the router's ids
+ * decide what runs where, and the CPU lane needs the hidden state there.
+ *
+ * A context (context.c) owns one hs_fwd: the KV cache of its sequences and
+ * the buffers of one ubatch, in the backend's memory. */
+#ifndef HS_FORWARD_H
+#define HS_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_kernels/attention.h"
+#include "cpu_kernels/dense.h"
+#include "hotset.h"
+#include "model/whole.h"
+#include "runtime/runtime.h"
+
+struct hs_fwd;
+
+/* What a backend does.  Pointers named for the backend's memory (x, y,
+ * cache, weights of `w`) are its own; `host` ones are host memory.  Ops may
+ * run asynchronously; download() returns when the data is on the host. */
+struct hs_fwd_be {
+	const char *name;
+	int reference;             /* the double-precision twins: the MoE part by hs__moe_forward_ref too */
+	int (*alloc)(struct hs_fwd *f, size_t bytes, void **p);
+	void (*free)(struct hs_fwd *f, void *p);
+	int (*upload)(struct hs_fwd *f, void *dst, const void *host, size_t bytes);
+	int (*download)(struct hs_fwd *f, void *host, const void *src, size_t bytes);
+	/* scratch the matmul and attention ops need (the larger serves both) */
+	size_t (*matmul_scratch)(struct hs_fwd *f, int type, int cols, int n);
+	size_t (*attn_scratch)(struct hs_fwd *f, int n, int n_cells);
+	/* y[t] = W x[t] (+ bias) for n tokens */
+	int (*matmul)(struct hs_fwd *f, const struct hs_weight *w, const float *bias, int n, const float *x,
+		      size_t x_stride, float *y, size_t y_stride);
+	/* dense.h hs_rmsnorm (n tokens, n_head rows of dim each) */
+	int (*rmsnorm)(struct hs_fwd *f, const float *x, size_t x_stride, float *y, size_t y_stride, int n, int n_head,
+		       int dim, const float *w, float eps);
+	/* dense.h hs_rope_apply with the ubatch's table cs [n][n_rot] */
+	int (*rope)(struct hs_fwd *f, float *x, size_t x_stride, int n, int n_head, int head_dim, int n_rot,
+		    const float *cs);
+	/* attention.h hs_kv_store into cells[t]; and cell_pos[cells[t]] = pos[t] when cell_pos is not NULL */
+	int (*kv_store)(struct hs_fwd *f, int type, const float *x, size_t x_stride, int n, int n_head_kv,
+			int head_dim, const int32_t *cells, uint8_t *dst, size_t cell_bytes, size_t head_bytes,
+			int32_t *cell_pos, const int32_t *pos);
+	/* attention.h: the job's pointers are the backend's; dops, n_split and scratch are the backend's to set */
+	int (*attention)(struct hs_fwd *f, struct hs_attn_job *job);
+	/* y[i] += x[i], i < n */
+	int (*add)(struct hs_fwd *f, float *y, const float *x, size_t n);
+	/* waits for everything queued */
+	int (*sync)(struct hs_fwd *f);
+};
+
+extern const struct hs_fwd_be hs__fwd_cpu, hs__fwd_dev, hs__fwd_ref;
+
+/* KV cache of one layer for all sequences: seq s, cell c, kv head h at
+ * k + (s * n_cells + c) * cell_bytes + h * head_bytes.  Full-attention
+ * layers have n_ctx cells and keep position p in cell p; sliding-window
+ * layers keep a ring of window + ubatch cells (position p in cell p % n). */
+struct hs_kv_layer {
+	int n_cells;
+	uint8_t *k, *v;
+	int32_t *cell_pos;         /* [n_seq][n_cells], -1 = empty (backend memory) */
+};
+
+struct hs_fwd {
+	hs_runtime *rt;
+	const struct hs_fwd_be *be;
+	const struct hs_whole *w;  /* weights in the backend's memory (the mapping on the CPU) */
+	const struct hs_hparams *hp;
+	struct hs_rope rope;
+	int n_ctx, n_seq, ubatch, kv_type;
+	size_t kv_row_bytes;       /* one head's K (or V) row */
+	struct hs_kv_layer *kv;    /* [n_layers] */
+	uint64_t kv_bytes;
+	/* ubatch buffers, backend memory */
+	float *x, *h, *q, *k, *v, *o, *t, *logits, *cs;
+	int32_t *pos, *cells_full, *cells_swa;
+	void *scratch;             /* matmul / attention scratch */
+	size_t scratch_bytes;
+	/* host buffers */
+	float *hh, *hy, *hx, *hcs;  /* hidden state for the MoE, its output, embeddings, rope table */
+	int32_t *hpos, *hcells_full, *hcells_swa, *hids;
+	float *hw;
+	void *route_scratch;
+	int max_logits;            /* rows of logits */
+	/* device backend */
+	struct hs_device *d;
+	hs_queue *q_dev;
+	void *staging;             /* pinned host memory for uploads */
+	size_t staging_bytes;
+	/* time spent (seconds) */
+	double t_attn, t_moe, t_other;
+};
+
+/* One ubatch: n tokens (sorted by sequence, positions consecutive within
+ * each), want[t] = 1 for the rows whose logits are wanted (written to
+ * logits_host, n_want rows of n_vocab, in token order). */
+int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+		   const int *want, float *logits_host);
+
+/* Sets up the buffers and the KV cache (all cells empty).  -ENOMEM. */
+int hs__fwd_init(struct hs_fwd *f);
+void hs__fwd_free(struct hs_fwd *f);
+/* Empties the cells of seq holding positions >= from (every layer). */
+int hs__fwd_forget(struct hs_fwd *f, int seq, int from);
+/* The device backend: its queue and staging buffer, and the dense weights
+ * on the device (uploaded by the first context, kept by the runtime). */
+int hs__fwd_dev_open(struct hs_fwd *f);
+void hs__fwd_dev_close(struct hs_fwd *f);
+
+#endif

@@ -1,0 +1,227 @@
+/* The forward pass's CPU backend: host memory, the weights read in place
+ * from the model's mapping, every op split over the runtime's worker pool
+ * as the kernels' (ith, nth) steps, synchronous. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "runtime/forward.h"
+#include "runtime/pool.h"
+
+static int c_alloc(struct hs_fwd *f, size_t bytes, void **p)
+{
+	(void)f;
+	*p = aligned_alloc(64, bytes);
+	if (!*p)
+		return hs__error(ENOMEM, "context: out of memory for %zu bytes", bytes);
+	return 0;
+}
+
+static void c_free(struct hs_fwd *f, void *p)
+{
+	(void)f;
+	free(p);
+}
+
+static int c_copy(struct hs_fwd *f, void *dst, const void *src, size_t bytes)
+{
+	(void)f;
+	if (dst != src && bytes)
+		memmove(dst, src, bytes);
+	return 0;
+}
+
+static int c_sync(struct hs_fwd *f)
+{
+	(void)f;
+	return 0;
+}
+
+/* ---- matrix products ---------------------------------------------------------- */
+
+struct mm_ctx {
+	struct hs_matmul_job *job;
+	struct hs_pool *pool;
+};
+
+static void mm_steps(void *ctx, int ith, int nth)
+{
+	struct mm_ctx *c = ctx;
+	if (c->job->xq) {
+		hs_matmul_step_quantize(c->job, ith, nth);
+		hs__pool_barrier(c->pool);
+	}
+	hs_matmul_step_mul(c->job, ith, nth);
+}
+
+static int c_matmul(struct hs_fwd *f, const struct hs_weight *w, const float *bias, int n, const float *x,
+		    size_t x_stride, float *y, size_t y_stride)
+{
+	struct hs_matmul_job job = { .ops = hs__kernels_best(), .dops = hs__dense_best(), .type = w->type,
+				     .rows = w->rows, .cols = w->cols, .w = w->data, .row_bytes = w->row_bytes,
+				     .bias = bias, .n = n, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
+				     .scratch = f->scratch };
+	int rc = hs_matmul_prepare(&job);
+	if (rc)
+		return rc;
+	struct mm_ctx c = { &job, f->rt->pool };
+	hs__pool_run(f->rt->pool, mm_steps, &c);
+	return 0;
+}
+
+/* ---- one-step ops ------------------------------------------------------------- */
+
+struct norm_ctx {
+	const float *x, *w;
+	float *y;
+	size_t xs, ys;
+	int n, n_head, dim;
+	float eps;
+};
+
+static void norm_step(void *ctx, int ith, int nth)
+{
+	struct norm_ctx *c = ctx;
+	hs_rmsnorm(hs__dense_best(), c->x, c->xs, c->y, c->ys, c->n, c->n_head, c->dim, c->w, c->eps, ith, nth);
+}
+
+static int c_rmsnorm(struct hs_fwd *f, const float *x, size_t x_stride, float *y, size_t y_stride, int n, int n_head,
+		     int dim, const float *w, float eps)
+{
+	struct norm_ctx c = { x, w, y, x_stride, y_stride, n, n_head, dim, eps };
+	hs__pool_run(f->rt->pool, norm_step, &c);
+	return 0;
+}
+
+struct rope_ctx {
+	float *x;
+	size_t xs;
+	int n, n_head, head_dim, n_rot;
+	const float *cs;
+};
+
+static void rope_step(void *ctx, int ith, int nth)
+{
+	struct rope_ctx *c = ctx;
+	hs_rope_apply(hs__dense_best(), c->n_rot, c->x, c->xs, c->n, c->n_head, c->head_dim, c->cs, ith, nth);
+}
+
+static int c_rope(struct hs_fwd *f, float *x, size_t x_stride, int n, int n_head, int head_dim, int n_rot,
+		  const float *cs)
+{
+	struct rope_ctx c = { x, x_stride, n, n_head, head_dim, n_rot, cs };
+	hs__pool_run(f->rt->pool, rope_step, &c);
+	return 0;
+}
+
+struct kv_ctx {
+	int type, n, n_head_kv, head_dim;
+	const float *x;
+	size_t xs, cell_bytes, head_bytes;
+	const int32_t *cells;
+	uint8_t *dst;
+};
+
+static void kv_step(void *ctx, int ith, int nth)
+{
+	struct kv_ctx *c = ctx;
+	hs_kv_store(hs__kernels_best(), hs__dense_best(), c->type, c->x, c->xs, c->n, c->n_head_kv, c->head_dim, c->cells,
+		    c->dst, c->cell_bytes, c->head_bytes, ith, nth);
+}
+
+static int c_kv_store(struct hs_fwd *f, int type, const float *x, size_t x_stride, int n, int n_head_kv, int head_dim,
+		      const int32_t *cells, uint8_t *dst, size_t cell_bytes, size_t head_bytes, int32_t *cell_pos,
+		      const int32_t *pos)
+{
+	struct kv_ctx c = { type, n, n_head_kv, head_dim, x, x_stride, cell_bytes, head_bytes, cells, dst };
+	hs__pool_run(f->rt->pool, kv_step, &c);
+	if (cell_pos)
+		for (int t = 0; t < n; t++)
+			cell_pos[cells[t]] = pos[t];
+	return 0;
+}
+
+static size_t c_matmul_scratch(struct hs_fwd *f, int type, int cols, int n)
+{
+	(void)f;
+	return hs_matmul_scratch_bytes(type, cols, n);
+}
+
+static size_t c_attn_scratch(struct hs_fwd *f, int n, int n_cells)
+{
+	int split = hs_attn_pick_split(n, f->hp->n_head_kv, n_cells, hs__pool_size(f->rt->pool));
+	return hs_attn_scratch_bytes(n, f->hp->n_head, f->hp->head_dim, split);
+}
+
+struct attn_ctx {
+	struct hs_attn_job *job;
+	struct hs_pool *pool;
+};
+
+static void attn_steps(void *ctx, int ith, int nth)
+{
+	struct attn_ctx *c = ctx;
+	hs_attn_step(c->job, ith, nth);
+	if (c->job->n_split > 1) {
+		hs__pool_barrier(c->pool);
+		hs_attn_step_merge(c->job, ith, nth);
+	}
+}
+
+static int c_attention(struct hs_fwd *f, struct hs_attn_job *job)
+{
+	const int nth = hs__pool_size(f->rt->pool);
+	job->dops = hs__dense_best();
+	job->n_split = hs_attn_pick_split(job->n, job->n_head_kv, job->n_cells, nth);
+	job->scratch = f->scratch;
+	int rc = hs_attn_prepare(job);
+	if (rc)
+		return rc;
+	struct attn_ctx c = { job, f->rt->pool };
+	hs__pool_run(f->rt->pool, attn_steps, &c);
+	return 0;
+}
+
+struct add_ctx {
+	float *y;
+	const float *x;
+	size_t n;
+};
+
+static void add_step(void *ctx, int ith, int nth)
+{
+	struct add_ctx *c = ctx;
+	long lo, hi;
+	hs__share((long)c->n, ith, nth, &lo, &hi);
+	for (long i = lo; i < hi; i++)
+		c->y[i] += c->x[i];
+}
+
+static int c_add(struct hs_fwd *f, float *y, const float *x, size_t n)
+{
+	struct add_ctx c = { y, x, n };
+	if (n < 4096) /* not worth waking the workers */
+		add_step(&c, 0, 1);
+	else
+		hs__pool_run(f->rt->pool, add_step, &c);
+	return 0;
+}
+
+const struct hs_fwd_be hs__fwd_cpu = {
+	.name = "cpu",
+	.alloc = c_alloc,
+	.free = c_free,
+	.upload = c_copy,
+	.download = c_copy,
+	.matmul_scratch = c_matmul_scratch,
+	.attn_scratch = c_attn_scratch,
+	.matmul = c_matmul,
+	.rmsnorm = c_rmsnorm,
+	.rope = c_rope,
+	.kv_store = c_kv_store,
+	.attention = c_attention,
+	.add = c_add,
+	.sync = c_sync,
+};
