@@ -40,7 +40,9 @@ static void help(void)
 	       "their range), the cost model's prediction from rates measured in the same run, and\n"
 	       "their ratio; the share of experts found on the device (measured and predicted),\n"
 	       "expert bytes per token read by the CPU and copied over PCIe, CPU and device busy\n"
-	       "shares, overlap, and what bounds it. Ends with a verdict per batch size.\n\n"
+	       "shares, overlap, and what bounds it. Ends with a verdict per batch size.\n"
+	       "`hotset bench --e2e` measures the whole model instead (pp and tg tokens/s as\n"
+	       "llama-bench does; `hotset bench --e2e --help`).\n\n"
 	       "With no arguments: a gpt-oss-120b-shaped model (2 layers of 32 experts, MXFP4\n"
 	       "2880 x 2880, k = 4) generated once into the cache directory, a trace with gpt-oss\n"
 	       "skew, every mode, batch 1 and 32, slots 0, 8 and 16, on the GPU when there is one,\n"
@@ -308,6 +310,9 @@ static void calib_progress(const char *what, double f, void *ctx)
 
 int hs_cmd_bench(int argc, char **argv)
 {
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (strcmp(argv[i], "--e2e") == 0)
+			return hs_cmd_bench_e2e(argc, argv);
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },  { "preset", required_argument, NULL, 'P' },
 		{ "layers", required_argument, NULL, 'L' }, { "experts", required_argument, NULL, 'E' },

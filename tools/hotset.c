@@ -22,7 +22,8 @@ static const struct {
 } commands[] = {
 	{ "topo", hs_cmd_topo, "show NUMA nodes, cores and NVIDIA GPUs with their PCIe links" },
 	{ "model", hs_cmd_model, "show a GGUF model's MoE shape and what its experts weigh" },
-	{ "gen", hs_cmd_gen, "write a synthetic MoE model file with real shapes" },
+	{ "gen", hs_cmd_gen, "write a synthetic model file with real shapes" },
+	{ "run", hs_cmd_run, "run a whole model: a prompt in, generated tokens out, with timings" },
 	{ "run-layer", hs_cmd_run_layer, "run one MoE layer on hidden states from a .npy file" },
 	{ "tune", hs_cmd_tune, "measure this machine (bandwidths, kernel and copy speeds) into a profile" },
 	{ "plan", hs_cmd_plan, "place a model's experts on GPU / host and predict speed and memory" },

@@ -45,10 +45,12 @@ int hs_cmd_topo(int argc, char **argv);
 int hs_cmd_gen(int argc, char **argv);
 int hs_cmd_model(int argc, char **argv);
 int hs_cmd_run_layer(int argc, char **argv);
+int hs_cmd_run(int argc, char **argv);
 int hs_cmd_tune(int argc, char **argv);
 int hs_cmd_plan(int argc, char **argv);
 int hs_cmd_trace(int argc, char **argv);
 int hs_cmd_bench(int argc, char **argv);
 int hs_cmd_tokenize(int argc, char **argv);
+int hs_cmd_bench_e2e(int argc, char **argv);
 
 #endif
