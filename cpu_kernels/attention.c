@@ -61,9 +61,11 @@ size_t hs__attn_scratch_bytes(int n, int n_head, int head_dim, int n_split)
 	return ((size_t)n * n_head * n_split * part_floats(head_dim) * sizeof(float) + 63) & ~(size_t)63;
 }
 
-static int attn_check(const struct hs_attn_job *j)
+/* ref: for the double twin, which also reads an f32 cache (the forward
+ * pass's float path keeps one) */
+static int attn_check(const struct hs_attn_job *j, int ref)
 {
-	if (j->kv_type != HS_TYPE_F16 && j->kv_type != HS_TYPE_Q8_0)
+	if (j->kv_type != HS_TYPE_F16 && j->kv_type != HS_TYPE_Q8_0 && !(ref && j->kv_type == HS_TYPE_F32))
 		return hs__error(EINVAL, "attention: KV type %s (f16 or q8_0)",
 				 hs__type_name(j->kv_type) ? hs__type_name(j->kv_type) : "unknown");
 	if (j->head_dim <= 0 || j->head_dim > MAX_HEAD_DIM || j->head_dim % (j->kv_type == HS_TYPE_Q8_0 ? HS_QK : 8))
@@ -87,7 +89,7 @@ static int attn_check(const struct hs_attn_job *j)
 
 int hs__attn_prepare(struct hs_attn_job *job)
 {
-	int rc = attn_check(job);
+	int rc = attn_check(job, 0);
 
 	if (rc)
 		return rc;
@@ -249,7 +251,7 @@ int hs__attn_run_omp(struct hs_attn_job *job, int nthreads)
 int hs__attention_ref(const struct hs_attn_job *job)
 {
 	const int D = job->head_dim;
-	int rc = attn_check(job);
+	int rc = attn_check(job, 1);
 	double *s = NULL, *acc = NULL;
 	float *row = NULL;
 

@@ -81,7 +81,8 @@ int hs__attn_prepare(struct hs_attn_job *job);
 void hs__attn_step(struct hs_attn_job *job, int ith, int nth);
 void hs__attn_step_merge(struct hs_attn_job *job, int ith, int nth);
 int hs__attn_run_omp(struct hs_attn_job *job, int nthreads);
-/* The same in double, with a plain (two-pass) softmax.  -EINVAL, -ENOMEM. */
+/* The same in double, with a plain (two-pass) softmax; it also reads
+ * F32 cells (the float path of the forward pass).  -EINVAL, -ENOMEM. */
 int hs__attention_ref(const struct hs_attn_job *job);
 
 /* One piece of work as the inner loop sees it (dops->attend): the g query

@@ -21,7 +21,7 @@ static int split_threads(int threads)
 
 size_t hs__sim_matmul_scratch_bytes(int type, int cols, int n)
 {
-	return hs_matmul_scratch_bytes(type, cols, n);
+	return hs__matmul_scratch_bytes(type, cols, n);
 }
 
 static int run_matmul(const void *args, int threads)
@@ -31,7 +31,7 @@ static int run_matmul(const void *args, int threads)
 				     .rows = m->rows, .cols = m->cols, .w = m->w, .row_bytes = m->row_bytes,
 				     .bias = m->bias, .n = m->n, .x = m->x, .x_stride = m->x_stride, .y = m->y,
 				     .y_stride = m->y_stride, .scratch = m->scratch };
-	return hs_matmul_run_omp(&job, threads);
+	return hs__matmul_run_omp(&job, threads);
 }
 
 int hs__sim_matmul(hs_queue *q, const struct hs_dev_matmul *m)
@@ -42,7 +42,7 @@ int hs__sim_matmul(hs_queue *q, const struct hs_dev_matmul *m)
 static int run_rmsnorm(const void *args, int threads)
 {
 	const struct hs_dev_norm *r = args;
-	hs_rmsnorm_omp(hs__dense_best(), r->x, r->x_stride, r->y, r->y_stride, r->n, r->n_head, r->dim, r->w, r->eps,
+	hs__rmsnorm_omp(hs__dense_best(), r->x, r->x_stride, r->y, r->y_stride, r->n, r->n_head, r->dim, r->w, r->eps,
 		       threads);
 	return 0;
 }
@@ -55,7 +55,7 @@ int hs__sim_rmsnorm(hs_queue *q, const struct hs_dev_norm *r)
 static int run_rope(const void *args, int threads)
 {
 	const struct hs_dev_rope *r = args;
-	hs_rope_apply_omp(hs__dense_best(), r->n_rot, r->x, r->x_stride, r->n, r->n_head, r->head_dim, r->cs, threads);
+	hs__rope_apply_omp(hs__dense_best(), r->n_rot, r->x, r->x_stride, r->n, r->n_head, r->head_dim, r->cs, threads);
 	return 0;
 }
 
@@ -68,7 +68,7 @@ static int run_kv_store(const void *args, int threads)
 {
 	const struct hs_dev_kv_store *s = args;
 #pragma omp parallel num_threads(threads)
-	hs_kv_store(hs__kernels_best(), hs__dense_best(), s->type, s->x, s->x_stride, s->n, s->n_head_kv, s->head_dim,
+	hs__kv_store(hs__kernels_best(), hs__dense_best(), s->type, s->x, s->x_stride, s->n, s->n_head_kv, s->head_dim,
 		    s->cells, s->dst, s->cell_bytes, s->head_bytes, omp_get_thread_num(), omp_get_num_threads());
 	if (s->cell_pos)
 		for (int t = 0; t < s->n; t++)
@@ -83,7 +83,8 @@ int hs__sim_kv_store(hs_queue *q, const struct hs_dev_kv_store *s)
 
 size_t hs__sim_attn_scratch_bytes(int n, int n_head, int n_head_kv, int head_dim, int n_cells)
 {
-	return hs_attn_scratch_bytes(n, n_head, head_dim, hs_attn_pick_split(n, n_head_kv, n_cells, SPLIT_THREADS_MAX));
+	(void)n_head_kv;
+	return hs__attn_scratch_bytes(n, n_head, head_dim, hs__attn_pick_split(n, n_cells, SPLIT_THREADS_MAX));
 }
 
 static int run_attention(const void *args, int threads)
@@ -96,9 +97,9 @@ static int run_attention(const void *args, int threads)
 				   .n_cells = a->n_cells, .cell_pos = a->cell_pos, .window = a->window,
 				   .sinks = a->sinks, .scale = a->scale, .out = a->out, .out_stride = a->out_stride,
 				   .scratch = a->scratch };
-	job.n_split = hs_attn_pick_split(a->n, a->n_head_kv, a->n_cells, split_threads(threads));
-	int rc = hs_attn_prepare(&job);
-	return rc ? rc : hs_attn_run_omp(&job, threads);
+	job.n_split = hs__attn_pick_split(a->n, a->n_cells, split_threads(threads));
+	int rc = hs__attn_prepare(&job);
+	return rc ? rc : hs__attn_run_omp(&job, threads);
 }
 
 int hs__sim_attention(hs_queue *q, const struct hs_dev_attn *a)

@@ -110,7 +110,7 @@ int hs__utf8_finish(struct hs_utf8_sink *s, struct hs_buf *out)
 
 static const uint8_t *token_bytes(const hs_tokenizer *t, int32_t id, int render_special, size_t *len)
 {
-	const struct hs_token *k = &t->tok[id];
+	const struct hs_vocab_token *k = &t->tok[id];
 
 	*len = hs__tok_is_control_type(k->type) && !render_special ? 0 : k->len;
 	return t->pool + k->off;

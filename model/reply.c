@@ -419,7 +419,7 @@ void hs_reply_parser_free(hs_reply_parser *p)
 
 int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_delta **deltas, int *n_deltas)
 {
-	const struct hs_token *k;
+	const struct hs_vocab_token *k;
 	const uint8_t *s;
 	int control, rc = 0;
 

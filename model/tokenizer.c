@@ -111,7 +111,7 @@ static uint32_t table_mask(uint64_t n)
 /* Adds id unless a token with the same bytes is there (the first id wins). */
 static void table_add(const hs_tokenizer *t, struct hs_tok_slot *tab, uint32_t mask, int32_t id)
 {
-	const struct hs_token *k = &t->tok[id];
+	const struct hs_vocab_token *k = &t->tok[id];
 	const uint8_t *p = t->pool + k->off;
 	uint64_t k8 = hs__tok_key8(p, k->len), h = hs__tok_hash(p, k->len, k8);
 
@@ -228,7 +228,7 @@ static int load_tokens(const struct hs_gguf *g, hs_tokenizer *t)
 	pool_len = 0;
 	byte_level_map(map);
 	for (uint64_t i = 0; i < n; i++) {
-		struct hs_token *k = &t->tok[i];
+		struct hs_vocab_token *k = &t->tok[i];
 		const uint8_t *s;
 		uint64_t len;
 		int32_t type = HS_TOKEN_NORMAL;
@@ -286,7 +286,7 @@ static int build_tables(hs_tokenizer *t)
 	for (int i = 0; i < 256; i++)
 		t->byte_id[i] = -1;
 	for (int i = 0; i < t->n_vocab; i++) {
-		const struct hs_token *k = &t->tok[i];
+		const struct hs_vocab_token *k = &t->tok[i];
 		if (k->type == HS_TOKEN_NORMAL || k->type == HS_TOKEN_BYTE) {
 			table_add(t, t->by_bytes, t->by_bytes_mask, i);
 			if (k->len == 1 && t->byte_id[t->pool[k->off]] < 0)

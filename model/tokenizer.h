@@ -14,7 +14,7 @@ struct hs_gguf;
 
 enum hs_pre { HS_PRE_O200K, HS_PRE_QWEN2 };
 
-struct hs_token {
+struct hs_vocab_token {
 	uint32_t off, len; /* its bytes in the pool: decoded for ordinary tokens, the text for special ones */
 	uint8_t type;      /* enum hs_token_type */
 };
@@ -48,7 +48,7 @@ struct hs_tokenizer {
 	enum hs_pre pre;
 	char *arch, *pre_name, *chat_template;
 	uint8_t *pool;
-	struct hs_token *tok;
+	struct hs_vocab_token *tok;
 	int32_t bos, eos, eot, pad;
 	int add_bos;
 	/* o200k merges as tiktoken does: a whole piece that is a token is
@@ -127,7 +127,7 @@ static inline int32_t hs__tok_table_find(const hs_tokenizer *t, const struct hs_
 		if (!s->id1)
 			return -1;
 		if (s->fp_len == fl && s->key8 == k8) {
-			const struct hs_token *k = &t->tok[s->id1 - 1];
+			const struct hs_vocab_token *k = &t->tok[s->id1 - 1];
 			if (n <= 8 || (k->len == n && memcmp(t->pool + k->off + 8, p + 8, n - 8) == 0))
 				return (int32_t)(s->id1 - 1);
 		}

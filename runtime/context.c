@@ -114,7 +114,7 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	f->kv_type = o.kv_type == HS_KV_Q8_0 ? HS_TYPE_Q8_0 : HS_TYPE_F16;
 	const struct hs_hparams *hp = &w->hp;
 	/* gpt-oss's YaRN: ggml's rope with ext_factor 1 and the magnitude 1 + 0.1 ln(factor) (dense.h) */
-	rc = hs_rope_init(&f->rope, hp->n_rot, hp->rope_base, 1.0f / hp->rope_factor, hp->rope_yarn ? 1.0f : 0.0f, 1.0f,
+	rc = hs__rope_init(&f->rope, hp->n_rot, hp->rope_base, 1.0f / hp->rope_factor, hp->rope_yarn ? 1.0f : 0.0f, 1.0f,
 			  32.0f, 1.0f, hp->rope_yarn ? hp->rope_orig_ctx : hp->n_ctx_train);
 	if (rc)
 		goto out_free;

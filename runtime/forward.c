@@ -114,7 +114,7 @@ int hs__fwd_init(struct hs_fwd *f)
 	if (!(f->hh = halloc(ub * d * 4)) || !(f->hy = halloc(ub * d * 4)) || !(f->hx = halloc(ub * d * 4)) ||
 	    !(f->hcs = halloc(ub * hp->n_rot * 4)) || !(f->hpos = halloc(ub * 4)) || !(f->hcells_full = halloc(ub * 4)) ||
 	    !(f->hcells_swa = halloc(ub * 4)) || !(f->hids = halloc(ub * n_used * 4)) ||
-	    !(f->hw = halloc(ub * n_used * 4)) || !(f->route_scratch = halloc(hs_route_scratch_bytes(ml, f->ubatch))))
+	    !(f->hw = halloc(ub * n_used * 4)) || !(f->route_scratch = halloc(hs__route_scratch_bytes(ml, f->ubatch))))
 		return hs__error(ENOMEM, "context: out of memory for the ubatch buffers");
 	for (int s = 0; s < f->n_seq; s++)
 		if ((rc = hs__fwd_forget(f, s, 0)))
@@ -177,9 +177,9 @@ struct route_ctx {
 static void route_steps(void *ctx, int ith, int nth)
 {
 	struct route_ctx *c = ctx;
-	hs_route_step_logits(c->job, ith, nth);
+	hs__route_step_logits(c->job, ith, nth);
 	hs__pool_barrier(c->pool);
-	hs_route_step_gate(c->job, ith, nth);
+	hs__route_step_gate(c->job, ith, nth);
 }
 
 static int route(struct hs_fwd *f, int layer, int n)
@@ -187,7 +187,7 @@ static int route(struct hs_fwd *f, int layer, int n)
 	struct hs_route_job job = { .layer = hs__model_layer(f->rt->m, layer), .dops = hs__dense_best(), .n = n,
 				    .x = f->hh, .x_stride = (size_t)f->hp->n_embd, .ids = f->hids, .weights = f->hw,
 				    .scratch = f->route_scratch };
-	int rc = hs_route_prepare(&job);
+	int rc = hs__route_prepare(&job);
 	if (rc)
 		return rc;
 	struct route_ctx c = { &job, f->rt->pool };
@@ -297,10 +297,10 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 				f->hcells_swa[t] = seq[t] * nc + pos[t] % nc;
 			break;
 		}
-	hs_get_rows(hs__dense_best(), hw->tok_embd.type, hw->tok_embd.data, hw->tok_embd.row_bytes, hp->n_embd, n, tokens,
+	hs__get_rows(hs__dense_best(), hw->tok_embd.type, hw->tok_embd.data, hw->tok_embd.row_bytes, hp->n_embd, n, tokens,
 		    f->hx, d, 0, 1);
 	for (int t = 0; t < n; t++)
-		hs_rope_fill(&f->rope, pos[t], f->hcs + (size_t)t * hp->n_rot);
+		hs__rope_fill(&f->rope, pos[t], f->hcs + (size_t)t * hp->n_rot);
 	if ((rc = be->upload(f, f->x, f->hx, sizeof(float) * n * d)) ||
 	    (rc = be->upload(f, f->cs, f->hcs, sizeof(float) * n * hp->n_rot)) ||
 	    (rc = be->upload(f, f->pos, f->hpos, sizeof(int32_t) * n)) ||

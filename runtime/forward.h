@@ -37,13 +37,13 @@ struct hs_fwd_be {
 	/* y[t] = W x[t] (+ bias) for n tokens */
 	int (*matmul)(struct hs_fwd *f, const struct hs_weight *w, const float *bias, int n, const float *x,
 		      size_t x_stride, float *y, size_t y_stride);
-	/* dense.h hs_rmsnorm (n tokens, n_head rows of dim each) */
+	/* dense.h hs__rmsnorm (n tokens, n_head rows of dim each) */
 	int (*rmsnorm)(struct hs_fwd *f, const float *x, size_t x_stride, float *y, size_t y_stride, int n, int n_head,
 		       int dim, const float *w, float eps);
-	/* dense.h hs_rope_apply with the ubatch's table cs [n][n_rot] */
+	/* dense.h hs__rope_apply with the ubatch's table cs [n][n_rot] */
 	int (*rope)(struct hs_fwd *f, float *x, size_t x_stride, int n, int n_head, int head_dim, int n_rot,
 		    const float *cs);
-	/* attention.h hs_kv_store into cells[t]; and cell_pos[cells[t]] = pos[t] when cell_pos is not NULL */
+	/* attention.h hs__kv_store into cells[t]; and cell_pos[cells[t]] = pos[t] when cell_pos is not NULL */
 	int (*kv_store)(struct hs_fwd *f, int type, const float *x, size_t x_stride, int n, int n_head_kv,
 			int head_dim, const int32_t *cells, uint8_t *dst, size_t cell_bytes, size_t head_bytes,
 			int32_t *cell_pos, const int32_t *pos);

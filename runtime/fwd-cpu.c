@@ -50,10 +50,10 @@ static void mm_steps(void *ctx, int ith, int nth)
 {
 	struct mm_ctx *c = ctx;
 	if (c->job->xq) {
-		hs_matmul_step_quantize(c->job, ith, nth);
+		hs__matmul_step_quantize(c->job, ith, nth);
 		hs__pool_barrier(c->pool);
 	}
-	hs_matmul_step_mul(c->job, ith, nth);
+	hs__matmul_step_mul(c->job, ith, nth);
 }
 
 static int c_matmul(struct hs_fwd *f, const struct hs_weight *w, const float *bias, int n, const float *x,
@@ -63,7 +63,7 @@ static int c_matmul(struct hs_fwd *f, const struct hs_weight *w, const float *bi
 				     .rows = w->rows, .cols = w->cols, .w = w->data, .row_bytes = w->row_bytes,
 				     .bias = bias, .n = n, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
 				     .scratch = f->scratch };
-	int rc = hs_matmul_prepare(&job);
+	int rc = hs__matmul_prepare(&job);
 	if (rc)
 		return rc;
 	struct mm_ctx c = { &job, f->rt->pool };
@@ -84,7 +84,7 @@ struct norm_ctx {
 static void norm_step(void *ctx, int ith, int nth)
 {
 	struct norm_ctx *c = ctx;
-	hs_rmsnorm(hs__dense_best(), c->x, c->xs, c->y, c->ys, c->n, c->n_head, c->dim, c->w, c->eps, ith, nth);
+	hs__rmsnorm(hs__dense_best(), c->x, c->xs, c->y, c->ys, c->n, c->n_head, c->dim, c->w, c->eps, ith, nth);
 }
 
 static int c_rmsnorm(struct hs_fwd *f, const float *x, size_t x_stride, float *y, size_t y_stride, int n, int n_head,
@@ -105,7 +105,7 @@ struct rope_ctx {
 static void rope_step(void *ctx, int ith, int nth)
 {
 	struct rope_ctx *c = ctx;
-	hs_rope_apply(hs__dense_best(), c->n_rot, c->x, c->xs, c->n, c->n_head, c->head_dim, c->cs, ith, nth);
+	hs__rope_apply(hs__dense_best(), c->n_rot, c->x, c->xs, c->n, c->n_head, c->head_dim, c->cs, ith, nth);
 }
 
 static int c_rope(struct hs_fwd *f, float *x, size_t x_stride, int n, int n_head, int head_dim, int n_rot,
@@ -127,7 +127,7 @@ struct kv_ctx {
 static void kv_step(void *ctx, int ith, int nth)
 {
 	struct kv_ctx *c = ctx;
-	hs_kv_store(hs__kernels_best(), hs__dense_best(), c->type, c->x, c->xs, c->n, c->n_head_kv, c->head_dim, c->cells,
+	hs__kv_store(hs__kernels_best(), hs__dense_best(), c->type, c->x, c->xs, c->n, c->n_head_kv, c->head_dim, c->cells,
 		    c->dst, c->cell_bytes, c->head_bytes, ith, nth);
 }
 
@@ -146,13 +146,13 @@ static int c_kv_store(struct hs_fwd *f, int type, const float *x, size_t x_strid
 static size_t c_matmul_scratch(struct hs_fwd *f, int type, int cols, int n)
 {
 	(void)f;
-	return hs_matmul_scratch_bytes(type, cols, n);
+	return hs__matmul_scratch_bytes(type, cols, n);
 }
 
 static size_t c_attn_scratch(struct hs_fwd *f, int n, int n_cells)
 {
-	int split = hs_attn_pick_split(n, f->hp->n_head_kv, n_cells, hs__pool_size(f->rt->pool));
-	return hs_attn_scratch_bytes(n, f->hp->n_head, f->hp->head_dim, split);
+	int split = hs__attn_pick_split(n, n_cells, hs__pool_size(f->rt->pool));
+	return hs__attn_scratch_bytes(n, f->hp->n_head, f->hp->head_dim, split);
 }
 
 struct attn_ctx {
@@ -163,10 +163,10 @@ struct attn_ctx {
 static void attn_steps(void *ctx, int ith, int nth)
 {
 	struct attn_ctx *c = ctx;
-	hs_attn_step(c->job, ith, nth);
+	hs__attn_step(c->job, ith, nth);
 	if (c->job->n_split > 1) {
 		hs__pool_barrier(c->pool);
-		hs_attn_step_merge(c->job, ith, nth);
+		hs__attn_step_merge(c->job, ith, nth);
 	}
 }
 
@@ -174,9 +174,9 @@ static int c_attention(struct hs_fwd *f, struct hs_attn_job *job)
 {
 	const int nth = hs__pool_size(f->rt->pool);
 	job->dops = hs__dense_best();
-	job->n_split = hs_attn_pick_split(job->n, job->n_head_kv, job->n_cells, nth);
+	job->n_split = hs__attn_pick_split(job->n, job->n_cells, nth);
 	job->scratch = f->scratch;
-	int rc = hs_attn_prepare(job);
+	int rc = hs__attn_prepare(job);
 	if (rc)
 		return rc;
 	struct attn_ctx c = { job, f->rt->pool };

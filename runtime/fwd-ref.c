@@ -99,7 +99,7 @@ static int r_kv_store(struct hs_fwd *f, int type, const float *x, size_t x_strid
 static int r_attention(struct hs_fwd *f, struct hs_attn_job *job)
 {
 	(void)f;
-	job->dops = &hs_dense_ref;
+	job->dops = &hs__dense_ref;
 	job->n_split = 1;
 	return hs__attention_ref(job);
 }
