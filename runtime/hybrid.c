@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/router.h"
 #include "planner/planner.h"
 #include "base/error.h"
 #include "runtime/hybrid.h"
@@ -229,7 +230,7 @@ static int t_split(void *ctx)
 	if (s->ids) {
 		memcpy(h->hids, s->ids, sizeof(int32_t) * P);
 		memcpy(h->hw, s->weights, sizeof(float) * P);
-	} else if ((rc = hs__moe_route_ref(l, s->n, s->x, h->hids, h->hw))) {
+	} else if ((rc = hs__moe_route(l, s->n, s->x, h->hids, h->hw))) {
 		return rc;
 	}
 	int *count = calloc(E, 2 * sizeof(int));

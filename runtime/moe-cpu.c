@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cpu_kernels/router.h"
 #include "cpu_kernels/kernels.h"
 #include "hotset.h"
 #include "model/model.h"
@@ -78,7 +79,7 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
 			rc = hs__error(ENOMEM, "hs_moe_forward_cpu: out of memory");
 			goto out_free;
 		}
-		if ((rc = hs__moe_route_ref(l, n, x, rids, rw)))
+		if ((rc = hs__moe_route(l, n, x, rids, rw)))
 			goto out_free;
 		ids = rids;
 		weights = rw;

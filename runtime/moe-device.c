@@ -14,6 +14,7 @@
 #include "hotset.h"
 #include "device/device.h"
 #include "base/error.h"
+#include "cpu_kernels/router.h"
 #include "model/model.h"
 
 struct pinned_buf {
@@ -91,7 +92,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	if (ids_in) {
 		memcpy(hids, ids_in, ib);
 		memcpy(hw, weights_in, sizeof(float) * (size_t)n * K);
-	} else if ((rc = hs__moe_route_ref(l, n, x, hids, hw))) {
+	} else if ((rc = hs__moe_route(l, n, x, hids, hw))) {
 		goto out_release;
 	}
 	/* one slot per routed expert; the others stay on the host, unread */

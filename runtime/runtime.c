@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/router.h"
 #include "hotset.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -448,7 +449,7 @@ static int cpu_forward(hs_runtime *rt, struct rt_layer *L, int n, const float *x
 	if (!ids) {
 		rid = malloc(sizeof *rid * (size_t)n * l->n_used);
 		rw = malloc(sizeof *rw * (size_t)n * l->n_used);
-		if (!rid || !rw || (rc = hs__moe_route_ref(l, n, x, rid, rw)) != 0) {
+		if (!rid || !rw || (rc = hs__moe_route(l, n, x, rid, rw)) != 0) {
 			free(rid);
 			free(rw);
 			return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
@@ -587,7 +588,7 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 	if (rt->trace && !ids) { /* route here, so that the trace records the routing */
 		rid = malloc(sizeof *rid * (size_t)n * L->view->n_used);
 		rw = malloc(sizeof *rw * (size_t)n * L->view->n_used);
-		if (!rid || !rw || (rc = hs__moe_route_ref(L->view, n, x, rid, rw))) {
+		if (!rid || !rw || (rc = hs__moe_route(L->view, n, x, rid, rw))) {
 			free(rid);
 			free(rw);
 			return rid && rw ? rc : hs__error(ENOMEM, "runtime: out of memory");
