@@ -1,8 +1,11 @@
 /* The device contract (device/device.h) on CUDA: streams, events, device
- * memory, pinned host memory and the expert kernels of gpu_kernels/.  CUDA
- * builds only; device-cuda-stub.c stands in otherwise. */
+ * memory, pinned host memory, the expert kernels and the whole model's
+ * dense ops of gpu_kernels/ (cuBLAS, when it is found at run time, for the
+ * float-weight products of prefill).  CUDA builds only; device-cuda-stub.c
+ * stands in otherwise. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,8 @@
 #include <cuda_runtime_api.h>
 
 #include "base/error.h"
+#include "cpu_kernels/attention.h"
+#include "cpu_kernels/dense.h"
 #include "cpu_kernels/formats.h"
 #include "cpu_kernels/moe.h"
 #include "device/device-cuda.h"
@@ -25,6 +30,8 @@ struct hs_dev {
 struct hs_queue {
 	int dev;
 	cudaStream_t s;
+	void *blas;                /* cuBLAS handle, made at the first product that wants it */
+	int blas_tried;
 };
 
 struct hs_event {
@@ -134,6 +141,7 @@ static void dev_queue_destroy(hs_queue *q)
 	if (!q)
 		return;
 	cudaStreamSynchronize(q->s);
+	hs__gpu_blas_destroy(q->blas);
 	cudaStreamDestroy(q->s);
 	free(q);
 }
@@ -292,6 +300,290 @@ size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f)
 	return dev_ffn_scratch(f);
 }
 
+/* ---- dense ops ------------------------------------------------------------------------
+ * Checked here as the CPU ops check their jobs, plus what the kernels' loads
+ * need: weight rows and F16 cells at 2-byte (F32: 4-byte) aligned
+ * addresses, as device allocations and GGUF rows give them. */
+
+_Static_assert(HS_GPU_MM_GEMV == 1 && HS_GPU_MM_TILE == 2 && HS_GPU_MM_BLAS == 3,
+	       "device-cuda.h documents the matmul paths as 1, 2, 3");
+
+static int aligned(const void *p, size_t a)
+{
+	return (uintptr_t)p % a == 0;
+}
+
+/* The CPU op's checks (cpu_kernels/dense.c), then what the kernels add:
+ * the types they take, aligned rows, scratch for F16/BF16 through cuBLAS. */
+static int check_matmul(const struct hs_dev_matmul *m)
+{
+	const size_t al = m->type == HS_TYPE_F32 ? 4 : m->type == HS_TYPE_MXFP4 ? 1 : 2;
+	struct hs_matmul_job job = { .type = m->type, .rows = m->rows, .cols = m->cols, .row_bytes = m->row_bytes,
+				     .n = m->n, .x_stride = m->x_stride, .y_stride = m->y_stride, .scratch = m->scratch };
+	int rc;
+
+	if (m->type != HS_TYPE_F32 && m->type != HS_TYPE_F16 && m->type != HS_TYPE_BF16 && m->type != HS_TYPE_Q8_0 &&
+	    m->type != HS_TYPE_MXFP4)
+		return hs__error(EINVAL, "matmul: weight type %d (the CUDA device takes f32, f16, bf16, q8_0, mxfp4)",
+				 m->type);
+	if ((rc = hs__matmul_prepare(&job)))
+		return rc;
+	if (m->row_bytes % al || !aligned(m->w, al))
+		return hs__error(EINVAL, "matmul: %s rows must start at multiples of %zu bytes (row_bytes %zu)",
+				 hs__type_name(m->type), al, m->row_bytes);
+	if (!m->scratch && hs__gpu_matmul_scratch_bytes(m->type, m->cols, m->n))
+		return hs__error(EINVAL, "matmul: %s weights of %d tokens need scratch", hs__type_name(m->type), m->n);
+	return 0;
+}
+
+static struct hs_gpu_matmul mm_args(const struct hs_dev_matmul *m)
+{
+	struct hs_gpu_matmul a = { .type = m->type, .rows = m->rows, .cols = m->cols, .w = m->w,
+				   .row_bytes = m->row_bytes, .bias = m->bias, .n = m->n, .x = m->x,
+				   .x_stride = m->x_stride, .y = m->y, .y_stride = m->y_stride };
+	return a;
+}
+
+static size_t dev_matmul_scratch(int type, int cols, int n)
+{
+	return hs__gpu_matmul_scratch_bytes(type, cols, n);
+}
+
+/* The queue's cuBLAS handle, made once; NULL (own kernels) when cuBLAS is
+ * absent or cannot start. */
+static void *queue_blas(hs_queue *q)
+{
+	if (!q->blas_tried) {
+		q->blas_tried = 1;
+		if (hs__gpu_blas_load(NULL, 0) == 0 && cudaSetDevice(q->dev) == cudaSuccess)
+			hs__gpu_blas_create(&q->blas);
+	}
+	return q->blas;
+}
+
+static int dev_matmul(hs_queue *q, const struct hs_dev_matmul *m)
+{
+	int rc = check_matmul(m), status = 0;
+	if (rc)
+		return rc;
+	struct hs_gpu_matmul a = mm_args(m);
+	const int float_w = m->type == HS_TYPE_F32 || m->type == HS_TYPE_F16 || m->type == HS_TYPE_BF16;
+	void *blas = float_w && m->n > HS_GPU_GEMV_MAX_TOKENS ? queue_blas(q) : NULL;
+	cudaError_t e = hs__gpu_matmul(&a, m->scratch, blas, &status, q->s);
+	if (e == cudaErrorUnknown && status)
+		return hs__error(EIO, "CUDA device %d: cuBLAS GEMM (%d x %d x %d %s): status %d", q->dev, m->rows,
+				 m->cols, m->n, hs__type_name(m->type), status);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "matmul kernels", q->dev);
+}
+
+int hs__cuda_matmul_emulate(const struct hs_dev_matmul *m, int path)
+{
+	int rc = check_matmul(m);
+	if (rc)
+		return rc;
+	if (path < HS_GPU_MM_AUTO || path > HS_GPU_MM_BLAS)
+		return hs__error(EINVAL, "matmul emulation: path %d (0..3)", path);
+	if (path == HS_GPU_MM_BLAS && (m->type == HS_TYPE_Q8_0 || m->type == HS_TYPE_MXFP4))
+		return hs__error(EINVAL, "matmul emulation: the cuBLAS path takes float weights, not %s",
+				 hs__type_name(m->type));
+	if (path == HS_GPU_MM_BLAS && m->type != HS_TYPE_F32 && m->n > 0 && !m->scratch)
+		return hs__error(EINVAL, "matmul emulation: the cuBLAS path needs scratch");
+	struct hs_gpu_matmul a = mm_args(m);
+	hs__gpu_matmul_emulate(&a, m->scratch, (enum hs_gpu_mm_path)path);
+	return 0;
+}
+
+static int check_norm(const struct hs_dev_norm *r)
+{
+	if (r->n < 0 || r->n_head < 1 || r->dim < 1)
+		return hs__error(EINVAL, "rmsnorm: %d tokens, %d heads of %d values", r->n, r->n_head, r->dim);
+	if (r->n > 1 && (r->x_stride < (size_t)r->n_head * r->dim || r->y_stride < (size_t)r->n_head * r->dim))
+		return hs__error(EINVAL, "rmsnorm: token strides %zu, %zu under %d x %d values", r->x_stride, r->y_stride,
+				 r->n_head, r->dim);
+	return 0;
+}
+
+static struct hs_gpu_norm norm_args(const struct hs_dev_norm *r)
+{
+	struct hs_gpu_norm a = { r->x, r->x_stride, r->y, r->y_stride, r->n, r->n_head, r->dim, r->w, r->eps };
+	return a;
+}
+
+static int dev_rmsnorm(hs_queue *q, const struct hs_dev_norm *r)
+{
+	int rc = check_norm(r);
+	if (rc)
+		return rc;
+	struct hs_gpu_norm a = norm_args(r);
+	cudaError_t e = hs__gpu_rmsnorm(&a, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "rmsnorm kernel", q->dev);
+}
+
+int hs__cuda_rmsnorm_emulate(const struct hs_dev_norm *r)
+{
+	int rc = check_norm(r);
+	if (rc)
+		return rc;
+	struct hs_gpu_norm a = norm_args(r);
+	hs__gpu_rmsnorm_emulate(&a);
+	return 0;
+}
+
+static int check_rope(const struct hs_dev_rope *r)
+{
+	if (r->n < 0 || r->n_head < 1 || r->n_rot < 2 || r->n_rot % 2 || r->n_rot > r->head_dim)
+		return hs__error(EINVAL, "rope: %d tokens, %d heads, n_rot %d of head_dim %d (even, 2..head_dim)", r->n,
+				 r->n_head, r->n_rot, r->head_dim);
+	if (r->n > 1 && r->x_stride < (size_t)r->n_head * r->head_dim)
+		return hs__error(EINVAL, "rope: token stride %zu under %d x %d values", r->x_stride, r->n_head,
+				 r->head_dim);
+	return 0;
+}
+
+static struct hs_gpu_rope rope_args(const struct hs_dev_rope *r)
+{
+	struct hs_gpu_rope a = { r->x, r->x_stride, r->n, r->n_head, r->head_dim, r->n_rot, r->cs };
+	return a;
+}
+
+static int dev_rope(hs_queue *q, const struct hs_dev_rope *r)
+{
+	int rc = check_rope(r);
+	if (rc)
+		return rc;
+	struct hs_gpu_rope a = rope_args(r);
+	cudaError_t e = hs__gpu_rope(&a, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "rope kernel", q->dev);
+}
+
+int hs__cuda_rope_emulate(const struct hs_dev_rope *r)
+{
+	int rc = check_rope(r);
+	if (rc)
+		return rc;
+	struct hs_gpu_rope a = rope_args(r);
+	hs__gpu_rope_emulate(&a);
+	return 0;
+}
+
+static int check_kv_store(const struct hs_dev_kv_store *s)
+{
+	if (s->type != HS_TYPE_F16 && s->type != HS_TYPE_Q8_0)
+		return hs__error(EINVAL, "kv_store: cell type %d (f16 or q8_0)", s->type);
+	if (s->n < 0 || s->n_head_kv < 1 || s->head_dim < 1 || (s->type == HS_TYPE_Q8_0 && s->head_dim % HS_QK))
+		return hs__error(EINVAL, "kv_store: %d tokens, %d heads of %d values (q8_0: a multiple of %d)", s->n,
+				 s->n_head_kv, s->head_dim, HS_QK);
+	const size_t rb = hs__type_row_bytes(s->type, (uint64_t)s->head_dim);
+	if (s->cell_bytes < rb || (s->n_head_kv > 1 && s->head_bytes < rb))
+		return hs__error(EINVAL, "kv_store: cells %zu and heads %zu bytes apart, rows of %zu bytes", s->cell_bytes,
+				 s->head_bytes, rb);
+	if (s->type == HS_TYPE_F16 && (!aligned(s->dst, 2) || s->cell_bytes % 2 || s->head_bytes % 2))
+		return hs__error(EINVAL, "kv_store: f16 cells must start at even addresses");
+	if (s->cell_pos && !s->pos)
+		return hs__error(EINVAL, "kv_store: cell_pos without positions");
+	return 0;
+}
+
+static struct hs_gpu_kv_store kv_args(const struct hs_dev_kv_store *s)
+{
+	struct hs_gpu_kv_store a = { s->type, s->x, s->x_stride, s->n, s->n_head_kv, s->head_dim, s->cells, s->dst,
+				     s->cell_bytes, s->head_bytes, s->cell_pos, s->pos };
+	return a;
+}
+
+static int dev_kv_store(hs_queue *q, const struct hs_dev_kv_store *s)
+{
+	int rc = check_kv_store(s);
+	if (rc)
+		return rc;
+	struct hs_gpu_kv_store a = kv_args(s);
+	cudaError_t e = hs__gpu_kv_store(&a, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "kv_store kernel", q->dev);
+}
+
+int hs__cuda_kv_store_emulate(const struct hs_dev_kv_store *s)
+{
+	int rc = check_kv_store(s);
+	if (rc)
+		return rc;
+	struct hs_gpu_kv_store a = kv_args(s);
+	hs__gpu_kv_store_emulate(&a);
+	return 0;
+}
+
+/* attention.h's checks (the sim's ops have the same limits: one model runs
+ * on both), then aligned F16 cells. */
+static int check_attn(const struct hs_dev_attn *a)
+{
+	struct hs_attn_job job = { .n = a->n, .n_head = a->n_head, .n_head_kv = a->n_head_kv, .head_dim = a->head_dim,
+				   .kv_type = a->kv_type, .n_cells = a->n_cells, .window = a->window, .n_split = 1 };
+	int rc = hs__attn_prepare(&job);
+	if (rc)
+		return rc;
+	if (a->kv_type == HS_TYPE_F16 && (!aligned(a->k, 2) || !aligned(a->v, 2) || a->k_cell % 2 || a->k_head % 2 ||
+					  a->v_cell % 2 || a->v_head % 2))
+		return hs__error(EINVAL, "attention: f16 cells must start at even addresses");
+	return 0;
+}
+
+static struct hs_gpu_attn attn_args(const struct hs_dev_attn *a)
+{
+	struct hs_gpu_attn g = { .n = a->n, .n_head = a->n_head, .n_head_kv = a->n_head_kv, .head_dim = a->head_dim,
+				 .q = a->q, .q_stride = a->q_stride, .q_pos = a->q_pos, .kv_type = a->kv_type,
+				 .k = a->k, .v = a->v, .k_cell = a->k_cell, .k_head = a->k_head, .v_cell = a->v_cell,
+				 .v_head = a->v_head, .n_cells = a->n_cells, .cell_pos = a->cell_pos,
+				 .window = a->window, .sinks = a->sinks, .scale = a->scale, .out = a->out,
+				 .out_stride = a->out_stride };
+	return g;
+}
+
+static size_t dev_attn_scratch(int n, int n_head, int n_head_kv, int head_dim, int n_cells)
+{
+	return hs__gpu_attn_scratch_bytes(n, n_head, n_head_kv, head_dim, n_cells);
+}
+
+static int dev_attention(hs_queue *q, const struct hs_dev_attn *a)
+{
+	int rc = check_attn(a);
+	if (rc)
+		return rc;
+	if (!a->scratch && dev_attn_scratch(a->n, a->n_head, a->n_head_kv, a->head_dim, a->n_cells))
+		return hs__error(EINVAL, "attention: %d cells in ranges need scratch", a->n_cells);
+	struct hs_gpu_attn g = attn_args(a);
+	cudaError_t e = hs__gpu_attention(&g, a->scratch, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "attention kernels", q->dev);
+}
+
+int hs__cuda_attention_emulate(const struct hs_dev_attn *a, int n_split)
+{
+	int rc = check_attn(a);
+	if (rc)
+		return rc;
+	if (n_split < 0 || (n_split > 1 && !a->scratch) ||
+	    (n_split == 0 && !a->scratch && dev_attn_scratch(a->n, a->n_head, a->n_head_kv, a->head_dim, a->n_cells)))
+		return hs__error(EINVAL, "attention emulation: %d ranges without scratch", n_split);
+	struct hs_gpu_attn g = attn_args(a);
+	hs__gpu_attention_emulate(&g, a->scratch, n_split);
+	return 0;
+}
+
+static int dev_add(hs_queue *q, float *y, const float *x, size_t n)
+{
+	cudaError_t e = hs__gpu_add(y, x, n, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "add kernel", q->dev);
+}
+
+int hs__cuda_add_emulate(float *y, const float *x, size_t n)
+{
+	hs__gpu_add_emulate(y, x, n);
+	return 0;
+}
+
+int hs__cuda_blas_status(char *why, size_t why_len)
+{
+	return hs__gpu_blas_load(why, why_len);
+}
+
 static const struct hs_dev_ops cuda_ops = {
 	.name = "cuda",
 	.open = dev_open,
@@ -319,6 +611,14 @@ static const struct hs_dev_ops cuda_ops = {
 	.quantize = dev_quantize,
 	.ffn_scratch_bytes = dev_ffn_scratch,
 	.ffn = dev_ffn,
+	.matmul_scratch_bytes = dev_matmul_scratch,
+	.matmul = dev_matmul,
+	.rmsnorm = dev_rmsnorm,
+	.rope = dev_rope,
+	.kv_store = dev_kv_store,
+	.attn_scratch_bytes = dev_attn_scratch,
+	.attention = dev_attention,
+	.add = dev_add,
 };
 
 const struct hs_dev_ops *hs__dev_cuda_ops(void)

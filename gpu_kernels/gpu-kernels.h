@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
+#include "gpu_kernels/scratch.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -40,13 +42,126 @@ struct hs_gpu_ffn {
 	float *h;                  /* set from the scratch by the launcher */
 	void *hq;
 };
-/* Device scratch one launch of n tokens needs. */
+/* Device scratch one launch of n tokens needs (scratch.h's formula). */
 size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts);
 cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, void *scratch, cudaStream_t stream);
 /* The same arithmetic on the CPU over host memory (tiled 0: the decode
  * kernels' code, 1: the prefill path's grouping and tiles); -EINVAL for an
  * id out of range.  For tests on machines without a GPU. */
 int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
+
+/* ---- dense ops of the whole model (dense.cu) ---------------------------------
+ * The semantics are the CPU ops' (cpu_kernels/dense.h, attention.h; see
+ * device/device.h); every pointer is a device pointer, except in the
+ * *_emulate entries, which run the kernels' arithmetic on the CPU over host
+ * memory (tests on machines without a GPU).  Arguments are checked by the
+ * caller (device/device-cuda.c). */
+
+/* y[t] = W x[t] (+ bias) for t < n.  Q8_0/MXFP4 weights: x quantized to
+ * Q8_0 first (as the CPU op), int8 dot products.  F32/F16/BF16: f32
+ * activations in the GEMV and tile kernels; through cuBLAS, F16/BF16
+ * activations are rounded to the weights' type first (llama.cpp's CUDA
+ * backend does the same).  w 2-byte aligned (4 for F32), row_bytes too. */
+struct hs_gpu_matmul {
+	int type, rows, cols;
+	const unsigned char *w;
+	size_t row_bytes;
+	const float *bias;
+	int n;
+	const float *x;
+	size_t x_stride;
+	float *y;
+	size_t y_stride;
+};
+enum hs_gpu_mm_path {
+	HS_GPU_MM_AUTO,  /* GEMV up to HS_GPU_GEMV_MAX_TOKENS tokens, else cuBLAS (float weights, when given) or tiles */
+	HS_GPU_MM_GEMV,  /* one warp per row, all tokens (at most HS_GPU_GEMV_MAX_TOKENS) */
+	HS_GPU_MM_TILE,  /* 64 rows x 32 tokens per block */
+	HS_GPU_MM_BLAS   /* cuBLAS (float weights); emulated as the rounding of x, then an exact product */
+};
+size_t hs__gpu_matmul_scratch_bytes(int type, int cols, int n);
+/* blas: a handle from hs__gpu_blas_create(), or NULL for the own kernels.
+ * A cuBLAS failure returns cudaErrorUnknown with its status in *blas_status. */
+cudaError_t hs__gpu_matmul(const struct hs_gpu_matmul *a, void *scratch, void *blas, int *blas_status,
+			   cudaStream_t stream);
+void hs__gpu_matmul_emulate(const struct hs_gpu_matmul *a, void *scratch, enum hs_gpu_mm_path path);
+
+/* cuBLAS, opened at run time (dlopen of libcublas.so.<CUDA major>), so that
+ * a binary runs where it is absent: 0 when usable, else -ENOENT with the
+ * reason in why.  HOTSET_CUBLAS=0 in the environment turns it off. */
+int hs__gpu_blas_load(char *why, size_t why_len);
+/* A handle for the current device; 0 or cuBLAS's status. */
+int hs__gpu_blas_create(void **handle);
+void hs__gpu_blas_destroy(void *handle);
+
+/* RMSNorm of n tokens x n_head rows of dim values (y may be x). */
+struct hs_gpu_norm {
+	const float *x;
+	size_t x_stride;
+	float *y;
+	size_t y_stride;
+	int n, n_head, dim;
+	const float *w;
+	float eps;
+};
+cudaError_t hs__gpu_rmsnorm(const struct hs_gpu_norm *a, cudaStream_t stream);
+void hs__gpu_rmsnorm_emulate(const struct hs_gpu_norm *a);
+
+/* NEOX RoPE in place with the table cs[n][n_rot] (cos, then sin). */
+struct hs_gpu_rope {
+	float *x;
+	size_t x_stride;
+	int n, n_head, head_dim, n_rot;
+	const float *cs;
+};
+cudaError_t hs__gpu_rope(const struct hs_gpu_rope *a, cudaStream_t stream);
+void hs__gpu_rope_emulate(const struct hs_gpu_rope *a);
+
+/* K or V rows into cache cells as F16 (round to nearest even) or Q8_0;
+ * cell_pos[cells[t]] = pos[t] when cell_pos is set. */
+struct hs_gpu_kv_store {
+	int type;
+	const float *x;
+	size_t x_stride;
+	int n, n_head_kv, head_dim;
+	const int *cells;
+	unsigned char *dst;
+	size_t cell_bytes, head_bytes;
+	int *cell_pos;
+	const int *pos;
+};
+cudaError_t hs__gpu_kv_store(const struct hs_gpu_kv_store *a, cudaStream_t stream);
+void hs__gpu_kv_store_emulate(const struct hs_gpu_kv_store *a);
+
+/* Attention of n query tokens over n_cells cache cells (attention.h's
+ * semantics: GQA, causal by cell positions, sliding window, sinks in the
+ * max and the denominator).  Work items are (token, KV head, cell range),
+ * hs__gpu_attn_split() ranges; with more than one, partial states go to the
+ * scratch and a merge kernel combines them. */
+struct hs_gpu_attn {
+	int n, n_head, n_head_kv, head_dim;
+	const float *q;
+	size_t q_stride;
+	const int *q_pos;
+	int kv_type;
+	const unsigned char *k, *v;
+	size_t k_cell, k_head, v_cell, v_head;
+	int n_cells;
+	const int *cell_pos;
+	int window;
+	const float *sinks;
+	float scale;
+	float *out;
+	size_t out_stride;
+};
+size_t hs__gpu_attn_scratch_bytes(int n, int n_head, int n_head_kv, int head_dim, int n_cells);
+cudaError_t hs__gpu_attention(const struct hs_gpu_attn *a, void *scratch, cudaStream_t stream);
+/* n_split 0: as the launcher picks; else that many ranges (scratch for them). */
+void hs__gpu_attention_emulate(const struct hs_gpu_attn *a, void *scratch, int n_split);
+
+/* y[i] += x[i] for i < n */
+cudaError_t hs__gpu_add(float *y, const float *x, size_t n, cudaStream_t stream);
+void hs__gpu_add_emulate(float *y, const float *x, size_t n);
 
 #ifdef __cplusplus
 }

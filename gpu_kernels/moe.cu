@@ -15,69 +15,20 @@
 // function, so hs__gpu_ffn_emulate() runs the very same code on the CPU for
 // the tests of machines without a GPU.  What the emulation cannot check:
 // launch geometry, warp shuffles and atomics.
-#include <cuda_fp16.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_kernels/common.cuh"
 #include "gpu_kernels/gpu-kernels.h"
 
-#define HD __host__ __device__
-#define QK 32
-#define MXFP4_BYTES 17
-#define Q8_BYTES 34
-#define TYPE_MXFP4 39
 #define WARPS 4          // decode: warps (rows) per block
 #define TILE_ROWS 64     // prefill tile: rows ...
 #define TILE_PAIRS 32    // ... x pairs, 256 threads of 4 x 2 outputs
 #define TILE_THREADS 256
 #define PREFILL_MIN_PAIRS 64
-
-HD static inline int mxfp4_value(int nibble)
-{
-	// ggml's kvalues_mxfp4: twice the e2m1 values, paired with a scale of 2^(e-128)
-	const int8_t lut[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-	return lut[nibble & 15];
-}
-
-HD static inline float half_at(const unsigned char *p)
-{
-	unsigned short v = (unsigned short)(p[0] | (p[1] << 8));
-	return __half2float(__ushort_as_half(v));
-}
-
-// A weight block as 32 int8 values and its scale.
-HD static inline float unpack_block(int type, const unsigned char *w, int8_t v[QK])
-{
-	if (type == TYPE_MXFP4) {
-		for (int j = 0; j < 16; j++) {
-			v[j] = (int8_t)mxfp4_value(w[1 + j] & 15);
-			v[j + 16] = (int8_t)mxfp4_value(w[1 + j] >> 4);
-		}
-		return ldexpf(1.0f, (int)w[0] - 128);
-	}
-	memcpy(v, w + 2, QK);
-	return half_at(w);
-}
-
-HD static inline int dot32(const int8_t *a, const int8_t *b)
-{
-	int s = 0;
-#ifdef __CUDA_ARCH__
-	for (int j = 0; j < QK; j += 4) {
-		int x, y;
-		memcpy(&x, a + j, 4);
-		memcpy(&y, b + j, 4);
-		s = __dp4a(x, y, s);
-	}
-#else
-	for (int j = 0; j < QK; j++)
-		s += a[j] * b[j];
-#endif
-	return s;
-}
 
 // One weight block against one Q8_0 activation block.
 HD static inline float dot_block(int type, const unsigned char *w, const unsigned char *x)
@@ -85,11 +36,6 @@ HD static inline float dot_block(int type, const unsigned char *w, const unsigne
 	int8_t v[QK];
 	float ws = unpack_block(type, w, v);
 	return (float)dot32(v, (const int8_t *)(x + 2)) * ws * half_at(x);
-}
-
-HD static inline int block_bytes(int type)
-{
-	return type == TYPE_MXFP4 ? MXFP4_BYTES : Q8_BYTES;
 }
 
 HD static inline size_t row_bytes(int type, int n)
@@ -124,19 +70,6 @@ HD static inline float lane_partial(int type, const unsigned char *row, int nb, 
 	for (int b = lane; b < nb; b += 32)
 		acc += dot_block(type, row + (size_t)b * block_bytes(type), x + (size_t)b * Q8_BYTES);
 	return acc;
-}
-
-HD static inline void quantize_block(const float *v, unsigned char *o)
-{
-	float amax = 0;
-	for (int j = 0; j < QK; j++)
-		amax = fmaxf(amax, fabsf(v[j]));
-	float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-	unsigned short hd = __half_as_ushort(__float2half_rn(d));
-	o[0] = (unsigned char)(hd & 0xff);
-	o[1] = (unsigned char)(hd >> 8);
-	for (int j = 0; j < QK; j++)
-		((signed char *)o)[2 + j] = (signed char)rintf(v[j] * id);
 }
 
 HD static inline float act(int kind, float g, float u)
@@ -291,13 +224,6 @@ extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_c
 	return cudaGetLastError();
 }
 
-__device__ static float warp_sum(float v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_down_sync(0xffffffffu, v, o);
-	return v;
-}
-
 // decode, grid (ceil(n_ff / warps), pairs), `warps` warps of 32 per block;
 // each warp stages its gate and up rows in shared memory with 16-byte loads
 __global__ void hs_gate_up_kernel(struct hs_gpu_ffn a, int warps)
@@ -399,11 +325,7 @@ __global__ void hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const
 
 extern "C" size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts)
 {
-	size_t pairs = (size_t)n * n_used;
-	size_t h = (pairs * n_ff * sizeof(float) + 255) & ~(size_t)255;
-	size_t hq = (pairs * (n_ff / QK) * Q8_BYTES + 255) & ~(size_t)255;
-	size_t grouping = sizeof(int) * (3 * (size_t)n_experts + 1 + pairs);
-	return h + hq + grouping;
+	return hs__gpu_ffn_scratch_size(n, n_used, n_ff, n_experts);
 }
 
 // carves h, hq and the grouping arrays out of the scratch

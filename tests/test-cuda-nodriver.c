@@ -1,13 +1,31 @@
 /* Checks that a CUDA build runs where there is no GPU or driver: the probe
  * reports zero devices with a reason instead of failing, and the device
- * calls refuse cleanly.  Skipped in builds without CUDA. */
+ * calls refuse cleanly; cuBLAS is not linked (it is not in the process
+ * until the first lookup, which works or says why).  Skipped in builds
+ * without CUDA. */
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "device/device-cuda.h"
 #include "hotset.h"
 #include "tests/hs-test.h"
+
+/* Whether a library whose file name holds `name` is mapped into this process. */
+static int mapped(const char *name)
+{
+	char line[4096];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, name) != NULL;
+	fclose(f);
+	return found;
+}
 
 int main(void)
 {
@@ -32,6 +50,16 @@ int main(void)
 			for (int i = 0; i < hs_topology_n_gpus(t); i++)
 				CHECK(hs_topology_gpu(t, i)->cuda_index == -1, "cuda index with no driver");
 		hs_topology_free(t);
+	}
+	/* cuBLAS: opened at run time only */
+	{
+		char why[256] = "";
+		CHECK(mapped("libcublas") == 0, "libcublas is in the process before anything asked for it");
+		int rc = hs__cuda_blas_status(why, sizeof why);
+		CHECK(rc == 0 || (rc == -ENOENT && why[0]), "cuBLAS lookup: %d '%s'", rc, why);
+		CHECK(mapped("libcublas") == (rc == 0), "cuBLAS %s but %smapped", rc ? "absent" : "found",
+		      mapped("libcublas") ? "" : "not ");
+		printf("cuBLAS: %s\n", rc == 0 ? "found (opened at run time)" : why);
 	}
 	printf("CUDA build without a device: %s\n", hs_cuda_status());
 	return hs_test_end();

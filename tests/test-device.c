@@ -20,6 +20,7 @@
 #include "hotset.h"
 #include "topology/cuda-probe.h"
 #include "device/device.h"
+#include "tests/device-util.h"
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
 
@@ -381,16 +382,9 @@ static void evict(void)
 
 int main(void)
 {
-	const char *backend = getenv("HS_TEST_DEVICE");
-	if (!backend || !*backend)
-		backend = "sim";
-	if (strcmp(backend, "cuda") == 0 && hs__cuda_probe() == 0)
-		SKIP("no CUDA device: %s", hs__cuda_probe_status());
-	if (hs__device_open(backend, 0, &dev))
-		SKIP("device %s: %s", backend, hs_last_error());
+	dev = hs_test_device();
 	O = dev->ops;
 	is_sim = strcmp(O->name, "sim") == 0;
-	printf("device: %s\n", O->describe(dev->dev));
 	if (O->queue_create(dev->dev, &qc) || O->queue_create(dev->dev, &qx)) {
 		fprintf(stderr, "queues: %s\n", hs_last_error());
 		return 1;

@@ -1,0 +1,678 @@
+/* Checks the CUDA dense ops (gpu_kernels/dense.cu) against the CPU ops'
+ * double-precision twins over a grid of awkward shapes.  Built twice:
+ *  - test-gpu-emu-dense: without a GPU, through hs__cuda_*_emulate, which
+ *    run the kernels' own __host__ __device__ arithmetic in their lane,
+ *    warp, tile and cell-range decomposition on the CPU; SKIP in a build
+ *    without CUDA;
+ *  - test-device-dense (HS_TEST_ON_DEVICE): the same cases through the ops
+ *    table of the backend $HS_TEST_DEVICE (sim by default, cuda on a GPU:
+ *    bench/gpu-check.sh), device memory and copies included: what the
+ *    emulation cannot see (launch geometry, shuffles, cuBLAS).
+ *
+ * Bounds (normalised L2 error ||got - ref|| / ||ref||), those of
+ * tests/test-dense.c and test-attention.c for the same arithmetic:
+ *  - float-weight products with f32 activations (GEMV, tiles, F32 through
+ *    cuBLAS): 1e-5;
+ *  - Q8_0/MXFP4 products (activations quantized to Q8_0 as the CPU op does):
+ *    1e-5 against the double product of the rounded activations, 3e-2
+ *    against the unrounded ones (where there are 64 outputs or more);
+ *  - the cuBLAS path with F16/BF16 weights rounds the activations to that
+ *    type (u = 2^-11, 2^-8 per value): 1e-3 and 8e-3 against the unrounded
+ *    product, 1e-5 against the product of the rounded ones (emulation);
+ *  - RMSNorm 1e-5, RoPE 1e-6 (the table rounded once from double, two
+ *    products and an add), attention 5e-5 (online softmax in f32);
+ *  - K/V write and y += x: bit for bit (the same f16 rounding and the same
+ *    Q8_0 quantizer, round half to even).
+ * Every output is followed by guard bytes; strided outputs' gaps, cells not
+ * written and values past n_rot must keep what was there.
+ *
+ * Mutations of the CUDA arithmetic tried, each caught by the case named:
+ * see the table in README.md ("GPU kernels"). */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels/attention.h"
+#include "cpu_kernels/dense.h"
+#include "device/device-cuda.h"
+#include "device/device.h"
+#include "gpu_kernels/scratch.h"
+#include "hotset.h"
+#include "tests/dense-util.h"
+#include "tests/device-util.h"
+#include "tests/hs-test.h"
+
+#define SENTINEL 0x7f /* a NaN pattern in the gaps of strided outputs */
+
+static int small;
+static double worst[16];
+enum { W_MMF, W_MMQT, W_MMQL, W_BLAS16, W_BLAS16L, W_NORM, W_ROPE, W_ATTN };
+
+static void note(int k, double e)
+{
+	worst[k] = e > worst[k] ? e : worst[k];
+}
+
+/* ---- where the ops run: emulation, or a device's ops table ------------------ */
+
+static const struct hs_dev_ops *O;     /* device mode */
+static struct hs_device *dev;
+static hs_queue *q;
+static void *dptr[16];
+static int n_dptr;
+
+/* A device copy of bytes of host memory (NULL: NULL). */
+static void *up(const void *h, size_t bytes)
+{
+	void *d = NULL;
+	if (!h)
+		return NULL;
+	if (O->alloc(dev->dev, bytes ? bytes : 1, &d)) {
+		CHECK(0, "device alloc of %zu bytes: %s", bytes, hs_last_error());
+		exit(hs_test_end());
+	}
+	if (bytes)
+		CHECK(O->copy_h2d(q, d, h, bytes) == 0, "upload: %s", hs_last_error());
+	dptr[n_dptr++] = d;
+	return d;
+}
+
+static void down(void *h, const void *d, size_t bytes)
+{
+	CHECK(O->queue_sync(q) == 0, "device op: %s", hs_last_error());
+	if (bytes)
+		CHECK(O->copy_d2h(q, h, d, bytes) == 0 && O->queue_sync(q) == 0, "download: %s", hs_last_error());
+}
+
+static void drop_all(void)
+{
+	for (int i = 0; i < n_dptr; i++)
+		O->free(dev->dev, dptr[i]);
+	n_dptr = 0;
+}
+
+#ifdef HS_TEST_ON_DEVICE
+static const int on_device = 1;
+#else
+static const int on_device = 0;
+#endif
+
+/* ---- matrix products -------------------------------------------------------------- */
+
+static void q8_roundtrip(const float *x, float *xd, int n, size_t xs, int cols)
+{
+	struct hs_block_q8_0 *b = malloc(sizeof *b * (size_t)(cols / HS_QK));
+	for (int t = 0; t < n; t++) {
+		hs__kernels_ref.quantize_q8_0(x + (size_t)t * xs, b, cols);
+		hs__dequantize_row_ref(HS_TYPE_Q8_0, b, xd + (size_t)t * xs, (size_t)cols);
+	}
+	free(b);
+}
+
+/* x rounded to f16 or bf16 and back */
+static void r16_roundtrip(int type, const float *x, float *xd, int n, size_t xs, int cols)
+{
+	for (int t = 0; t < n; t++)
+		for (int c = 0; c < cols; c++) {
+			const float v = x[(size_t)t * xs + c];
+			xd[(size_t)t * xs + c] = type == HS_TYPE_F16 ? hs__fp16_to_fp32(hs__fp32_to_fp16(v))
+								     : hs__bf16_to_fp32(hs__fp32_to_bf16(v));
+		}
+}
+
+static int gaps_ok(const float *y, int n, size_t stride, int len)
+{
+	const uint8_t *b = (const uint8_t *)y;
+	for (int t = 0; t + 1 < n; t++)
+		for (size_t i = (size_t)t * stride + len; i < (size_t)(t + 1) * stride; i++)
+			for (int k = 0; k < 4; k++)
+				if (b[i * 4 + k] != SENTINEL)
+					return 0;
+	return 1;
+}
+
+static const char *path_name(int p)
+{
+	static const char *const names[] = { "auto", "gemv", "tile", "cublas" };
+	return on_device ? O->name : names[p];
+}
+
+static void run_matmul(struct hs_dev_matmul *m, int path, size_t ny)
+{
+	const size_t sb = on_device ? O->matmul_scratch_bytes(m->type, m->cols, m->n)
+				    : (size_t)m->n * m->cols * 2 + (size_t)m->n * (m->cols / 32) * 34 + 64;
+	void *scratch = sb ? malloc(sb) : NULL;
+	m->scratch = scratch;
+	if (!on_device) {
+		CHECK(hs__cuda_matmul_emulate(m, path) == 0, "%s", hs_last_error());
+		free(scratch);
+		return;
+	}
+	struct hs_dev_matmul d = *m;
+	d.w = up(m->w, (size_t)m->rows * m->row_bytes);
+	d.bias = up(m->bias, sizeof(float) * m->rows);
+	d.x = up(m->x, sizeof(float) * ((size_t)(m->n - 1) * m->x_stride + m->cols));
+	d.y = up(m->y, sizeof(float) * ny);
+	d.scratch = sb ? up(scratch, sb) : NULL;
+	CHECK(O->matmul(q, &d) == 0, "%s", hs_last_error());
+	down(m->y, d.y, sizeof(float) * ny);
+	drop_all();
+	free(scratch);
+}
+
+static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad, int path)
+{
+	const size_t rb = hs__type_row_bytes(type, (uint64_t)cols) + (size_t)pad * 4;
+	const size_t xs = (size_t)cols + (size_t)pad, ys = (size_t)rows + (size_t)pad;
+	const size_t ny = (size_t)(n - 1) * ys + rows;
+	const int quant = type == HS_TYPE_Q8_0 || type == HS_TYPE_MXFP4;
+	/* on a device the float products of prefill may go through cuBLAS */
+	const int r16 = (type == HS_TYPE_F16 || type == HS_TYPE_BF16) &&
+			(path == 3 || (on_device && n > HS_GPU_GEMV_MAX_TOKENS));
+	uint8_t *w = du_matrix(type, rows, cols, rb);
+	float *x = du_alloc(sizeof(float) * n * xs), *xd = du_alloc(sizeof(float) * n * xs);
+	float *b = du_alloc(sizeof(float) * rows), *y_ref = du_alloc(sizeof(float) * ny);
+	float *y_r = du_alloc(sizeof(float) * ny), *y = du_alloc(sizeof(float) * ny);
+	int nan = 0;
+
+	du_fill(x, n * xs, 0, 1);
+	du_fill(b, rows, 0, 0.1f);
+	struct hs_matmul_job j = { .type = type, .rows = rows, .cols = cols, .w = w, .row_bytes = rb,
+				   .bias = bias ? b : NULL, .n = n, .x = x, .x_stride = xs, .y = y_ref, .y_stride = ys };
+	CHECK(hs__matmul_ref(&j) == 0, "matmul reference: %s", hs_last_error());
+	if (quant || r16) {
+		if (quant)
+			q8_roundtrip(x, xd, n, xs, cols);
+		else
+			r16_roundtrip(type, x, xd, n, xs, cols);
+		j.x = xd;
+		j.y = y_r;
+		CHECK(hs__matmul_ref(&j) == 0, "matmul reference: %s", hs_last_error());
+	}
+	memset(y, SENTINEL, sizeof(float) * ny);
+	struct hs_dev_matmul m = { .type = type, .rows = rows, .cols = cols, .w = w, .row_bytes = rb,
+				   .bias = bias ? b : NULL, .n = n, .x = x, .x_stride = xs, .y = y, .y_stride = ys };
+	run_matmul(&m, path, ny);
+	CHECK(gaps_ok(y, n, ys, rows) && du_guard_ok(y, sizeof(float) * ny), "matmul %s %s %dx%d n%d wrote outside its rows",
+	      path_name(path), hs__type_name(type), rows, cols, n);
+	const double e = du_rel_l2_rows(y, y_ref, n, ys, rows, &nan);
+	const double er = quant || r16 ? du_rel_l2_rows(y, y_r, n, ys, rows, &nan) : 0;
+	const int many = (long)rows * n >= 64; /* a few dot products can cancel: loose bounds hold over many */
+	if (quant) {
+		CHECK(er <= 1e-5 && (!many || e <= 3e-2) && !nan,
+		      "matmul %s %s %dx%d n%d: %.3g against rounded x (1e-5), %.3g against x (3e-2), %d NaN",
+		      path_name(path), hs__type_name(type), rows, cols, n, er, e, nan);
+		note(W_MMQT, er);
+		if (many)
+			note(W_MMQL, e);
+	} else if (r16) {
+		const double loose = type == HS_TYPE_F16 ? 1e-3 : 8e-3;
+		/* on a device the path is its own choice: the rounded product is the emulation's claim only */
+		CHECK((on_device || er <= 1e-5) && (!many || e <= loose) && !nan,
+		      "matmul %s %s %dx%d n%d: %.3g against rounded x (1e-5), %.3g against x (%g), %d NaN",
+		      path_name(path), hs__type_name(type), rows, cols, n, er, e, loose, nan);
+		if (!on_device)
+			note(W_BLAS16, er);
+		if (many)
+			note(W_BLAS16L, e);
+	} else {
+		CHECK(e <= 1e-5 && !nan, "matmul %s %s %dx%d n%d: error %.3g (bound 1e-5), %d NaN", path_name(path),
+		      hs__type_name(type), rows, cols, n, e, nan);
+		note(W_MMF, e);
+	}
+	free(w);
+	free(x);
+	free(xd);
+	free(b);
+	free(y_ref);
+	free(y_r);
+	free(y);
+}
+
+static void test_matmul(void)
+{
+	static const int types[5] = { HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_BF16, HS_TYPE_Q8_0, HS_TYPE_MXFP4 };
+	static const int fshape[5][2] = { { 1, 7 }, { 5, 36 }, { 70, 100 }, { 129, 256 }, { 33, 2880 } };
+	static const int qshape[5][2] = { { 1, 32 }, { 5, 64 }, { 70, 96 }, { 129, 256 }, { 33, 2880 } };
+	static const int ns[7] = { 1, 2, 5, 8, 9, 33, 70 };
+
+	for (int t = 0; t < 5; t++)
+		for (int s = 0; s < 5; s++)
+			for (int k = 0; k < 7; k++) {
+				const int quant = types[t] == HS_TYPE_Q8_0 || types[t] == HS_TYPE_MXFP4;
+				const int(*sh)[2] = quant ? qshape : fshape;
+				if (small && (k % 2 || s == 4))
+					continue;
+				/* row padding comes in 4-byte steps: the rows stay aligned for every type */
+				const int bias = (s + k) % 2, pad = (s * k) % 3;
+				if (on_device) {
+					ab_matmul(types[t], sh[s][0], sh[s][1], ns[k], bias, pad, 0);
+					continue;
+				}
+				/* emulation: the launch's own choice, and each kernel on every size it takes */
+				ab_matmul(types[t], sh[s][0], sh[s][1], ns[k], bias, pad, 0);
+				if (ns[k] <= HS_GPU_GEMV_MAX_TOKENS) /* the tiles with a few tokens too */
+					ab_matmul(types[t], sh[s][0], sh[s][1], ns[k], bias, pad, 2);
+				if (!quant)
+					ab_matmul(types[t], sh[s][0], sh[s][1], ns[k], bias, pad, 3);
+			}
+	/* decode-sized products over many rows; a prefill past one tile of tokens */
+	ab_matmul(HS_TYPE_Q8_0, 1001, 64, 1, 1, 0, 0);
+	ab_matmul(HS_TYPE_F16, 1001, 64, 1, 0, 1, 0);
+	if (!small) {
+		ab_matmul(HS_TYPE_Q8_0, 200, 2880, 100, 1, 0, 0);
+		ab_matmul(HS_TYPE_BF16, 150, 640, 100, 0, 0, 0);
+	}
+	printf("matmul: worst error float %.3g (1e-5); quantized %.3g against rounded x (1e-5), %.3g against x (3e-2)",
+	       worst[W_MMF], worst[W_MMQT], worst[W_MMQL]);
+	if (on_device)
+		printf("; f16/bf16 prefill %.3g against x\n", worst[W_BLAS16L]);
+	else
+		printf("; cuBLAS path f16/bf16 %.3g against rounded x (1e-5), %.3g against x (1e-3 / 8e-3)\n",
+		       worst[W_BLAS16], worst[W_BLAS16L]);
+
+	if (on_device)
+		return;
+	/* bad jobs are refused, as the device would refuse them */
+	uint8_t w[64] = { 0 };
+	float x[64] = { 0 }, y[8];
+	struct hs_dev_matmul m = { .type = HS_TYPE_Q8_0, .rows = 1, .cols = 40, .w = w, .row_bytes = 34, .n = 1,
+				   .x = x, .y = y };
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "40 columns of q8_0 accepted");
+	m.cols = 32;
+	m.w = w + 1;
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "q8_0 rows at an odd address accepted");
+	m.w = w;
+	m.scratch = NULL;
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "q8_0 without scratch accepted");
+	m.scratch = x;
+	CHECK(hs__cuda_matmul_emulate(&m, 3) == -EINVAL, "the cuBLAS path with q8_0 weights accepted");
+	m.type = HS_TYPE_F32;
+	m.row_bytes = 130;
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "f32 rows 130 bytes apart accepted");
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------ */
+
+static void ab_rmsnorm(int n, int nh, int dim, int with_w, int in_place, int pad)
+{
+	const size_t st = (size_t)nh * dim + pad, ny = (size_t)(n - 1) * st + (size_t)nh * dim;
+	float *x = du_alloc(sizeof(float) * ny), *ref = du_alloc(sizeof(float) * ny), *y = du_alloc(sizeof(float) * ny);
+	float *w = du_alloc(sizeof(float) * dim);
+	int nan = 0;
+
+	du_fill(x, ny, 0.3f, 2);
+	du_fill(w, dim, 1, 0.2f);
+	hs__rmsnorm_ref(x, st, ref, st, n, nh, dim, with_w ? w : NULL, 1e-5f);
+	if (in_place)
+		memcpy(y, x, sizeof(float) * ny);
+	else
+		memset(y, SENTINEL, sizeof(float) * ny);
+	struct hs_dev_norm r = { in_place ? y : x, st, y, st, n, nh, dim, with_w ? w : NULL, 1e-5f };
+	if (!on_device) {
+		CHECK(hs__cuda_rmsnorm_emulate(&r) == 0, "%s", hs_last_error());
+	} else {
+		struct hs_dev_norm d = r;
+		d.y = up(y, sizeof(float) * ny);
+		d.x = in_place ? d.y : up(x, sizeof(float) * ny);
+		d.w = up(r.w, sizeof(float) * dim);
+		CHECK(O->rmsnorm(q, &d) == 0, "%s", hs_last_error());
+		down(y, d.y, sizeof(float) * ny);
+		drop_all();
+	}
+	const double e = du_rel_l2_rows(y, ref, n, st, nh * dim, &nan);
+	CHECK(e <= 1e-5 && !nan && du_guard_ok(y, sizeof(float) * ny) && (in_place || gaps_ok(y, n, st, nh * dim)),
+	      "rmsnorm n%d heads %d dim %d w %d in place %d: error %.3g (1e-5), %d NaN, or a write outside", n, nh, dim,
+	      with_w, in_place, e, nan);
+	note(W_NORM, e);
+	free(x);
+	free(ref);
+	free(y);
+	free(w);
+}
+
+static void test_rmsnorm(void)
+{
+	static const int ns[3] = { 1, 3, 17 }, dims[5] = { 1, 7, 64, 100, 2880 };
+	for (int a = 0; a < 3; a++)
+		for (int b = 0; b < 5; b++)
+			for (int nh = 1; nh <= 4; nh += 3)
+				ab_rmsnorm(ns[a], nh, dims[b], (a + b) % 2, (a + nh) % 2, b % 2);
+	printf("rmsnorm: worst error %.3g (1e-5)\n", worst[W_NORM]);
+}
+
+/* ---- RoPE --------------------------------------------------------------------------------- */
+
+static void ab_rope(const struct hs_rope *rp, int n, int nh, int D, int pad)
+{
+	const size_t st = (size_t)nh * D + pad, nx = (size_t)(n - 1) * st + (size_t)nh * D;
+	float *x = du_alloc(sizeof(float) * nx), *ref = du_alloc(sizeof(float) * nx);
+	float *cs = du_alloc(sizeof(float) * n * rp->n_rot);
+	int32_t *pos = malloc(sizeof *pos * n);
+	int nan = 0, rest_ok = 1;
+
+	du_fill(x, nx, 0, 1);
+	memcpy(ref, x, sizeof(float) * nx);
+	for (int t = 0; t < n; t++) {
+		pos[t] = t == 0 ? 0 : (int32_t)(du_unif() * 100000);
+		hs__rope_fill(rp, pos[t], cs + (size_t)t * rp->n_rot);
+	}
+	hs__rope_ref(rp, ref, st, n, nh, D, pos);
+	float *y = du_alloc(sizeof(float) * nx);
+	memcpy(y, x, sizeof(float) * nx);
+	struct hs_dev_rope r = { y, st, n, nh, D, rp->n_rot, cs };
+	if (!on_device) {
+		CHECK(hs__cuda_rope_emulate(&r) == 0, "%s", hs_last_error());
+	} else {
+		struct hs_dev_rope d = r;
+		d.x = up(y, sizeof(float) * nx);
+		d.cs = up(cs, sizeof(float) * n * rp->n_rot);
+		CHECK(O->rope(q, &d) == 0, "%s", hs_last_error());
+		down(y, d.x, sizeof(float) * nx);
+		drop_all();
+	}
+	for (int t = 0; t < n; t++)
+		for (int h = 0; h < nh; h++)
+			for (int i = rp->n_rot; i < D; i++) {
+				const size_t k = (size_t)t * st + (size_t)h * D + i;
+				rest_ok &= memcmp(&y[k], &x[k], 4) == 0;
+			}
+	for (int t = 0; t + 1 < n; t++)
+		for (size_t k = (size_t)t * st + (size_t)nh * D; k < (size_t)(t + 1) * st; k++)
+			rest_ok &= memcmp(&y[k], &x[k], 4) == 0;
+	const double e = du_rel_l2_rows(y, ref, n, st, nh * D, &nan);
+	CHECK(e <= 1e-6 && !nan && rest_ok && du_guard_ok(y, sizeof(float) * nx),
+	      "rope n_rot %d head_dim %d heads %d n %d: error %.3g (1e-6), %d NaN, values past n_rot kept %d", rp->n_rot,
+	      D, nh, n, e, nan, rest_ok);
+	note(W_ROPE, e);
+	free(x);
+	free(ref);
+	free(cs);
+	free(pos);
+	free(y);
+}
+
+static void test_rope(void)
+{
+	struct hs_rope yarn, plain, part;
+	/* gpt-oss's YaRN, Qwen3's plain rope, and a partial rotation */
+	CHECK(hs__rope_init(&yarn, 64, 150000, 1.0f / 32, 1, 1, 32, 1, 4096) == 0, "%s", hs_last_error());
+	CHECK(hs__rope_init(&plain, 128, 1000000, 1, 0, 1, 32, 1, 40960) == 0, "%s", hs_last_error());
+	CHECK(hs__rope_init(&part, 32, 10000, 1, 0, 1, 32, 1, 4096) == 0, "%s", hs_last_error());
+	static const int ns[3] = { 1, 5, 33 };
+	for (int a = 0; a < 3; a++) {
+		ab_rope(&yarn, ns[a], 8, 64, a % 2);
+		ab_rope(&plain, ns[a], 3, 128, 0);
+		ab_rope(&part, ns[a], 2, 80, 1);
+	}
+	printf("rope: worst error %.3g (1e-6)\n", worst[W_ROPE]);
+}
+
+/* ---- K/V write ------------------------------------------------------------------------------- */
+
+static void ab_kv_store(int type, int n, int nkv, int D, int with_pos, int head_major)
+{
+	const size_t rb = hs__type_row_bytes(type, (uint64_t)D) + 2; /* + a gap, kept even */
+	const int n_cells = 2 * n + 3;
+	const size_t head_bytes = head_major ? rb * n_cells : rb, cell_bytes = head_major ? rb : rb * nkv + 4;
+	const size_t bytes = head_major ? head_bytes * nkv : cell_bytes * n_cells;
+	const size_t xs = (size_t)nkv * D + 3;
+	float *x = du_alloc(sizeof(float) * n * xs);
+	uint8_t *want = du_alloc(bytes), *got = du_alloc(bytes);
+	int32_t *cells = malloc(sizeof *cells * n), *pos = malloc(sizeof *pos * n);
+	int32_t *cp_want = malloc(sizeof *cp_want * n_cells), *cp_got = malloc(sizeof *cp_got * n_cells);
+
+	du_fill(x, n * xs, 0, 2);
+	/* ties: with amax 127 a Q8_0 block's scale is 1, and 2.5, -3.5 round
+	 * to even (2, -4); 1 + 2^-11 and 1 + 3 * 2^-11 lie halfway between
+	 * f16 values and round to even (1, 1 + 2^-9) */
+	x[0] = 127;
+	x[1] = 2.5f;
+	x[2] = -3.5f;
+	x[3] = 1 + 0x1p-11f;
+	x[4] = 1 + 3 * 0x1p-11f;
+	for (int c = 0; c < n_cells; c++)
+		cp_want[c] = cp_got[c] = -1;
+	/* distinct cells in a scrambled order */
+	for (int t = 0; t < n; t++) {
+		cells[t] = (int32_t)((t * 7 + 3) % n_cells);
+		pos[t] = 1000 + t;
+	}
+	memset(want, 0x5a, bytes);
+	memset(got, 0x5a, bytes);
+	hs__kv_store(&hs__kernels_ref, &hs__dense_ref, type, x, xs, n, nkv, D, cells, want, cell_bytes, head_bytes, 0, 1);
+	if (with_pos)
+		for (int t = 0; t < n; t++)
+			cp_want[cells[t]] = pos[t];
+	struct hs_dev_kv_store s = { type, x, xs, n, nkv, D, cells, got, cell_bytes, head_bytes,
+				     with_pos ? cp_got : NULL, with_pos ? pos : NULL };
+	if (!on_device) {
+		CHECK(hs__cuda_kv_store_emulate(&s) == 0, "%s", hs_last_error());
+	} else {
+		struct hs_dev_kv_store d = s;
+		d.x = up(x, sizeof(float) * n * xs);
+		d.cells = up(cells, sizeof *cells * n);
+		d.dst = up(got, bytes);
+		d.cell_pos = with_pos ? up(cp_got, sizeof *cp_got * n_cells) : NULL;
+		d.pos = with_pos ? up(pos, sizeof *pos * n) : NULL;
+		CHECK(O->kv_store(q, &d) == 0, "%s", hs_last_error());
+		down(got, d.dst, bytes);
+		if (with_pos)
+			down(cp_got, d.cell_pos, sizeof *cp_got * n_cells);
+		drop_all();
+	}
+	CHECK(memcmp(got, want, bytes) == 0 && du_guard_ok(got, bytes), "kv_store %s n%d heads %d dim %d %s: bytes differ",
+	      hs__type_name(type), n, nkv, D, head_major ? "[head][cell]" : "[cell][head]");
+	CHECK(memcmp(cp_got, cp_want, sizeof *cp_got * n_cells) == 0, "kv_store: cell positions differ");
+	free(x);
+	free(want);
+	free(got);
+	free(cells);
+	free(pos);
+	free(cp_want);
+	free(cp_got);
+}
+
+static void test_kv_store(void)
+{
+	static const int ns[3] = { 1, 7, 40 };
+	for (int a = 0; a < 3; a++)
+		for (int hm = 0; hm < 2; hm++) {
+			ab_kv_store(HS_TYPE_F16, ns[a], 3, 40, 1, hm);
+			ab_kv_store(HS_TYPE_F16, ns[a], 8, 64, hm, hm);
+			ab_kv_store(HS_TYPE_Q8_0, ns[a], 1, 32, 1, hm);
+			ab_kv_store(HS_TYPE_Q8_0, ns[a], 8, 96, !hm, hm);
+		}
+	printf("kv_store: bit for bit\n");
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+struct attn_case {
+	int n, nh, nkv, D, kv_type, n_cells, window, sinks, n_split, ring, head_major, filled;
+};
+
+static void ab_attention(const struct attn_case *c)
+{
+	const int D = c->D;
+	const size_t rb = hs__type_row_bytes(c->kv_type, (uint64_t)D);
+	const size_t k_head = c->head_major ? rb * (size_t)(c->n_cells ? c->n_cells : 1) : rb;
+	const size_t k_cell = c->head_major ? rb : rb * c->nkv;
+	const size_t kv_bytes = c->head_major ? k_head * c->nkv : k_cell * (size_t)(c->n_cells ? c->n_cells : 1);
+	const size_t qs = (size_t)c->nh * D + 4, no = (size_t)(c->n - 1) * qs + (size_t)c->nh * D;
+	float *qv = du_alloc(sizeof(float) * c->n * qs), *kvx = du_alloc(sizeof(float) * c->nkv * D);
+	float *sinks = du_alloc(sizeof(float) * c->nh), *ref = du_alloc(sizeof(float) * no), *out = du_alloc(sizeof(float) * no);
+	uint8_t *k = du_alloc(kv_bytes), *v = du_alloc(kv_bytes);
+	int32_t *cell_pos = malloc(sizeof(int32_t) * (c->n_cells + 1)), *q_pos = malloc(sizeof(int32_t) * c->n);
+	int nan = 0;
+
+	du_fill(qv, c->n * qs, 0, 1);
+	du_fill(sinks, c->nh, 0, 2);
+	memset(k, 0, kv_bytes);
+	memset(v, 0, kv_bytes);
+	/* positions: the sequence holds `filled` positions; a full layer keeps p
+	 * in cell p, a ring p in cell p % n_cells (the newest win); some cells
+	 * empty, and queries are the last n positions */
+	for (int cc = 0; cc < c->n_cells; cc++)
+		cell_pos[cc] = -1;
+	for (int p = 0; p < c->filled && c->n_cells > 0; p++) {
+		const int cell = c->ring ? p % c->n_cells : p;
+		if (cell >= c->n_cells || (p % 11) == 5)
+			continue; /* a cell not written */
+		cell_pos[cell] = p;
+		for (int kind = 0; kind < 2; kind++) {
+			du_fill(kvx, (size_t)c->nkv * D, 0, 1);
+			hs__kv_store(&hs__kernels_ref, &hs__dense_ref, c->kv_type, kvx, (size_t)c->nkv * D, 1, c->nkv, D,
+				     &cell, kind ? v : k, k_cell, k_head, 0, 1);
+		}
+	}
+	for (int t = 0; t < c->n; t++)
+		q_pos[t] = c->filled - c->n + t;
+	struct hs_attn_job j = { .n = c->n, .n_head = c->nh, .n_head_kv = c->nkv, .head_dim = D, .q = qv, .q_stride = qs,
+				 .q_pos = q_pos, .kv_type = c->kv_type, .k = k, .v = v, .k_cell = k_cell,
+				 .k_head = k_head, .v_cell = k_cell, .v_head = k_head, .n_cells = c->n_cells,
+				 .cell_pos = cell_pos, .window = c->window, .sinks = c->sinks ? sinks : NULL,
+				 .scale = 1.0f / sqrtf((float)D), .out = ref, .out_stride = qs };
+	CHECK(hs__attention_ref(&j) == 0, "attention reference: %s", hs_last_error());
+	memset(out, SENTINEL, sizeof(float) * no);
+	struct hs_dev_attn a = { .n = c->n, .n_head = c->nh, .n_head_kv = c->nkv, .head_dim = D, .q = qv, .q_stride = qs,
+				 .q_pos = q_pos, .kv_type = c->kv_type, .k = k, .v = v, .k_cell = k_cell,
+				 .k_head = k_head, .v_cell = k_cell, .v_head = k_head, .n_cells = c->n_cells,
+				 .cell_pos = cell_pos, .window = c->window, .sinks = j.sinks, .scale = j.scale,
+				 .out = out, .out_stride = qs };
+	if (!on_device) {
+		const int s = c->n_split > 0 ? c->n_split : 64;
+		const size_t sb = sizeof(float) * (size_t)c->n * c->nh * s * (D + 2);
+		a.scratch = malloc(sb);
+		memset(a.scratch, 0xff, sb);
+		CHECK(hs__cuda_attention_emulate(&a, c->n_split) == 0, "%s", hs_last_error());
+		free(a.scratch);
+	} else {
+		const size_t sb = O->attn_scratch_bytes(c->n, c->nh, c->nkv, D, c->n_cells);
+		struct hs_dev_attn d = a;
+		d.q = up(qv, sizeof(float) * c->n * qs);
+		d.q_pos = up(q_pos, sizeof(int32_t) * c->n);
+		d.k = up(k, kv_bytes);
+		d.v = up(v, kv_bytes);
+		d.cell_pos = up(cell_pos, sizeof(int32_t) * (c->n_cells + 1));
+		d.sinks = up(a.sinks, sizeof(float) * c->nh);
+		d.out = up(out, sizeof(float) * no);
+		d.scratch = NULL;
+		if (sb) {
+			void *p = NULL;
+			CHECK(O->alloc(dev->dev, sb, &p) == 0, "%s", hs_last_error());
+			dptr[n_dptr++] = p;
+			d.scratch = p;
+		}
+		CHECK(O->attention(q, &d) == 0, "%s", hs_last_error());
+		down(out, d.out, sizeof(float) * no);
+		drop_all();
+	}
+	const double e = du_rel_l2_rows(out, ref, c->n, qs, c->nh * D, &nan);
+	CHECK(e <= 5e-5 && !nan && gaps_ok(out, c->n, qs, c->nh * D) && du_guard_ok(out, sizeof(float) * no),
+	      "attention %s n%d heads %d/%d dim %d cells %d (%s, %d filled) window %d sinks %d split %d: error %.3g "
+	      "(5e-5), %d NaN, or a write outside",
+	      hs__type_name(c->kv_type), c->n, c->nh, c->nkv, D, c->n_cells, c->ring ? "ring" : "full", c->filled,
+	      c->window, c->sinks, c->n_split, e, nan);
+	note(W_ATTN, e);
+	free(qv);
+	free(kvx);
+	free(sinks);
+	free(ref);
+	free(out);
+	free(k);
+	free(v);
+	free(cell_pos);
+	free(q_pos);
+}
+
+static void test_attention(void)
+{
+	static const int heads[6][3] = { { 4, 4, 64 }, { 8, 2, 64 }, { 64, 8, 64 }, { 6, 1, 40 }, { 4, 2, 128 },
+					 { 2, 1, 512 } };
+	static const int ns[3] = { 1, 5, 40 }, cells[5] = { 0, 1, 37, 300, 700 }, splits[3] = { 0, 1, 3 };
+	int k = 0;
+	for (int h = 0; h < 6; h++)
+		for (int a = 0; a < 3; a++)
+			for (int b = 0; b < 5; b++) {
+				k++;
+				if ((small && k % 3) || (heads[h][0] == 64 && b == 4 && a == 2))
+					continue;
+				struct attn_case c = { .n = ns[a], .nh = heads[h][0], .nkv = heads[h][1], .D = heads[h][2] };
+				c.kv_type = heads[h][2] % 32 == 0 && k % 2 ? HS_TYPE_Q8_0 : HS_TYPE_F16;
+				c.n_cells = cells[b];
+				c.ring = k % 3 == 1;
+				c.head_major = k % 4 == 2;
+				c.window = k % 5 < 2 ? 0 : 16;
+				c.sinks = k % 2 == 0 || h == 0;
+				c.n_split = on_device ? 0 : splits[k % 3];
+				/* full layers hold positions 0..filled-1 in their cells; rings wrap */
+				c.filled = c.ring ? c.n_cells + 25 : (c.n_cells > c.n ? c.n_cells - (k % 7) : c.n);
+				if (c.filled < c.n)
+					c.filled = c.n;
+				ab_attention(&c);
+			}
+	/* decode with one split per few cells; a token that sees nothing (no sink: zeros) */
+	struct attn_case d = { 1, 8, 2, 64, HS_TYPE_F16, 700, 0, 1, on_device ? 0 : 11, 0, 0, 700 };
+	ab_attention(&d);
+	struct attn_case z = { 1, 4, 4, 64, HS_TYPE_F16, 37, 0, 0, on_device ? 0 : 3, 0, 0, 1 };
+	ab_attention(&z);
+	printf("attention: worst error %.3g (5e-5)\n", worst[W_ATTN]);
+}
+
+/* ---- y += x ---------------------------------------------------------------------------------- */
+
+static void test_add(void)
+{
+	const size_t n = 1000;
+	float *x = du_alloc(sizeof(float) * n), *y = du_alloc(sizeof(float) * n), *want = du_alloc(sizeof(float) * n);
+	du_fill(x, n, 0, 1);
+	du_fill(y, n, 0, 1);
+	for (size_t i = 0; i < n; i++)
+		want[i] = y[i] + x[i];
+	if (!on_device) {
+		CHECK(hs__cuda_add_emulate(y, x, n - 1) == 0, "%s", hs_last_error());
+	} else {
+		float *dy = up(y, sizeof(float) * n), *dx = up(x, sizeof(float) * n);
+		CHECK(O->add(q, dy, dx, n - 1) == 0, "%s", hs_last_error());
+		down(y, dy, sizeof(float) * n);
+		drop_all();
+	}
+	want[n - 1] = y[n - 1]; /* past n: untouched */
+	CHECK(memcmp(y, want, sizeof(float) * (n - 1)) == 0 && du_guard_ok(y, sizeof(float) * n), "add differs");
+	free(x);
+	free(y);
+	free(want);
+}
+
+int main(void)
+{
+	small = du_sanitized();
+	if (on_device) {
+		dev = hs_test_device();
+		O = dev->ops;
+		if (!O->matmul)
+			SKIP("device %s has no dense ops", O->name);
+		if (O->queue_create(dev->dev, &q))
+			SKIP("queue: %s", hs_last_error());
+	} else {
+		float y = 0, x = 1;
+		if (hs__cuda_add_emulate(&y, &x, 1) == -ENOSYS)
+			SKIP("%s", hs_last_error());
+	}
+	test_matmul();
+	test_rmsnorm();
+	test_rope();
+	test_kv_store();
+	test_attention();
+	test_add();
+	if (on_device) {
+		O->queue_destroy(q);
+		hs__device_close(dev);
+	}
+	return hs_test_end();
+}
