@@ -529,6 +529,14 @@ struct hs_model_desc {
 	int swa_window;           /* sliding window of the SWA layers (0 = none) */
 	int swa_every;            /* every swa_every-th layer uses full attention
 				     (gpt-oss: 2, the others slide); 0 = none */
+	/* the whole model's dense part, as the forward pass keeps it on a device
+	 * (0 for files of MoE layers only: nonexpert_bytes is counted then) */
+	int n_head, n_vocab, n_rot;
+	int dense_type, output_type;  /* ggml types of the attention and output matrices */
+	uint64_t dense_device_bytes;  /* attention, norms, biases, sinks and output (token_embd and
+					 the routers stay on the host), each tensor rounded up to 256
+					 bytes as its own device allocation */
+	int dense_device_tensors;     /* how many tensors that is */
 };
 
 /* Model descriptions of the known models (the shapes the `gen` presets
@@ -551,6 +559,9 @@ struct hs_plan_opts {
 	int ubatch;               /* prefill batch of the prediction (default 512) */
 	int host_layers;          /* -1 = search; n = exactly the first n MoE layers on the host */
 	int no_cache;             /* 1 = no GPU cache slots */
+	int n_seq;                /* sequences of a context (their KV caches; 0 = 1) */
+	int device_sim;           /* 1: count the sim device's scratch (its kernels are the CPU's);
+				     0: the CUDA kernels' */
 	/* routing statistics: freq[l * n_experts + e] = share of layer l's
 	 * routing slots that go to expert e (rows need not be normalised);
 	 * NULL = the default skew (14 of 128 experts take 54% of the slots) */
@@ -602,6 +613,11 @@ struct hs_plan {
 	} predicted;
 	struct hs_plan_memory {
 		uint64_t vram_bytes, vram_budget, ram_bytes, ram_budget;
+		/* VRAM as the device backend allocates it, each buffer rounded up to 256 bytes: the
+		 * dense weights, the KV cache (K, V and cell positions; sliding-window layers a ring of
+		 * window + ubatch cells), the experts of GPU layers, the cache and staging slots of host
+		 * layers, and the workspace (the forward pass's ubatch buffers, logits and scratch,
+		 * every MoE layer's device buffers and FFN scratch, cuBLAS's workspace) */
 		uint64_t vram_nonexpert, vram_kv, vram_experts, vram_slots, vram_staging, vram_workspace;
 		int n_nodes;                           /* the profile's nodes, in its order */
 		int node_os_index[HS_MAX_NODES];

@@ -12,6 +12,7 @@
 #include "model/gen.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/whole.h"
 
 /* Published facts the shapes alone do not give: the size of the common
  * GGUF file (its non-expert part follows from it) and the attention shape
@@ -28,6 +29,90 @@ static const struct {
 	{ "qwen3-235b-a22b", 232.8, 4, 128, 0, 0 },
 	{ "tiny", 0, 2, 32, 0, 0 },
 };
+
+/* ---- the dense tensors a device holds (runtime/fwd-dev.c uploads them) ---- */
+
+static void dense_tensor(struct hs_model_desc *out, uint64_t bytes)
+{
+	if (!bytes)
+		return;
+	out->dense_device_bytes += (bytes + 255) & ~(uint64_t)255;
+	out->dense_device_tensors++;
+}
+
+/* From the shapes `gen` writes for a preset (the published files' layout). */
+static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc *out)
+{
+	const struct hs_gen_params p = hs__gen_resolve(in);
+	const int oss = strcmp(p.arch, "gpt-oss") == 0;
+	const uint64_t D = p.n_embd, Q = (uint64_t)p.n_head * p.head_dim, KV = (uint64_t)p.n_head_kv * p.head_dim;
+	const uint64_t rd = hs__type_row_bytes(p.dense_type, D), rq = hs__type_row_bytes(p.dense_type, Q);
+
+	out->n_head = p.n_head;
+	out->n_head_kv = p.n_head_kv; /* the shapes the file has */
+	out->head_dim = p.head_dim;
+	out->swa_window = oss ? p.swa_window : 0;
+	out->swa_every = oss && p.swa_window ? 2 : 0;
+	out->n_vocab = p.n_vocab;
+	out->n_rot = p.head_dim;
+	out->dense_type = out->output_type = p.dense_type;
+	dense_tensor(out, 4 * D);                    /* output_norm */
+	dense_tensor(out, rd * (uint64_t)p.n_vocab); /* output */
+	for (int l = 0; l < p.n_layers; l++) {
+		dense_tensor(out, 4 * D); /* attn_norm */
+		dense_tensor(out, 4 * D); /* the pre-MoE norm */
+		dense_tensor(out, rd * Q);
+		dense_tensor(out, rd * KV);
+		dense_tensor(out, rd * KV);
+		dense_tensor(out, rq * D);
+		if (oss) {
+			dense_tensor(out, 4 * Q);
+			dense_tensor(out, 4 * KV);
+			dense_tensor(out, 4 * KV);
+			dense_tensor(out, 4 * D);
+			dense_tensor(out, 4 * (uint64_t)p.n_head); /* sinks */
+		} else {
+			dense_tensor(out, 4 * (uint64_t)p.head_dim); /* q_norm */
+			dense_tensor(out, 4 * (uint64_t)p.head_dim); /* k_norm */
+		}
+	}
+}
+
+static uint64_t weight_bytes(const struct hs_weight *w)
+{
+	return (uint64_t)w->rows * w->row_bytes;
+}
+
+/* From an opened whole model: the tensors the forward pass uploads. */
+static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out)
+{
+	const struct hs_hparams *hp = &w->hp;
+	const uint64_t D = hp->n_embd, Q = (uint64_t)hp->n_head * hp->head_dim, KV = (uint64_t)hp->n_head_kv * hp->head_dim;
+
+	out->n_head = hp->n_head;
+	out->n_vocab = hp->n_vocab;
+	out->n_rot = hp->n_rot;
+	out->dense_type = hp->n_layers > 0 ? w->layers[0].wq.type : w->output.type;
+	out->output_type = w->output.type;
+	dense_tensor(out, 4 * D);
+	dense_tensor(out, weight_bytes(&w->output));
+	for (int l = 0; l < hp->n_layers; l++) {
+		const struct hs_dense_layer *L = &w->layers[l];
+		dense_tensor(out, L->attn_norm ? 4 * D : 0);
+		dense_tensor(out, L->ffn_norm ? 4 * D : 0);
+		dense_tensor(out, weight_bytes(&L->wq));
+		dense_tensor(out, weight_bytes(&L->wk));
+		dense_tensor(out, weight_bytes(&L->wv));
+		dense_tensor(out, weight_bytes(&L->wo));
+		dense_tensor(out, L->bq ? 4 * Q : 0);
+		dense_tensor(out, L->bk ? 4 * KV : 0);
+		dense_tensor(out, L->bv ? 4 * KV : 0);
+		dense_tensor(out, L->bo ? 4 * D : 0);
+		dense_tensor(out, L->sinks ? 4 * (uint64_t)hp->n_head : 0);
+		dense_tensor(out, L->q_norm ? 4 * (uint64_t)hp->head_dim : 0);
+		dense_tensor(out, L->k_norm ? 4 * (uint64_t)hp->head_dim : 0);
+	}
+}
 
 static uint64_t expert_bytes(int type, int arch_bias, int n_embd, int n_ff)
 {
@@ -68,6 +153,8 @@ int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
 		out->swa_window = published[i].swa_window;
 		out->swa_every = published[i].swa_every;
 	}
+	if (!g->moe_only)
+		dense_from_gen(g, out);
 	return 0;
 }
 
@@ -121,6 +208,9 @@ int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
 		out->swa_window = swa;
 		out->swa_every = strcmp(in->arch, "gpt-oss") == 0 ? 2 : 0; /* gpt-oss alternates */
 	}
+	const struct hs_whole *w = hs__model_whole(m);
+	if (w)
+		dense_from_whole(w, out);
 	hs__error_clear();
 	return 0;
 }

@@ -16,8 +16,6 @@
 #include "base/error.h"
 
 #define T_LAUNCH_S 5e-6 /* one GPU expert launch */
-#define STAGING_PER_K 2 /* staging slots per expert of k (the runtime's, and their VRAM; reused
-			   within a step, so they do not limit how many experts are streamed) */
 
 static struct hs__rates rates_of(const struct ctx *c, int j)
 {
@@ -151,9 +149,11 @@ int hs__plan_build(const struct ctx *c, const struct hs_plan_opts *o, int n, str
 		if (k->ram_need[j] > c->ram_budget[j])
 			k->thrash[j] = 1;
 
-	/* VRAM: fixed part + resident layers + staging for streamed experts */
-	double staging = c->g && n > 0 ? (double)STAGING_PER_K * c->k * c->slot_bytes : 0;
-	k->vram_used = c->g ? c->vram_fixed + (c->L - n) * c->E * c->slot_bytes + staging : 0;
+	/* VRAM: fixed part + resident layers' experts + each host layer's
+	 * staging slots and its streaming buffers (every host layer has its
+	 * own in the runtime) */
+	double host_extra = c->staging * c->slot_bytes + c->ws_host_layer - c->ws_gpu_layer;
+	k->vram_used = c->g ? c->vram_fixed + (c->L - n) * c->E * c->slot_bytes + n * host_extra : 0;
 	if (c->g && k->vram_used > c->vram_budget)
 		k->vram_over = 1;
 
@@ -298,10 +298,22 @@ void hs__plan_fill(const struct ctx *c, const struct hs_plan_opts *o, const stru
 	else
 		snprintf(p->predicted.bound, sizeof p->predicted.bound, "CPU expert kernel");
 
-	p->memory.vram_slots = (uint64_t)(p->total_slots * c->slot_bytes);
-	p->memory.vram_bytes = c->g ? (uint64_t)k->vram_used + p->memory.vram_slots : 0;
-	p->memory.vram_experts = c->g ? (uint64_t)((c->L - k->n_host) * c->E * c->slot_bytes) : 0;
-	p->memory.vram_staging = c->g && k->n_host > 0 ? (uint64_t)(STAGING_PER_K * c->k * c->slot_bytes) : 0;
+	/* as the runtime opens each host layer: its cache slots, then
+	 * min(2k, E - slots) staging slots; streaming buffers when it has those */
+	double staging = 0, ws_layers = 0;
+	for (int l = 0; l < c->L; l++) {
+		const int st = k->host[l] ? (c->staging < c->E - k->slots[l] ? c->staging : c->E - k->slots[l]) : 0;
+		staging += st;
+		ws_layers += st > 0 ? c->ws_host_layer : c->ws_gpu_layer;
+	}
+	if (c->g) {
+		p->memory.vram_slots = (uint64_t)(p->total_slots * c->slot_bytes);
+		p->memory.vram_experts = (uint64_t)((c->L - k->n_host) * c->E * c->slot_bytes);
+		p->memory.vram_staging = (uint64_t)(staging * c->slot_bytes);
+		p->memory.vram_workspace += (uint64_t)ws_layers;
+		p->memory.vram_bytes = p->memory.vram_nonexpert + p->memory.vram_kv + p->memory.vram_experts +
+				       p->memory.vram_slots + p->memory.vram_staging + p->memory.vram_workspace;
+	}
 	p->memory.ram_bytes = 0;
 	p->memory.n_nodes = c->pf->n_nodes;
 	for (int j = 0; j < c->pf->n_nodes; j++) {

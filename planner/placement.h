@@ -9,6 +9,7 @@
 #define MiB (1024.0 * 1024.0)
 #define ASSUME_DISK_GBPS 2.0 /* page-cache refills from an NVMe disk, for host experts over the RAM budget */
 #define MIN_SLOTS_PER_K 2    /* a layer's cache needs >= 2k slots to help */
+#define STAGING_PER_K 2      /* staging slots per expert of k: the runtime's, in every host layer */
 
 /* What one planning call knows: the inputs, the rates per node, the hit curves. */
 struct ctx {
@@ -18,7 +19,9 @@ struct ctx {
 	struct hs_plan *out;
 	int L, E, k;
 	double S, P_e;                  /* bytes and parameters of one expert */
-	double slot_bytes;
+	double slot_bytes;              /* one packed expert in a device slot (hs__expert_pack_layout) */
+	double ws_gpu_layer, ws_host_layer; /* device buffers of one MoE layer without / with streaming */
+	int staging;                    /* staging slots of a host layer (the runtime's 2k) */
 	int cpu_node;                   /* profile index */
 	double Br[HS_MAX_NODES];        /* node j's cores reading node j's memory */
 	double Bc[HS_MAX_NODES];        /* CPU kernel on node j */

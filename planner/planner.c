@@ -19,6 +19,12 @@
 #include "planner/placement.h"
 #include "planner/planner.h"
 #include "base/error.h"
+#include "cpu_kernels/attention.h"
+#include "cpu_kernels/dense.h"
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/kernels.h"
+#include "cpu_kernels/moe.h"
+#include "gpu_kernels/scratch.h"
 
 /* Figures the planner assumes when neither the profile nor the options give
  * them.  Each use is written into plan->assumptions. */
@@ -33,7 +39,11 @@
 
 /* Margins and the default skew (see docs/cost-model.md). */
 #define VRAM_MARGIN (256.0 * MiB)
-#define VRAM_WORKSPACE (512.0 * MiB) /* attention and compute scratch of the non-expert part */
+/* What the device backend allocates besides the ops table's buffers, and
+ * the runtime's figures the count follows (see the memory section). */
+#define CUBLAS_WORKSPACE (32.0 * MiB) /* one cuBLAS handle's default workspace on Hopper (float-weight prefill) */
+#define SIM_SPLIT_THREADS 16          /* device/device-sim-dense.c sizes attention scratch for this many threads */
+#define MAX_STREAMED 256              /* runtime/hybrid.h HS_MAX_STREAMED: a host layer's streamed-id lists */
 #define RAM_MARGIN_MIN (1.0 * GiB)
 #define RAM_MARGIN_SHARE 0.05
 #define DEFAULT_TOP 14             /* default skew: the 14 most used of 128 ... */
@@ -232,19 +242,109 @@ static int curves(struct ctx *c, const struct hs_plan_opts *o)
 
 /* ---- memory --------------------------------------------------------------- */
 
-static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts *o)
+/* Counted as the device backend allocates: every buffer of the forward
+ * pass (runtime/forward.c, fwd-dev.c), of each MoE layer's device side
+ * (runtime/hybrid.c, device/device.c's slots) and of the KV cache, each
+ * rounded up to 256 bytes (device allocations' alignment), with the scratch
+ * sizes of the backend's kernels: CUDA's (gpu_kernels/scratch.h) or the
+ * sim's (the CPU kernels').  tests/test-vram.c holds this against what a
+ * context on the sim device really allocates. */
+
+static double dev_buf(double bytes)
+{
+	return ceil(fmax(bytes, 1) / 256.0) * 256.0;
+}
+
+static size_t mm_scratch(const struct hs_plan_opts *o, int type, int cols, int n)
+{
+	return o->device_sim ? hs__matmul_scratch_bytes(type, cols, n) : hs__gpu_matmul_scratch_size(type, cols, n);
+}
+
+static size_t attn_scratch(const struct hs_model_desc *m, const struct hs_plan_opts *o, int n)
+{
+	if (o->device_sim)
+		return hs__attn_scratch_bytes(n, m->n_head, m->head_dim, hs__attn_pick_split(n, o->ctx, SIM_SPLIT_THREADS));
+	return hs__gpu_attn_scratch_size(n, m->n_head, m->n_head_kv, m->head_dim, o->ctx);
+}
+
+static int float_type(int t)
+{
+	return t == HS_TYPE_F32 || t == HS_TYPE_F16 || t == HS_TYPE_BF16;
+}
+
+/* K and V of every layer and sequence, and the cells' positions; sliding
+ * window layers keep a ring of window + ubatch cells. */
+static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts *o, int *nbuf)
 {
 	if (m->n_head_kv <= 0 || m->head_dim <= 0)
 		return 0;
-	double elem = o->kv_type == HS_KV_Q8_0 ? 34.0 / 32.0 : 2.0;
-	double per_tok = 2.0 * m->n_head_kv * m->head_dim * elem; /* K and V */
+	const int type = o->kv_type == HS_KV_Q8_0 ? HS_TYPE_Q8_0 : HS_TYPE_F16;
+	const double cell = (double)m->n_head_kv * (double)hs__type_row_bytes(type, (uint64_t)m->head_dim);
 	double total = 0;
 	for (int i = 0; i < m->n_layers; i++) {
 		int full = m->swa_window <= 0 || m->swa_every <= 0 || i % m->swa_every == m->swa_every - 1;
-		double toks = full ? o->ctx : fmin(o->ctx, (double)m->swa_window + o->ubatch);
-		total += per_tok * toks;
+		double cells = (double)o->n_seq * (full ? o->ctx : fmin(o->ctx, (double)m->swa_window + o->ubatch));
+		total += 2 * dev_buf(cells * cell) + dev_buf(cells * 4);
+		*nbuf += 3;
 	}
 	return total;
+}
+
+/* One context's ubatch buffers (x, h, q, k, v, o, t, logits, the rope
+ * table, positions, cells) and its scratch, the larger of the matrix
+ * products' and attention's over every ubatch size. */
+static double fwd_bytes(const struct hs_model_desc *m, const struct hs_plan_opts *o, int *nbuf)
+{
+	if (!m->dense_device_bytes)
+		return 0;
+	const int U = o->ubatch, qd = m->n_head * m->head_dim;
+	const double d = m->n_embd, kvd = (double)m->n_head_kv * m->head_dim;
+	double b = 3 * dev_buf(4.0 * U * d) + 2 * dev_buf(4.0 * U * qd) + 2 * dev_buf(4.0 * U * kvd) +
+		   dev_buf(4.0 * U * m->n_vocab) + dev_buf(4.0 * U * m->n_rot) + 3 * dev_buf(4.0 * U);
+	size_t s = mm_scratch(o, m->output_type, m->n_embd, U), t;
+	if ((t = mm_scratch(o, m->dense_type, m->n_embd, U)) > s)
+		s = t;
+	if ((t = mm_scratch(o, m->dense_type, qd, U)) > s)
+		s = t;
+	for (int n = 1; n <= U; n++)
+		if ((t = attn_scratch(m, o, n)) > s)
+			s = t;
+	b += dev_buf((double)((s + 63) & ~(size_t)63));
+	*nbuf += 13;
+	if (!o->device_sim && (float_type(m->dense_type) || float_type(m->output_type)))
+		b += CUBLAS_WORKSPACE; /* allocated by cuBLAS, not through the ops table */
+	return b;
+}
+
+/* One MoE layer's device buffers besides its slot pool: x, its Q8_0 copy,
+ * the id lists (with streaming, one more per streamable expert), weights, y,
+ * the FFN scratch and the slot table. */
+static double layer_ws(const struct hs_model_desc *m, const struct hs_plan_opts *o, int streams)
+{
+	const double U = o->ubatch, D = m->n_embd, K = m->n_used, E = m->n_experts;
+	const double lists = streams ? fmin(E, MAX_STREAMED) : 0;
+	size_t ffn;
+	if (o->device_sim) {
+		struct hs_moe_layer l;
+		memset(&l, 0, sizeof l);
+		l.n_embd = m->n_embd, l.n_ff = m->n_ff, l.n_experts = m->n_experts, l.n_used = m->n_used;
+		ffn = hs__ffn_scratch_bytes(&l, o->ubatch);
+	} else {
+		ffn = hs__gpu_ffn_scratch_size(o->ubatch, m->n_used, m->n_ff, m->n_experts);
+	}
+	return 2 * dev_buf(4 * U * D) + dev_buf(U * (D / HS_QK) * sizeof(struct hs_block_q8_0)) +
+	       dev_buf((2 + lists) * U * K * 4) + dev_buf(U * K * 4) + dev_buf((double)ffn) + dev_buf(4 * E);
+}
+
+int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_opts *opts)
+{
+	struct hs_plan_opts o = *opts;
+	int n = 0;
+	if (o.n_seq <= 0)
+		o.n_seq = 1;
+	kv_bytes(m, &o, &n);
+	fwd_bytes(m, &o, &n);
+	return n + m->dense_device_tensors + 8 * m->n_moe_layers; /* layer_ws's 7 buffers and the slot pool */
 }
 
 int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, const struct hs_plan_opts *opts,
@@ -260,6 +360,8 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 		o.ctx = 8192;
 	if (o.ubatch <= 0)
 		o.ubatch = 512;
+	if (o.n_seq <= 0)
+		o.n_seq = 1;
 	if (m->n_moe_layers <= 0 || m->n_moe_layers > HS_MAX_LAYERS || m->n_experts <= 0 || m->n_used <= 0 ||
 	    m->n_used > m->n_experts || m->expert_bytes == 0)
 		return hs__error(EINVAL, "model '%s' has no usable MoE shape (%d MoE layers, %d experts, %d used)",
@@ -286,7 +388,9 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 	c.k = m->n_used;
 	c.S = (double)m->expert_bytes;
 	c.P_e = 3.0 * m->n_embd * m->n_ff;
-	c.slot_bytes = ceil(c.S / 256.0) * 256.0; /* device allocations are 256-byte aligned */
+	c.slot_bytes = (double)hs__expert_pack_layout(m->expert_type, m->n_embd, m->n_ff,
+						     strcmp(m->arch, "gpt-oss") == 0).bytes;
+	c.staging = STAGING_PER_K * c.k < c.E ? STAGING_PER_K * c.k : c.E;
 	snprintf(p->model, sizeof p->model, "%s", m->name);
 	snprintf(p->machine, sizeof p->machine, "%s", pf->machine);
 	snprintf(p->profile_source, sizeof p->profile_source, "%s", pf->source);
@@ -342,11 +446,16 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 	}
 	p->memory.ram_budget = (uint64_t)ram_total;
 
-	p->memory.vram_nonexpert = c.g ? m->nonexpert_bytes : 0;
-	p->memory.vram_kv = c.g ? (uint64_t)kv_bytes(m, &o) : 0;
-	p->memory.vram_workspace =
-		c.g ? (uint64_t)(VRAM_WORKSPACE + (double)o.ubatch * (m->n_embd * 4.0 * 4 + c.k * m->n_ff * 4.0 * 3)) : 0;
-	c.vram_fixed = (double)(p->memory.vram_nonexpert + p->memory.vram_kv + p->memory.vram_workspace);
+	int nbuf = 0;
+	c.ws_gpu_layer = layer_ws(m, &o, 0);
+	c.ws_host_layer = layer_ws(m, &o, 1);
+	/* the dense part as the forward pass keeps it on the device; a file
+	 * of MoE layers alone: every other tensor, as before */
+	p->memory.vram_nonexpert = c.g ? (m->dense_device_bytes ? m->dense_device_bytes : m->nonexpert_bytes) : 0;
+	p->memory.vram_kv = c.g ? (uint64_t)kv_bytes(m, &o, &nbuf) : 0;
+	p->memory.vram_workspace = c.g ? (uint64_t)fwd_bytes(m, &o, &nbuf) : 0; /* + the layers', in hs__plan_fill */
+	c.vram_fixed = (double)(p->memory.vram_nonexpert + p->memory.vram_kv + p->memory.vram_workspace) +
+		       c.L * c.ws_gpu_layer;
 	if (c.g) {
 		if (o.vram_bytes)
 			c.vram_budget = (double)o.vram_bytes;
@@ -363,8 +472,9 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 			return hs__error(EINVAL,
 					 "the non-expert part needs %.2f GiB of VRAM (weights %.2f, KV %.2f at %d "
 					 "tokens, workspace %.2f), the budget is %.2f GiB",
-					 c.vram_fixed / GiB, (double)m->nonexpert_bytes / GiB,
-					 (double)p->memory.vram_kv / GiB, o.ctx, (double)p->memory.vram_workspace / GiB,
+					 c.vram_fixed / GiB, (double)p->memory.vram_nonexpert / GiB,
+					 (double)p->memory.vram_kv / GiB, o.ctx,
+					 (c.vram_fixed - p->memory.vram_nonexpert - p->memory.vram_kv) / GiB,
 					 c.vram_budget / GiB);
 	}
 

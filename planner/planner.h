@@ -2,6 +2,8 @@
 #ifndef HS_PLANNER_H
 #define HS_PLANNER_H
 
+#include "hotset.h"
+
 /* The Zipf exponent a for which the top_n of n items (weights (i+1)^-a)
  * take `share` of the total: the default skew and `trace gen` use it. */
 double hs__zipf_alpha(int n, int top_n, double share);
@@ -60,5 +62,9 @@ double hs__touched(double n, double per_token, double U);
  * a = CPU time of all misses, g0 = device time of the hits, g = device
  * time of all misses, p = copy time of all misses. */
 double hs__hybrid_share(double a, double g0, double g, double p);
+
+/* Device allocations a runtime and one context make under these options
+ * (the sim adds 256 bytes of bookkeeping to each; tests/test-vram.c). */
+int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_opts *o);
 
 #endif

@@ -68,10 +68,28 @@ static void reference_a6000(void)
 	CHECK(m.expert_bytes == 13219200 + 34560, "expert bytes %llu", (unsigned long long)m.expert_bytes);
 	CHECK(hs_profile_load(profile_path("a6000-48g-pcie3"), &prof) == 0, "%s", hs_last_error());
 	CHECK(strcmp(prof.source, "published") == 0, "source %s", prof.source);
+	/* llama.cpp's split, 8 host layers: the cost model's figures below.  Its
+	 * VRAM as hotset's runtime allocates today (the count is exact, see
+	 * tests/test-vram.c) is over the budget: every MoE layer has its own
+	 * device buffers and FFN scratch (36 x 41 MiB at ubatch 512) and every
+	 * host layer its own 2k staging slots (8 x 106 MiB), 1.2 GiB too many
+	 * for the 47.5 GiB this card has; the search then takes another split.
+	 * A runtime that shared them over the layers (they run one after the
+	 * other) would fit it again: 46.6 GiB. */
+	o.host_layers = 8;
 	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
 	CHECK(plan.n_host_layers == 8, "host layers %d, expected 8", plan.n_host_layers);
 	double vram = plan.memory.vram_bytes / GiB;
-	CHECK(fabs(vram / 47.7 - 1) < 0.05, "VRAM %.2f GiB, expected about 47.7", vram);
+	CHECK(fabs(vram - 48.73) < 0.01 && has_warning(&plan, "vram_over"), "VRAM %.2f GiB, expected 48.73, over the budget",
+	      vram);
+	CHECK(plan.memory.vram_staging == 8ull * 8 * plan.memory.vram_experts / (28 * 128) &&
+		      plan.memory.vram_nonexpert == m.dense_device_bytes,
+	      "staging %llu: 8 slots for each of 8 host layers", (unsigned long long)plan.memory.vram_staging);
+	{
+		double shared = plan.memory.vram_bytes - 7.0 / 8 * plan.memory.vram_staging -
+				35.0 / 36 * (plan.memory.vram_workspace - 512.0 * m.n_vocab * 4);
+		CHECK(shared < plan.memory.vram_budget, "shared buffers: %.2f GiB", shared / GiB);
+	}
 	CHECK(plan.predicted.host_bytes_per_token == 8ull * 4 * m.expert_bytes, "host bytes %llu",
 	      (unsigned long long)plan.predicted.host_bytes_per_token);
 	CHECK(fabs(plan.predicted.host_bytes_per_token / MiB - 404.5) < 0.1, "%.2f MiB per token",
@@ -93,8 +111,13 @@ static void reference_a6000(void)
 		if (l < 8)
 			CHECK(plan.layers[l].n_numa_nodes == 1 && plan.layers[l].numa_nodes[0] == 0, "layer %d node", l);
 	}
-	CHECK(!has_warning(&plan, "ram_over") && !has_warning(&plan, "vram_over"), "over a budget");
+	CHECK(!has_warning(&plan, "ram_over"), "over the RAM budget");
 	CHECK(roundtrip(&plan), "JSON round trip of the reference plan");
+	/* the search: a plan within the VRAM */
+	o.host_layers = -1;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(!has_warning(&plan, "vram_over") && plan.memory.vram_bytes <= plan.memory.vram_budget,
+	      "searched plan over the VRAM budget");
 
 	/* 12 host layers (about 19 GiB of experts) do not fit 30 GiB of RAM */
 	o.host_layers = 12;
@@ -125,10 +148,13 @@ static void small_gpu(void)
 
 	hs_model_desc_preset("gpt-oss-120b", &m);
 	CHECK(hs_profile_load(profile_path("gpu8g-ram96g"), &prof) == 0, "%s", hs_last_error());
+	/* 4096 positions: at 8192 the runtime's per-layer staging slots (36 x
+	 * 106 MiB) and device buffers leave it 30 MiB over an 8 GB card */
+	o.ctx = 4096;
 	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
 	CHECK(plan.n_gpu_layers == 0 && plan.n_host_layers == 36, "gpu %d host %d", plan.n_gpu_layers,
 	      plan.n_host_layers);
-	CHECK(plan.memory.vram_nonexpert == m.nonexpert_bytes && plan.memory.vram_experts == 0, "non-expert on GPU");
+	CHECK(plan.memory.vram_nonexpert == m.dense_device_bytes && plan.memory.vram_experts == 0, "non-expert on GPU");
 	CHECK(plan.memory.vram_bytes <= plan.memory.vram_budget, "VRAM over budget");
 	CHECK(plan.memory.ram_bytes == 36ull * 128 * m.expert_bytes, "RAM %llu", (unsigned long long)plan.memory.ram_bytes);
 	CHECK(!has_warning(&plan, "ram_over"), "ram over");

@@ -18,6 +18,7 @@
 
 #include "hotset.h"
 #include "tests/hs-test.h"
+#include "tests/plan-util.h"
 #include "tests/layer-util.h"
 
 int main(void)
@@ -39,14 +40,7 @@ int main(void)
 	/* a plan with both layers on the host, no cache: made, saved, loaded */
 	CHECK(hs_model_open(model, &m) == 0 && hs_model_desc_from_model(m, &md) == 0, "%s", hs_last_error());
 	hs_model_free(m);
-	memset(&pf, 0, sizeof pf);
-	snprintf(pf.machine, sizeof pf.machine, "test box");
-	snprintf(pf.source, sizeof pf.source, "published");
-	pf.n_nodes = 1;
-	pf.nodes[0] = (struct hs_profile_node){ .os_index = 0, .n_cores = 2, .memory_bytes = 1ull << 34 };
-	pf.n_gpus = 1;
-	pf.gpus[0].memory_total_bytes = pf.gpus[0].memory_free_bytes = 1ull << 33;
-	pf.gpus[0].n_numa_nodes = 1;
+	hs_test_profile(&pf, 1ull << 33);
 	struct hs_plan_opts po = { .gpu = 0, .ctx = 1024, .ubatch = 512, .host_layers = 2, .no_cache = 1 };
 	CHECK(hs_plan_make(&md, &pf, &po, &plan) == 0, "%s", hs_last_error());
 	snprintf(plan_path, sizeof plan_path, "/tmp/hs-test-plan-%d.json", (int)getpid());
