@@ -1,12 +1,17 @@
 #!/bin/sh
 # GPU check: on a machine with an NVIDIA GPU, builds hotset with CUDA for
 # that GPU, runs the device contract tests and `run-layer --device cuda` on
-# the shared tiny model, then benchmarks the device (bench/bench-device.c):
-# decode kernel GB/s against device-to-device copies, prefill TFLOP/s,
-# pinned H2D against the PCIe link, masked-skip proportionality.  Writes the
-# full log to bench/results/gpu-check-DATE-COMMIT.txt and prints a short
-# table last, then `hotset bench` on the device.  Meant to finish in under 8
-# minutes.
+# the shared tiny model, the whole model's dense ops against their CPU
+# twins on the device (tests/test-device-dense) and the logits tests'
+# device part on it (tests/test-logits with HS_TEST_DEVICE), each with
+# cuBLAS and without (HOTSET_CUBLAS=0: the tile kernels), `hotset run` on
+# an oracle file, then benchmarks the device (bench/bench-device.c): decode
+# kernel GB/s against device-to-device copies, prefill TFLOP/s, pinned H2D
+# against the PCIe link, masked-skip proportionality; `hotset bench` (the
+# MoE modes) and `hotset bench --e2e` (the whole model, pp512 / tg128).
+# Writes the full log, raw output included, to
+# bench/results/gpu-check-DATE-COMMIT.txt and prints a short table last.
+# Meant to finish in under 10 minutes.
 # usage: bench/gpu-check.sh [BUILD_DIR]   (default build-gpu; sim: DEVICE=sim)
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +62,18 @@ for L in 0 1; do
 		run "$build/tests/npy-cmp" "$build/gpu-y$L.npy" "$M/y-h256-n4-layer$L.npy" 5e-2
 done
 
+say "== the whole model's dense ops on the device, against the CPU ops' double twins ($device)"
+D=$src/tests/data
+for blas in 1 0; do # cuBLAS for the float-weight prefill products, then the tile kernels
+	[ $blas = 0 ] && { [ "$device" = cuda ] || break; say "-- without cuBLAS (HOTSET_CUBLAS=0)"; }
+	HOTSET_CUBLAS=$blas HS_TEST_DEVICE=$device HS_DATA=$D run "$build/tests/test-device-dense"
+	say "-- logits against the oracles, dense part on the device ($device)"
+	HOTSET_CUBLAS=$blas HS_TEST_DEVICE=$device HS_TEST_DEVICE_ONLY=1 HS_DATA=$D run "$build/tests/test-logits"
+done
+grep -E "^(gptoss|qwen3).* $device, " "$log" | tail -n 60
+O=$D/oracle/gptoss-l2-h256-swa128-f16
+run "$build/hotset" run --model "$O.gguf" --tokens "$(cut -d' ' -f1-64 "$O.tokens.txt")" -n 32 --device "$device"
+
 say "== benchmark ($device)"
 "$build/bench/bench-device" "$device" 32 >"$build/bench-device.out" 2>&1 || status=1
 cat "$build/bench-device.out" >>"$log"
@@ -66,6 +83,10 @@ say ""
 say "== hotset bench ($device): every mode, measured against predicted"
 XDG_CACHE_HOME="$build/cache" "$build/hotset" bench --device "$device" -q >"$build/bench.out" 2>&1 || status=1
 cat "$build/bench.out" | tee -a "$log"
+say ""
+say "== hotset bench --e2e ($device): the whole model, pp512 and tg128"
+XDG_CACHE_HOME="$build/cache" "$build/hotset" bench --e2e --devices "$device" -q >"$build/bench-e2e.out" 2>&1 || status=1
+cat "$build/bench-e2e.out" | tee -a "$log"
 say "full log: $log"
 [ $status -eq 0 ] && say "gpu-check: all steps passed" || say "gpu-check: some steps FAILED (see the log)"
 exit $status

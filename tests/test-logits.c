@@ -8,7 +8,11 @@
  * of 1, 7, 64 and the whole prompt (window boundaries fall inside them);
  * three sequences decoded together equal each decoded alone; a q8_0 KV
  * cache within its derived bound; bad batches refused whole, and a device
- * failure mid-batch rolled back. */
+ * failure mid-batch rolled back.
+ * HS_TEST_DEVICE=cuda (bench/gpu-check.sh) runs the device part alone on
+ * that backend, with ubatches of 1, 7, 64 and the whole prompt and a q8_0
+ * KV cache as well (HS_TEST_DEVICE_ONLY=1 does that on sim); the CPU part
+ * and the sim's fault injection are every build's. */
 #include "config.h"
 
 #include <errno.h>
@@ -20,6 +24,7 @@
 
 #include "hotset.h"
 #include "tests/hs-test.h"
+#include "tests/plan-util.h"
 
 #define N_TOK 200
 
@@ -192,14 +197,7 @@ static int host_plan(const char *model, const char *path)
 	if (hs_model_open(model, &m) || hs_model_desc_from_model(m, &md))
 		return -1;
 	hs_model_free(m);
-	memset(&pf, 0, sizeof pf);
-	snprintf(pf.machine, sizeof pf.machine, "test box");
-	snprintf(pf.source, sizeof pf.source, "published");
-	pf.n_nodes = 1;
-	pf.nodes[0] = (struct hs_profile_node){ .os_index = 0, .n_cores = 2, .memory_bytes = 1ull << 34 };
-	pf.n_gpus = 1;
-	pf.gpus[0].memory_total_bytes = pf.gpus[0].memory_free_bytes = 1ull << 33;
-	pf.gpus[0].n_numa_nodes = 1;
+	hs_test_profile(&pf, 1ull << 33);
 	struct hs_plan_opts po = { .gpu = 0, .ctx = 1024, .ubatch = 512, .host_layers = md.n_moe_layers };
 	if (hs_plan_make(&md, &pf, &po, &plan))
 		return -1;
@@ -320,12 +318,62 @@ static void check_errors(hs_runtime *rt, const struct oracle *o)
 	hs_context_free(c);
 }
 
+/* The dense part on a device: every expert mode with host layers; on a
+ * backend other than sim also every ubatch size (the decode and prefill
+ * kernels) and a q8_0 KV cache, with the default plan. */
+static void check_device(const struct oracle *o, const char *dev, const char *plan, float *got, int all_ubatches)
+{
+	static const struct {
+		enum hs_mode m;
+		const char *name;
+	} modes[] = { { HS_MODE_CPU_COMPUTE, "cpu mode" }, { HS_MODE_PCIE_STREAM, "stream mode" },
+		      { HS_MODE_HYBRID, "hybrid mode" } };
+	char what[64];
+	hs_runtime *rt;
+	for (int k = 0; k < 3; k++) {
+		if (!(rt = open_rt(o->path, dev, plan, modes[k].m)))
+			continue;
+		snprintf(what, sizeof what, "%s, %s", dev, modes[k].name);
+		CHECK(run_prompt(rt, NULL, HS_KV_F16, 64, o->tok, N_TOK, got, o->n_vocab) == 0, "%s", hs_last_error());
+		check_close(what, o, got, o->llama512);
+		long cpu = 0, streamed = 0, hits = 0;
+		for (int l = 0; l < hs_runtime_model_info(rt)->n_layers; l++) {
+			struct hs_layer_report r;
+			if (hs_runtime_layer_report(rt, l, &r) == 0)
+				cpu += r.misses_cpu, streamed += r.misses_streamed, hits += r.hits;
+		}
+		CHECK(hits > 0 && (k == 1 || cpu > 0) && (k == 0 || streamed > 0),
+		      "%s: %ld hits, %ld CPU misses, %ld streamed: not the mode's split", what, hits, cpu, streamed);
+		hs_runtime_close(rt);
+	}
+	if (!all_ubatches || !(rt = open_rt(o->path, dev, NULL, HS_MODE_NONE)))
+		return;
+	static const int ubs[] = { N_TOK, 64, 7, 1 };
+	for (int u = 0; u < 4; u++) {
+		snprintf(what, sizeof what, "%s, ubatch %d", dev, ubs[u]);
+		CHECK(run_prompt(rt, NULL, HS_KV_F16, ubs[u], o->tok, N_TOK, got, o->n_vocab) == 0, "%s", hs_last_error());
+		check_close(what, o, got, ubs[u] == 1 ? o->llama1 : o->llama512);
+	}
+	CHECK(run_prompt(rt, NULL, HS_KV_Q8_0, 64, o->tok, N_TOK, got, o->n_vocab) == 0, "%s", hs_last_error());
+	struct agree q = agreement(got, o->f64, N_TOK, o->n_vocab), l = agreement(o->llama512, o->f64, N_TOK, o->n_vocab);
+	snprintf(what, sizeof what, "%s, q8_0 KV cache", dev);
+	printf("%-28s %-34s vs f64: max %.4f median %.5f top-1 %.3f\n", o->name, what, q.max, q.median, q.top1);
+	CHECK(q.median <= 1.25 * l.median + 0.005 && q.top1 >= l.top1 - 0.04, "%s %s q8_0 KV: median %.5f, top-1 %.3f",
+	      o->name, dev, q.median, q.top1);
+	hs_runtime_close(rt);
+}
+
 int main(void)
 {
 	struct oracle orc[3] = { { .name = "gptoss-l2-h256-swa128-f16" },
 				 { .name = "gptoss-l4-h192-swa32-q8" },
 				 { .name = "qwen3moe-l3-h256-e16k4-q8" } };
 	const int sanitized = getenv("HS_SANITIZER_BUILD") != NULL;
+	const char *dev = getenv("HS_TEST_DEVICE");
+	if (!dev || !*dev)
+		dev = "sim";
+	/* HS_TEST_DEVICE_ONLY=1: the same on sim (to try that part without a GPU) */
+	const int device_only = strcmp(dev, "sim") != 0 || getenv("HS_TEST_DEVICE_ONLY");
 	char plan[64];
 	snprintf(plan, sizeof plan, "/tmp/hs-test-logits-plan-%d.json", (int)getpid());
 
@@ -336,6 +384,11 @@ int main(void)
 			continue;
 		const size_t sz = sizeof(float) * N_TOK * o->n_vocab;
 		float *got = malloc(sz), *alone = malloc(sz);
+		if (device_only) {
+			CHECK(host_plan(o->path, plan) == 0, "plan: %s", hs_last_error());
+			check_device(o, dev, plan, got, 1);
+			goto next;
+		}
 		hs_runtime *rt = open_rt(o->path, "cpu", NULL, HS_MODE_NONE);
 		if (!rt || !got || !alone)
 			return hs_test_end();
@@ -379,33 +432,12 @@ int main(void)
 
 		/* the sim device: dense part on the device, every expert mode with host layers */
 		CHECK(host_plan(o->path, plan) == 0, "plan: %s", hs_last_error());
-		static const struct {
-			enum hs_mode m;
-			const char *name;
-		} modes[] = { { HS_MODE_CPU_COMPUTE, "sim, cpu mode" },
-			      { HS_MODE_PCIE_STREAM, "sim, stream mode" },
-			      { HS_MODE_HYBRID, "sim, hybrid mode" } };
-		for (int k = 0; k < 3; k++) {
-			rt = open_rt(o->path, "sim", plan, modes[k].m);
-			if (!rt)
-				continue;
-			CHECK(run_prompt(rt, NULL, HS_KV_F16, 64, o->tok, N_TOK, got, o->n_vocab) == 0, "%s", hs_last_error());
-			check_close(modes[k].name, o, got, o->llama512);
-			long cpu = 0, streamed = 0, hits = 0;
-			for (int l = 0; l < hs_runtime_model_info(rt)->n_layers; l++) {
-				struct hs_layer_report r;
-				if (hs_runtime_layer_report(rt, l, &r) == 0)
-					cpu += r.misses_cpu, streamed += r.misses_streamed, hits += r.hits;
-			}
-			CHECK(hits > 0 && (k == 1 || cpu > 0) && (k == 0 || streamed > 0),
-			      "%s: %ld hits, %ld CPU misses, %ld streamed: not the mode's split", modes[k].name, hits, cpu,
-			      streamed);
-			hs_runtime_close(rt);
-		}
+		check_device(o, "sim", plan, got, 0);
 		rt = open_rt(o->path, "sim", NULL, HS_MODE_NONE);
 		CHECK(rt && run_prompt(rt, NULL, HS_KV_F16, 16, o->tok, 32, got, o->n_vocab) == 0, "%s", hs_last_error());
 		hs_runtime_close(rt);
 		check_rollback(o, got + (size_t)31 * o->n_vocab);
+	next:
 		free(got);
 		free(alone);
 		free(o->f64);
