@@ -39,6 +39,17 @@ expect_ok "run json" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e16k4-
 	expect_grep "json eval" '"eval_tokens": 3'
 	expect_grep "json prompt" '"prompt_tokens": 3'
 }
+# text in and out through the model's tokenizer and chat format: whatever a
+# random model writes comes out as valid UTF-8, reasoning and answer apart
+expect_ok "run prompt" "$HOTSET" run -q --model "$TMP/w.gguf" --prompt "Hello <|start|>world" -n 24 --device cpu \
+	--ignore-eos && { iconv -f UTF-8 -t UTF-8 "$TMP/out" >/dev/null 2>&1 || fail "prompt output is not UTF-8"; }
+expect_ok "run prompt json" "$HOTSET" run -q --json --model "$TMP/w.gguf" --prompt "Hello" -n 8 --device cpu &&
+	expect_grep "prompt json content" '"content": "' && expect_grep "prompt json stop" '"stop": "(eos|length)"'
+expect_ok "run chat" "$HOTSET" run -q --model "$TMP/w.gguf" --chat "What is 2+2?" -n 16 --device cpu &&
+	{ iconv -f UTF-8 -t UTF-8 "$TMP/out" >/dev/null 2>&1 || fail "chat output is not UTF-8"; }
+expect_ok "run chat json" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e16k4-q8.gguf" --chat "hi" -n 8 \
+	--device cpu && expect_grep "chat json" '"reasoning": "' && expect_grep "chat json prompt" '"prompt_tokens": [0-9]+'
+expect_fail "run bad reasoning" "$HOTSET" run --model "$TMP/w.gguf" --chat hi --reasoning max
 # bad input: one line each, nothing written
 expect_fail "run no model" "$HOTSET" run --tokens 1
 expect_fail "run missing model" "$HOTSET" run --model "$TMP/none.gguf" --tokens 1

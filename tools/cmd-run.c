@@ -17,18 +17,21 @@
 
 static void help(void)
 {
-	printf("usage: hotset run --model FILE (--tokens IDS | --prompt TEXT | --chat TEXT) [-n N]\n"
+	printf("usage: hotset run --model FILE (--tokens IDS | --prompt TEXT | --chat TEXT) [-n N] [--reasoning E]\n"
 	       "                  [--ctx N] [--kv f16|q8_0] [--ubatch N] [--temp T] [--top-k K] [--top-p P]\n"
 	       "                  [--min-p P] [--seed S] [--device cpu|sim|cuda] [--mode M] [--plan FILE]\n"
-	       "                  [--threads N] [--logits FILE] [--json] [-q]\n\n"
+	       "                  [--threads N] [--logits FILE] [--ignore-eos] [--json] [-q]\n\n"
 	       "Runs the whole model: the prompt in ubatches, then N generated tokens, printed\n"
 	       "as they come; then timings (load, prompt eval, eval) and where the experts ran.\n\n"
 	       "  --model FILE    a whole gpt-oss or Qwen3-MoE GGUF model\n"
 	       "  --tokens IDS    the prompt as token ids, separated by spaces or commas\n"
 	       "  --prompt TEXT   the prompt as text, through the model's tokenizer (special\n"
 	       "                  tokens such as <|start|> are parsed)\n"
-	       "  --chat TEXT     one user turn through the model's chat format; the reply's\n"
-	       "                  reasoning and answer are printed apart\n"
+	       "  --chat TEXT     one user turn through the model's chat format (harmony for\n"
+	       "                  gpt-oss, ChatML for Qwen3); the reply's reasoning and answer\n"
+	       "                  are printed apart, and it stops at the format's end of reply\n"
+	       "  --reasoning E   harmony's reasoning effort: low, medium (default) or high\n"
+	       "  --ignore-eos    generate all N tokens even past the end of the reply\n"
 	       "  -n N            tokens to generate (default 32; 0: only the prompt)\n"
 	       "  --ctx N         positions of the context (default 4096)\n"
 	       "  --kv T          KV cache type: f16 (default) or q8_0\n"
@@ -117,8 +120,8 @@ static void progress(const char *what, double f, void *ctx)
 }
 
 struct run_opts {
-	const char *model, *tokens, *prompt, *chat, *device, *mode, *plan, *logits;
-	int n_gen, ctx, ubatch, threads, json, quiet;
+	const char *model, *tokens, *prompt, *chat, *device, *mode, *plan, *logits, *reasoning;
+	int n_gen, ctx, ubatch, threads, json, quiet, ignore_eos;
 	enum hs_kv_type kv;
 	struct hs_sampler_params sp;
 };
@@ -143,6 +146,110 @@ static void moe_split(hs_runtime *rt, int n_layers, long tokens, double *hit, do
 	*pcie_b = tokens ? pcie / tokens : 0;
 }
 
+/* Where generated text goes: the detokenizer (--prompt) or the chat
+ * format's reply parser (--chat), printed as it comes and kept for --json. */
+struct text_out {
+	hs_tokenizer *tk;
+	hs_detok *dt;
+	hs_reply_parser *rp;
+	int json, kind;   /* the kind of the last delta printed, -1 none */
+	json_t *parts[3]; /* content, reasoning, tool call: strings for --json */
+};
+
+static void emit(struct text_out *t, int kind, const char *text, size_t len)
+{
+	static const char *const head[] = { "--- answer ---\n", "--- reasoning ---\n", "--- tool call ---\n" };
+	if (!len)
+		return;
+	if (t->json) {
+		const char *old = json_string_value(t->parts[kind]);
+		size_t ol = json_string_length(t->parts[kind]);
+		char *cat = malloc(ol + len + 1);
+		if (!cat)
+			return;
+		memcpy(cat, old, ol);
+		memcpy(cat + ol, text, len);
+		json_string_setn_nocheck(t->parts[kind], cat, ol + len);
+		free(cat);
+		return;
+	}
+	if (t->rp && kind != t->kind)
+		printf("%s%s", t->kind >= 0 ? "\n" : "", head[kind]);
+	t->kind = kind;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
+}
+
+/* One generated id through the text path; 1 when it ends the reply. */
+static int text_push(struct text_out *t, int32_t id)
+{
+	const char *s;
+	size_t n;
+	if (t->rp) {
+		const struct hs_reply_delta *d;
+		int nd, end = hs_reply_parser_push(t->rp, id, &d, &nd);
+		for (int k = 0; k < nd; k++)
+			emit(t, d[k].kind, d[k].text, d[k].len);
+		return end == 1;
+	}
+	if (id == hs_tokenizer_eos(t->tk) || id == hs_tokenizer_eot(t->tk))
+		return 1;
+	if (hs_detok_push(t->dt, id, &s, &n) == 0)
+		emit(t, HS_REPLY_CONTENT, s, n);
+	return 0;
+}
+
+static void text_finish(struct text_out *t)
+{
+	const char *s;
+	size_t n;
+	if (t->rp) {
+		const struct hs_reply_delta *d;
+		int nd;
+		if (hs_reply_parser_finish(t->rp, &d, &nd) == 0)
+			for (int k = 0; k < nd; k++)
+				emit(t, d[k].kind, d[k].text, d[k].len);
+	} else if (t->dt && hs_detok_flush(t->dt, &s, &n) == 0) {
+		emit(t, HS_REPLY_CONTENT, s, n);
+	}
+}
+
+static void text_free(struct text_out *t)
+{
+	hs_reply_parser_free(t->rp);
+	hs_detok_free(t->dt);
+	hs_tokenizer_free(t->tk);
+	for (int k = 0; k < 3; k++)
+		json_decref(t->parts[k]);
+}
+
+/* The prompt's ids: given, or the text (or one chat turn) tokenized. */
+static int prompt_ids(const struct run_opts *o, struct text_out *t, int32_t **ids, int *n)
+{
+	if (o->tokens)
+		return parse_ids(o->tokens, ids, n);
+	if (hs_tokenizer_open(o->model, &t->tk))
+		return hs_cli_fail("run", "%s", hs_last_error());
+	if (o->chat) {
+		struct hs_chat_message m = { .role = "user", .content = o->chat };
+		struct hs_chat_opts co = { .reasoning_effort = o->reasoning };
+		if (hs_chat_tokenize(t->tk, &m, 1, &co, ids, n) ||
+		    hs_reply_parser_new(t->tk, HS_CHAT_AUTO, &t->rp))
+			return hs_cli_fail("run", "%s", hs_last_error());
+		return 0;
+	}
+	size_t len = strlen(o->prompt);
+	int need = hs_tokenize(t->tk, o->prompt, len, HS_TOK_PARSE_SPECIAL | HS_TOK_ADD_BOS, NULL, 0);
+	if (need < 0 || !(*ids = malloc(sizeof **ids * (size_t)(need > 0 ? need : 1))))
+		return hs_cli_fail("run", "%s", need < 0 ? hs_last_error() : "out of memory");
+	*n = hs_tokenize(t->tk, o->prompt, len, HS_TOK_PARSE_SPECIAL | HS_TOK_ADD_BOS, *ids, need);
+	if (*n < 1)
+		return hs_cli_fail("run", "--prompt: the text gives no tokens");
+	if (hs_detok_new(t->tk, 0, &t->dt))
+		return hs_cli_fail("run", "%s", hs_last_error());
+	return 0;
+}
+
 static int run(const struct run_opts *o)
 {
 	struct hs_runtime_opts ro = { 0 };
@@ -152,11 +259,14 @@ static int run(const struct run_opts *o)
 	int32_t *prompt = NULL, *gen = NULL;
 	struct hs_token *batch = NULL;
 	float *all_logits = NULL;
-	int n_prompt = 0, n_done = 0, rc = 1;
+	int n_prompt = 0, n_done = 0, rc = 1, ended = 0;
 	double t0 = now_s(), t_load;
+	struct text_out text = { .json = o->json, .kind = -1 };
 
-	if (o->tokens && parse_ids(o->tokens, &prompt, &n_prompt))
-		return 1;
+	for (int k = 0; k < 3; k++)
+		text.parts[k] = json_string("");
+	if (prompt_ids(o, &text, &prompt, &n_prompt))
+		goto out;
 	ro.device = o->device ? o->device : hs_cuda_device_count() > 0 ? "cuda" : "cpu";
 	ro.plan_path = o->plan;
 	ro.q = -1;
@@ -227,7 +337,12 @@ static int run(const struct run_opts *o)
 	while (n_done < o->n_gen && !stop) {
 		int32_t id = hs_sampler_sample(smp, last);
 		gen[n_done++] = id;
-		if (!o->json) {
+		if (text.tk) {
+			if (text_push(&text, id) && !o->ignore_eos) {
+				ended = 1;
+				break;
+			}
+		} else if (!o->json) {
 			printf("%s%d", n_done > 1 ? " " : "", id);
 			fflush(stdout);
 		}
@@ -240,6 +355,8 @@ static int run(const struct run_opts *o)
 		}
 		last = hs_context_logits(ctx, 0);
 	}
+	if (text.tk)
+		text_finish(&text);
 	if (!o->json && n_done) {
 		printf("\n");
 		fflush(stdout);
@@ -252,13 +369,21 @@ static int run(const struct run_opts *o)
 		json_t *ids = json_array();
 		for (int i = 0; i < n_done; i++)
 			json_array_append_new(ids, json_integer(gen[i]));
-		json_t *j = json_pack("{s:o, s:i, s:f, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:b}",
+		json_t *j = json_pack("{s:o, s:i, s:f, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:b, s:s}",
 				      "tokens", ids, "prompt_tokens", n_prompt, "load_ms", t_load * 1e3,
 				      "prompt_eval_tokens", (int)st.prompt_tokens, "prompt_eval_ms", st.prompt_s * 1e3,
 				      "eval_tokens", (int)st.decode_tokens, "eval_ms", st.decode_s * 1e3,
 				      "attention_s", st.attn_s, "moe_s", st.moe_s, "other_s", st.other_s,
 				      "moe_hit_share", hit, "cpu_expert_bytes_per_token", cpu_b,
-				      "copied_expert_bytes_per_token", pcie_b, "dense", st.dense, "interrupted", (int)stop);
+				      "copied_expert_bytes_per_token", pcie_b, "dense", st.dense, "interrupted", (int)stop,
+				      "stop", stop ? "interrupted" : ended ? "eos" : "length");
+		if (j && text.tk) {
+			json_object_set(j, "content", text.parts[HS_REPLY_CONTENT]);
+			if (o->chat) {
+				json_object_set(j, "reasoning", text.parts[HS_REPLY_REASONING]);
+				json_object_set(j, "tool_call", text.parts[HS_REPLY_TOOL_CALL]);
+			}
+		}
 		char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 		json_decref(j);
 		if (!s) {
@@ -292,6 +417,7 @@ out:
 	free(batch);
 	free(gen);
 	free(prompt);
+	text_free(&text);
 	hs_sampler_free(smp);
 	hs_context_free(ctx);
 	hs_runtime_close(rt);
@@ -310,6 +436,7 @@ int hs_cmd_run(int argc, char **argv)
 		{ "device", required_argument, NULL, 'd' }, { "mode", required_argument, NULL, 'M' },
 		{ "plan", required_argument, NULL, 'L' },   { "threads", required_argument, NULL, 'j' },
 		{ "logits", required_argument, NULL, 'l' }, { "json", no_argument, NULL, 'J' },
+		{ "reasoning", required_argument, NULL, 'R' }, { "ignore-eos", no_argument, NULL, 'I' },
 		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -367,6 +494,12 @@ int hs_cmd_run(int argc, char **argv)
 		case 'L': o.plan = optarg; break;
 		case 'l': o.logits = optarg; break;
 		case 'J': o.json = 1; break;
+		case 'R':
+			if (strcmp(optarg, "low") && strcmp(optarg, "medium") && strcmp(optarg, "high"))
+				return hs_cli_fail("run", "--reasoning %s: low, medium or high", optarg);
+			o.reasoning = optarg;
+			break;
+		case 'I': o.ignore_eos = 1; break;
 		case 'q': o.quiet = 1; break;
 		case 'h': help(); return 0;
 		default: return hs_cli_usage_error("run");
@@ -380,7 +513,5 @@ int hs_cmd_run(int argc, char **argv)
 		return hs_cli_fail("run", "no model: give --model FILE");
 	if (!!o.tokens + !!o.prompt + !!o.chat != 1)
 		return hs_cli_fail("run", "give exactly one of --tokens, --prompt and --chat");
-	if ((o.prompt || o.chat) && 1)
-		return hs_cli_fail("run", "--prompt and --chat need the tokenizer, which this build does not have yet");
 	return run(&o);
 }
