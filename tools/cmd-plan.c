@@ -226,6 +226,15 @@ static void print_text(const struct hs_plan *p, const struct hs_model_desc *m, c
 		       p->memory.vram_kv / GiB, p->ctx, p->kv_type == HS_KV_Q8_0 ? "q8_0" : "f16",
 		       p->memory.vram_experts / GiB, p->memory.vram_slots / GiB, p->memory.vram_staging / GiB,
 		       p->memory.vram_workspace / GiB);
+	if (p->gpu >= 0 && m->swa_window > 0 && m->swa_every > 0) {
+		int slide = 0;
+		for (int i = 0; i < m->n_layers; i++)
+			slide += i % m->swa_every != m->swa_every - 1;
+		long ring = (long)m->swa_window + p->ubatch < p->ctx ? (long)m->swa_window + p->ubatch : p->ctx;
+		printf("       KV: %d of %d layers slide over %d positions and keep a ring of %ld cells (window +\n"
+		       "       ubatch), the others %d\n",
+		       slide, m->n_layers, m->swa_window, ring, p->ctx);
+	}
 	printf("  RAM  %.2f GiB of %.2f for host experts", p->memory.ram_bytes / GiB, p->memory.ram_budget / GiB);
 	for (int j = 0; j < p->memory.n_nodes; j++)
 		if (p->memory.ram_node_bytes[j])
