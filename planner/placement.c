@@ -150,8 +150,7 @@ int hs__plan_build(const struct ctx *c, const struct hs_plan_opts *o, int n, str
 			k->thrash[j] = 1;
 
 	/* VRAM: fixed part + resident layers' experts + each host layer's
-	 * staging slots and its streaming buffers (every host layer has its
-	 * own in the runtime) */
+	 * staging slots (the layers share their step buffers) */
 	double host_extra = c->staging * c->slot_bytes + c->ws_host_layer - c->ws_gpu_layer;
 	k->vram_used = c->g ? c->vram_fixed + (c->L - n) * c->E * c->slot_bytes + n * host_extra : 0;
 	if (c->g && k->vram_used > c->vram_budget)
@@ -299,7 +298,7 @@ void hs__plan_fill(const struct ctx *c, const struct hs_plan_opts *o, const stru
 		snprintf(p->predicted.bound, sizeof p->predicted.bound, "CPU expert kernel");
 
 	/* as the runtime opens each host layer: its cache slots, then
-	 * min(2k, E - slots) staging slots; streaming buffers when it has those */
+	 * min(2k, E - slots) staging slots; every layer its slot table */
 	double staging = 0, ws_layers = 0;
 	for (int l = 0; l < c->L; l++) {
 		const int st = k->host[l] ? (c->staging < c->E - k->slots[l] ? c->staging : c->E - k->slots[l]) : 0;

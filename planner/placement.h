@@ -20,7 +20,8 @@ struct ctx {
 	int L, E, k;
 	double S, P_e;                  /* bytes and parameters of one expert */
 	double slot_bytes;              /* one packed expert in a device slot (hs__expert_pack_layout) */
-	double ws_gpu_layer, ws_host_layer; /* device buffers of one MoE layer without / with streaming */
+	double ws_gpu_layer, ws_host_layer; /* device buffers of one MoE layer besides its slots (its slot
+					       table; the step buffers are shared and in vram_fixed) */
 	int staging;                    /* staging slots of a host layer (the runtime's 2k) */
 	int cpu_node;                   /* profile index */
 	double Br[HS_MAX_NODES];        /* node j's cores reading node j's memory */

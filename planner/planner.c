@@ -316,13 +316,13 @@ static double fwd_bytes(const struct hs_model_desc *m, const struct hs_plan_opts
 	return b;
 }
 
-/* One MoE layer's device buffers besides its slot pool: x, its Q8_0 copy,
- * the id lists (with streaming, one more per streamable expert), weights, y,
- * the FFN scratch and the slot table. */
-static double layer_ws(const struct hs_model_desc *m, const struct hs_plan_opts *o, int streams)
+/* The step buffers the runtime's MoE layers share (they run one at a
+ * time): x, its Q8_0 copy, the id lists (one more per streamable expert),
+ * weights, y and the FFN scratch. */
+static double step_ws(const struct hs_model_desc *m, const struct hs_plan_opts *o)
 {
 	const double U = o->ubatch, D = m->n_embd, K = m->n_used, E = m->n_experts;
-	const double lists = streams ? fmin(E, MAX_STREAMED) : 0;
+	const double lists = fmin(E, MAX_STREAMED);
 	size_t ffn;
 	if (o->device_sim) {
 		struct hs_moe_layer l;
@@ -333,7 +333,13 @@ static double layer_ws(const struct hs_model_desc *m, const struct hs_plan_opts 
 		ffn = hs__gpu_ffn_scratch_size(o->ubatch, m->n_used, m->n_ff, m->n_experts);
 	}
 	return 2 * dev_buf(4 * U * D) + dev_buf(U * (D / HS_QK) * sizeof(struct hs_block_q8_0)) +
-	       dev_buf((2 + lists) * U * K * 4) + dev_buf(U * K * 4) + dev_buf((double)ffn) + dev_buf(4 * E);
+	       dev_buf((2 + lists) * U * K * 4) + dev_buf(U * K * 4) + dev_buf((double)ffn);
+}
+
+/* One MoE layer's device buffers besides its slot pool: the slot table. */
+static double layer_ws(const struct hs_model_desc *m)
+{
+	return dev_buf(4.0 * m->n_experts);
 }
 
 int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_opts *opts)
@@ -344,7 +350,8 @@ int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_
 		o.n_seq = 1;
 	kv_bytes(m, &o, &n);
 	fwd_bytes(m, &o, &n);
-	return n + m->dense_device_tensors + 8 * m->n_moe_layers; /* layer_ws's 7 buffers and the slot pool */
+	/* the shared step buffers (6), each layer's slot pool and slot table */
+	return n + m->dense_device_tensors + 6 + 2 * m->n_moe_layers;
 }
 
 int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, const struct hs_plan_opts *opts,
@@ -447,13 +454,13 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 	p->memory.ram_budget = (uint64_t)ram_total;
 
 	int nbuf = 0;
-	c.ws_gpu_layer = layer_ws(m, &o, 0);
-	c.ws_host_layer = layer_ws(m, &o, 1);
+	c.ws_gpu_layer = c.ws_host_layer = layer_ws(m);
 	/* the dense part as the forward pass keeps it on the device; a file
 	 * of MoE layers alone: every other tensor, as before */
 	p->memory.vram_nonexpert = c.g ? (m->dense_device_bytes ? m->dense_device_bytes : m->nonexpert_bytes) : 0;
 	p->memory.vram_kv = c.g ? (uint64_t)kv_bytes(m, &o, &nbuf) : 0;
-	p->memory.vram_workspace = c.g ? (uint64_t)fwd_bytes(m, &o, &nbuf) : 0; /* + the layers', in hs__plan_fill */
+	/* the forward pass's and the layers' shared step buffers (+ each layer's slot table, in hs__plan_fill) */
+	p->memory.vram_workspace = c.g ? (uint64_t)(fwd_bytes(m, &o, &nbuf) + step_ws(m, &o)) : 0;
 	c.vram_fixed = (double)(p->memory.vram_nonexpert + p->memory.vram_kv + p->memory.vram_workspace) +
 		       c.L * c.ws_gpu_layer;
 	if (c.g) {

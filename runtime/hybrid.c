@@ -34,6 +34,76 @@ static void unpinned(struct hs_device *d, void *p, size_t n)
 	free(p);
 }
 
+void hs__step_bufs_free(struct hs_step_bufs *b)
+{
+	if (!b)
+		return;
+	const struct hs_dev_ops *o = b->d->ops;
+	o->free(b->d->dev, b->dx);
+	o->free(b->d->dev, b->dxq);
+	o->free(b->d->dev, b->dids);
+	o->free(b->d->dev, b->dw);
+	o->free(b->d->dev, b->dy);
+	o->free(b->d->dev, b->dscratch);
+	unpinned(b->d, b->hx, b->hx_b);
+	unpinned(b->d, b->hw, b->hw_b);
+	unpinned(b->d, b->hy, b->hx_b);
+	unpinned(b->d, b->hids, (size_t)(2 + b->n_lists) * b->hids_b);
+	free(b->cscratch);
+	free(b->ycpu);
+	free(b->ids_cpu);
+	free(b);
+}
+
+int hs__step_bufs_create(struct hs_device *d, const struct hs_moe_layer *l, int max_n, int streams,
+			 struct hs_step_bufs **out)
+{
+	const struct hs_dev_ops *o = d->ops;
+	const int D = l->n_embd, K = l->n_used, E = l->n_experts;
+	struct hs_step_bufs *b = calloc(1, sizeof *b);
+	int rc = 0;
+
+	*out = NULL;
+	if (!b)
+		return hs__error(ENOMEM, "hybrid: out of memory");
+	b->d = d;
+	b->max_n = max_n;
+	/* experts streamed in one step: staging slots are reused within a step
+	 * (each upload waits for the launch that read the slot before), so up
+	 * to every expert of the layer, each with its own id list and events */
+	b->n_lists = streams ? (E < HS_MAX_STREAMED ? E : HS_MAX_STREAMED) : 0;
+	b->hx_b = sizeof(float) * (size_t)max_n * D;
+	b->hw_b = sizeof(float) * (size_t)max_n * K;
+	b->hids_b = sizeof(int32_t) * (size_t)max_n * K;
+	b->dxq_b = (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0);
+	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
+				.n_used = K, .n = max_n };
+	b->scratch_b = o->ffn_scratch_bytes(&f);
+	if ((rc = o->alloc(d->dev, b->hx_b, &b->dx)) || (rc = o->alloc(d->dev, b->dxq_b, &b->dxq)) ||
+	    (rc = o->alloc(d->dev, (size_t)(2 + b->n_lists) * b->hids_b, &b->dids)) ||
+	    (rc = o->alloc(d->dev, b->hw_b, &b->dw)) || (rc = o->alloc(d->dev, b->hx_b, &b->dy)) ||
+	    (rc = o->alloc(d->dev, b->scratch_b ? b->scratch_b : 1, &b->dscratch)))
+		goto out_free;
+	b->hx = pinned(d, b->hx_b);
+	b->hw = pinned(d, b->hw_b);
+	b->hy = pinned(d, b->hx_b);
+	/* hits' ids, all streamed pairs' ids, then one list per streamed expert */
+	b->hids = pinned(d, (size_t)(2 + b->n_lists) * b->hids_b);
+	size_t cs = (hs__ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
+	b->cscratch = aligned_alloc(64, cs ? cs : 64);
+	b->ycpu = malloc(b->hx_b);
+	b->ids_cpu = malloc(b->hids_b);
+	if (!b->hx || !b->hw || !b->hy || !b->hids || !b->cscratch || !b->ycpu || !b->ids_cpu) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	*out = b;
+	return 0;
+out_free:
+	hs__step_bufs_free(b);
+	return rc ? rc : hs__error(ENOMEM, "hybrid: out of memory");
+}
+
 void hs__hybrid_close(struct hs_hybrid *h)
 {
 	if (!h->d)
@@ -43,30 +113,19 @@ void hs__hybrid_close(struct hs_hybrid *h)
 		o->queue_sync(h->qc);
 	if (h->qx)
 		o->queue_sync(h->qx);
-	o->free(h->d->dev, h->dx);
-	o->free(h->d->dev, h->dxq);
-	o->free(h->d->dev, h->dids);
-	o->free(h->d->dev, h->dw);
-	o->free(h->d->dev, h->dy);
-	o->free(h->d->dev, h->dscratch);
 	for (int i = 0; h->ev && i < 2 * (1 + h->n_lists); i++)
 		if (h->ev[i])
 			o->event_destroy(h->ev[i]);
 	free(h->ev);
 	hs__lanes_free(h->lanes);
 	hs__slots_free(h->slots);
-	unpinned(h->d, h->hx, h->hx_b);
-	unpinned(h->d, h->hw, h->hw_b);
-	unpinned(h->d, h->hy, h->hx_b);
-	unpinned(h->d, h->hids, (size_t)(2 + h->n_lists) * h->hids_b);
 	unpinned(h->d, h->hpack, h->hpack_b);
 	if (h->qc)
 		o->queue_destroy(h->qc);
 	if (h->qx)
 		o->queue_destroy(h->qx);
-	free(h->cscratch);
-	free(h->ycpu);
-	free(h->ids_cpu);
+	if (h->own_bufs)
+		hs__step_bufs_free(h->bufs);
 	free(h->route);
 	free(h->hit_slot);
 	memset(h, 0, sizeof *h);
@@ -75,8 +134,14 @@ void hs__hybrid_close(struct hs_hybrid *h)
 int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d, struct hs_pool *pool,
 		    int max_n, int n_cached, int n_staging)
 {
+	return hs__hybrid_open_shared(h, l, d, pool, max_n, n_cached, n_staging, NULL);
+}
+
+int hs__hybrid_open_shared(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d,
+			   struct hs_pool *pool, int max_n, int n_cached, int n_staging, struct hs_step_bufs *shared)
+{
 	const struct hs_dev_ops *o = d->ops;
-	const int D = l->n_embd, K = l->n_used, E = l->n_experts;
+	const int E = l->n_experts;
 	int rc;
 
 	memset(h, 0, sizeof *h);
@@ -86,21 +151,32 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
 		return hs__error(EINVAL, "hybrid: experts of type %s; the device takes mxfp4 and q8_0",
 				 hs__type_name(l->type));
+	if (shared && (shared->max_n < max_n || (n_staging > 0 && !shared->n_lists)))
+		return hs__error(EINVAL, "hybrid: shared step buffers for %d tokens%s, the layer needs %d%s", shared->max_n,
+				 shared->n_lists ? " with streams" : "", max_n, n_staging > 0 ? " with streams" : "");
 	h->l = l;
 	h->d = d;
 	h->pool = pool;
 	h->max_n = max_n;
 	h->n_cached = n_cached;
 	h->n_staging = n_staging;
-	h->pack = hs__expert_pack_layout(l->type, D, l->n_ff, l->arch->has_bias);
-	h->hx_b = sizeof(float) * (size_t)max_n * D;
-	h->hw_b = sizeof(float) * (size_t)max_n * K;
-	h->hids_b = sizeof(int32_t) * (size_t)max_n * K;
+	h->pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);
 	h->hpack_b = h->pack.bytes * (size_t)(n_staging > 0 ? n_staging : 1);
-	/* experts streamed in one step: staging slots are reused within a step
-	 * (each upload waits for the launch that read the slot before), so up
-	 * to every expert of the layer, each with its own id list and events */
-	h->n_lists = n_staging > 0 ? (E < HS_MAX_STREAMED ? E : HS_MAX_STREAMED) : 0;
+	if (shared) {
+		h->bufs = shared;
+	} else if ((rc = hs__step_bufs_create(d, l, max_n, n_staging > 0, &h->bufs))) {
+		goto out_close;
+	} else {
+		h->own_bufs = 1;
+	}
+	struct hs_step_bufs *b = h->bufs;
+	h->hx_b = b->hx_b;
+	h->hw_b = b->hw_b;
+	h->hids_b = b->hids_b;
+	h->n_lists = n_staging > 0 ? b->n_lists : 0;
+	h->dx = b->dx, h->dxq = b->dxq, h->dids = b->dids, h->dw = b->dw, h->dy = b->dy, h->dscratch = b->dscratch;
+	h->hx = b->hx, h->hw = b->hw, h->hy = b->hy, h->hids = b->hids;
+	h->cscratch = b->cscratch, h->ycpu = b->ycpu, h->ids_cpu = b->ids_cpu;
 	if ((rc = o->queue_create(d->dev, &h->qc)) || (rc = o->queue_create(d->dev, &h->qx)) ||
 	    (rc = hs__lanes_create(&h->lanes)))
 		goto out_close;
@@ -113,29 +189,10 @@ int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs
 	for (int i = 0; i < 2 * (1 + h->n_lists); i++)
 		if ((rc = o->event_create(d->dev, &h->ev[i])))
 			goto out_close;
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
-				.n_used = K, .n = max_n };
-	size_t sb = o->ffn_scratch_bytes(&f);
-	if ((rc = o->alloc(d->dev, h->hx_b, &h->dx)) ||
-	    (rc = o->alloc(d->dev, (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0), &h->dxq)) ||
-	    (rc = o->alloc(d->dev, (size_t)(2 + h->n_lists) * h->hids_b, &h->dids)) ||
-	    (rc = o->alloc(d->dev, h->hw_b, &h->dw)) ||
-	    (rc = o->alloc(d->dev, h->hx_b, &h->dy)) || (rc = o->alloc(d->dev, sb ? sb : 1, &h->dscratch)))
-		goto out_close;
-	h->hx = pinned(d, h->hx_b);
-	h->hw = pinned(d, h->hw_b);
-	h->hy = pinned(d, h->hx_b);
-	/* hits' ids, all streamed pairs' ids, then one list per streamed expert */
-	h->hids = pinned(d, (size_t)(2 + h->n_lists) * h->hids_b);
 	h->hpack = pinned(d, h->hpack_b);
-	size_t cs = (hs__ffn_scratch_bytes(l, max_n) + 63) & ~(size_t)63;
-	h->cscratch = aligned_alloc(64, cs ? cs : 64);
-	h->ycpu = malloc(h->hx_b);
-	h->ids_cpu = malloc(h->hids_b);
 	h->route = malloc(sizeof *h->route * E);
 	h->hit_slot = malloc(sizeof *h->hit_slot * (size_t)(n_cached + n_staging));
-	if (!h->hx || !h->hw || !h->hy || !h->hids || !h->hpack || !h->cscratch || !h->ycpu || !h->ids_cpu ||
-	    !h->route || !h->hit_slot) {
+	if (!h->hpack || !h->route || !h->hit_slot) {
 		rc = -ENOMEM;
 		goto out_close;
 	}

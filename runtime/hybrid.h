@@ -29,6 +29,29 @@ struct hs_layer_stats {
 						       expert launches, timed with events */
 };
 
+/* The buffers one layer step uses and leaves free at its end: the
+ * device's x, its Q8_0 copy, id lists, weights, y and FFN scratch; the
+ * pinned host side of them; the CPU lane's scratch.  The layers of one
+ * runtime run one after the other, so they share one set (the VRAM of a
+ * set per layer is better spent on experts). */
+struct hs_step_bufs {
+	struct hs_device *d;
+	int max_n, n_lists;
+	size_t hx_b, hw_b, hids_b, dxq_b, scratch_b;
+	void *dx, *dxq, *dids, *dw, *dy, *dscratch;
+	float *hx, *hw, *hy;
+	int32_t *hids;
+	void *cscratch;
+	float *ycpu;
+	int32_t *ids_cpu;
+};
+
+/* A set for layers shaped like l, up to max_n tokens; streams: room for
+ * the id lists of streamed experts.  Free with hs__step_bufs_free(). */
+int hs__step_bufs_create(struct hs_device *d, const struct hs_moe_layer *l, int max_n, int streams,
+			 struct hs_step_bufs **out);
+void hs__step_bufs_free(struct hs_step_bufs *b);
+
 struct hs_hybrid {
 	const struct hs_moe_layer *l;   /* host view of the layer's experts */
 	struct hs_device *d;
@@ -57,6 +80,8 @@ struct hs_hybrid {
 	int *hit_slot;                  /* slots read by this step's hits */
 	hs_event **ev;                  /* [2 (1 + n_staging)]: around each launch, for device busy time */
 	struct hs_lanes *lanes;         /* the task graph's lane threads, kept for every step */
+	struct hs_step_bufs *bufs;      /* where the buffers above come from */
+	int own_bufs;                   /* 1: made for this layer alone (freed with it) */
 };
 
 /* Sets up the device side of layer l for batches of up to max_n tokens:
@@ -64,6 +89,11 @@ struct hs_hybrid {
  * streaming.  pool runs the CPU side. */
 int hs__hybrid_open(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d, struct hs_pool *pool,
 		    int max_n, int n_cached, int n_staging);
+/* The same with the step buffers of shared (made for this shape, max_n
+ * and, when n_staging > 0, with streams); the caller frees them after
+ * every layer that uses them. */
+int hs__hybrid_open_shared(struct hs_hybrid *h, const struct hs_moe_layer *l, struct hs_device *d,
+			   struct hs_pool *pool, int max_n, int n_cached, int n_staging, struct hs_step_bufs *shared);
 void hs__hybrid_close(struct hs_hybrid *h);
 /* Puts expert e into cache slot `slot` (from host memory, through pinned
  * staging). */

@@ -85,6 +85,7 @@ void hs_runtime_close(hs_runtime *rt)
 		free(L->score_at);
 	}
 	free(rt->layers);
+	hs__step_bufs_free(rt->step_bufs);
 	for (int i = 0; i < rt->n_dwhole_bufs; i++)
 		rt->d->ops->free(rt->d->dev, rt->dwhole_bufs[i]);
 	free(rt->dwhole_bufs);
@@ -179,7 +180,14 @@ static int setup_layer(hs_runtime *rt, int li)
 		n_cached = E - n_staging;
 	if (n_cached + n_staging < 1)
 		return 0;
-	rc = hs__hybrid_open(&L->h, L->view, rt->d, rt->pool, rt->o.max_tokens, n_cached, n_staging);
+	if (!rt->step_bufs && (rc = hs__step_bufs_create(rt->d, L->view, rt->o.max_tokens, 1, &rt->step_bufs))) {
+		hs__runtime_say(rt, "warning: layer %d: no device side (%s); the CPU computes all its experts", li,
+				hs_last_error());
+		L->rep.cpu_only = 1;
+		return 0;
+	}
+	rc = hs__hybrid_open_shared(&L->h, L->view, rt->d, rt->pool, rt->o.max_tokens, n_cached, n_staging,
+				    rt->step_bufs);
 	if (rc == -ENOMEM && L->plan.placement == HS_PLACEMENT_GPU) {
 		/* not all resident: keep it on the host with what fits as cache */
 		hs__runtime_say(rt, "warning: layer %d: the device cannot hold all %d experts (%s); it runs from host memory", li, E,

@@ -69,27 +69,21 @@ static void reference_a6000(void)
 	CHECK(hs_profile_load(profile_path("a6000-48g-pcie3"), &prof) == 0, "%s", hs_last_error());
 	CHECK(strcmp(prof.source, "published") == 0, "source %s", prof.source);
 	/* llama.cpp's split, 8 host layers: the cost model's figures below.  Its
-	 * VRAM as hotset's runtime allocates today (the count is exact, see
-	 * tests/test-vram.c) is over the budget: every MoE layer has its own
-	 * device buffers and FFN scratch (36 x 41 MiB at ubatch 512) and every
-	 * host layer its own 2k staging slots (8 x 106 MiB), 1.2 GiB too many
-	 * for the 47.5 GiB this card has; the search then takes another split.
-	 * A runtime that shared them over the layers (they run one after the
-	 * other) would fit it again: 46.6 GiB. */
+	 * VRAM as hotset's runtime allocates it (the count is exact, see
+	 * tests/test-vram.c): the MoE layers share one set of step buffers (they
+	 * run one after the other) and each host layer has its 2k staging
+	 * slots; 47.32 GiB, inside the 47.49 GiB this card has.  (With a set of
+	 * step buffers per layer, as before, it was 48.73 GiB: over.) */
 	o.host_layers = 8;
 	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
 	CHECK(plan.n_host_layers == 8, "host layers %d, expected 8", plan.n_host_layers);
 	double vram = plan.memory.vram_bytes / GiB;
-	CHECK(fabs(vram - 48.73) < 0.01 && has_warning(&plan, "vram_over"), "VRAM %.2f GiB, expected 48.73, over the budget",
-	      vram);
+	CHECK(fabs(vram - 47.32) < 0.01 && !has_warning(&plan, "vram_over") &&
+		      plan.memory.vram_bytes <= plan.memory.vram_budget,
+	      "VRAM %.2f GiB, expected 47.32, inside the budget of %.2f", vram, plan.memory.vram_budget / GiB);
 	CHECK(plan.memory.vram_staging == 8ull * 8 * plan.memory.vram_experts / (28 * 128) &&
 		      plan.memory.vram_nonexpert == m.dense_device_bytes,
 	      "staging %llu: 8 slots for each of 8 host layers", (unsigned long long)plan.memory.vram_staging);
-	{
-		double shared = plan.memory.vram_bytes - 7.0 / 8 * plan.memory.vram_staging -
-				35.0 / 36 * (plan.memory.vram_workspace - 512.0 * m.n_vocab * 4);
-		CHECK(shared < plan.memory.vram_budget, "shared buffers: %.2f GiB", shared / GiB);
-	}
 	CHECK(plan.predicted.host_bytes_per_token == 8ull * 4 * m.expert_bytes, "host bytes %llu",
 	      (unsigned long long)plan.predicted.host_bytes_per_token);
 	CHECK(fabs(plan.predicted.host_bytes_per_token / MiB - 404.5) < 0.1, "%.2f MiB per token",
@@ -148,15 +142,15 @@ static void small_gpu(void)
 
 	hs_model_desc_preset("gpt-oss-120b", &m);
 	CHECK(hs_profile_load(profile_path("gpu8g-ram96g"), &prof) == 0, "%s", hs_last_error());
-	/* 4096 positions: at 8192 the runtime's per-layer staging slots (36 x
-	 * 106 MiB) and device buffers leave it 30 MiB over an 8 GB card */
-	o.ctx = 4096;
 	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
-	CHECK(plan.n_gpu_layers == 0 && plan.n_host_layers == 36, "gpu %d host %d", plan.n_gpu_layers,
-	      plan.n_host_layers);
-	CHECK(plan.memory.vram_nonexpert == m.dense_device_bytes && plan.memory.vram_experts == 0, "non-expert on GPU");
+	/* the dense part, the KV cache, the staging slots of 35 host layers and
+	 * the shared step buffers leave room for one layer's 128 experts */
+	CHECK(plan.n_gpu_layers <= 1 && plan.n_gpu_layers + plan.n_host_layers == 36, "gpu %d host %d",
+	      plan.n_gpu_layers, plan.n_host_layers);
+	CHECK(plan.memory.vram_nonexpert == m.dense_device_bytes, "non-expert on GPU");
 	CHECK(plan.memory.vram_bytes <= plan.memory.vram_budget, "VRAM over budget");
-	CHECK(plan.memory.ram_bytes == 36ull * 128 * m.expert_bytes, "RAM %llu", (unsigned long long)plan.memory.ram_bytes);
+	CHECK(plan.memory.ram_bytes == (uint64_t)plan.n_host_layers * 128 * m.expert_bytes, "RAM %llu",
+	      (unsigned long long)plan.memory.ram_bytes);
 	CHECK(!has_warning(&plan, "ram_over"), "ram over");
 	/* with the cache off: still all host, and no faster */
 	double with_cache = plan.predicted.decode_tok_s;
