@@ -1,48 +1,107 @@
-/* CPU feature detection on x86 builds whose compiler produced AVX2 kernels. */
+/* CPU feature detection on x86 builds: CPUID, XGETBV and the kernel's AMX
+ * permission, read once; the tier is chosen by cpu-tier.c. */
 #include "config.h"
 
 #include <cpuid.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "cpu_kernels/cpu-features.h"
 #include "cpu_kernels/dense.h"
+#include "cpu_kernels/kernels.h"
+
+#define ARCH_GET_XCOMP_PERM_ 0x1022 /* asm/prctl.h, spelled out for older headers */
+#define ARCH_REQ_XCOMP_PERM_ 0x1023
+#define XFEATURE_XTILEDATA 18
 
 static struct hs_cpu_features features;
-static int detected;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static unsigned long long xgetbv0(void)
+{
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (unsigned long long)hi << 32 | lo;
+}
+
+int hs__amx_request(void)
+{
+#ifdef SYS_arch_prctl
+	unsigned long granted = 0;
+
+	if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM_, XFEATURE_XTILEDATA) != 0)
+		return -errno;
+	if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &granted) != 0)
+		return -errno;
+	return granted & (1ul << XFEATURE_XTILEDATA) ? 0 : -EPERM;
+#else
+	return -ENOSYS;
+#endif
+}
+
+static void probe(struct hs_cpu_probe *p)
+{
+	unsigned a, b, c, d;
+
+	memset(p, 0, sizeof *p);
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return;
+	p->fma = (c >> 12) & 1;
+	p->f16c = (c >> 29) & 1;
+	if ((c >> 27) & 1) /* OSXSAVE: XGETBV may be used */
+		p->xcr0 = xgetbv0();
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+		p->avx2 = (b >> 5) & 1;
+		p->avx512f = (b >> 16) & 1;
+		p->avx512bw = (b >> 30) & 1;
+		p->avx512vl = (b >> 31) & 1;
+		p->avx512dq = (b >> 17) & 1;
+		p->avx512vnni = (c >> 11) & 1;
+		p->amx_tile = (d >> 24) & 1;
+		p->amx_int8 = (d >> 25) & 1;
+		if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
+			p->avx_vnni = (a >> 4) & 1;
+	}
+	/* ask for the tile data state only where it could be granted */
+	p->amx_perm = p->amx_tile && p->amx_int8 && (p->xcr0 & 0x60000) == 0x60000 ? hs__amx_request() : 1;
+	p->built = 1u << HS_TIER_REF | (hs__kernels_avx2() ? 1u << HS_TIER_AVX2 : 0) |
+		   (hs__kernels_avx_vnni() ? 1u << HS_TIER_AVX_VNNI : 0) |
+		   (hs__kernels_avx512_vnni() ? 1u << HS_TIER_AVX512_VNNI : 0) | (hs__kernels_amx() ? 1u << HS_TIER_AMX : 0);
+}
+
+static void detect(void)
+{
+	probe(&features.probe);
+	features.tier = hs__cpu_tier_choose(&features.probe, getenv("HOTSET_CPU_TIER"), getenv("HS_USE_REF"),
+					    &features.best, features.note, sizeof features.note);
+	features.avx512_built = hs__dense_avx512() != NULL;
+	features.use_avx2 = features.tier >= HS_TIER_AVX2;
+	features.use_avx512 = features.tier >= HS_TIER_AVX512_VNNI && features.probe.avx512dq && features.avx512_built;
+	/* one line: the tier, and why a faster one was refused or what
+	 * HOTSET_CPU_TIER changed */
+	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s", hs__cpu_tier_name(features.tier),
+		*features.note ? "; " : "", features.note,
+		features.use_avx512 ? "AVX-512 where it pays" : features.use_avx2 ? "AVX2" : "scalar reference");
+}
 
 const struct hs_cpu_features *hs__cpu_features(void)
 {
-	/* Detection is idempotent, so a race between two first callers only
-	 * writes the same values twice. */
-	if (!__atomic_load_n(&detected, __ATOMIC_ACQUIRE)) {
-		struct hs_cpu_features f = { 0 };
-		const char *ref = getenv("HS_USE_REF");
-
-		__builtin_cpu_init();
-		f.avx2 = __builtin_cpu_supports("avx2") != 0;
-		f.fma = __builtin_cpu_supports("fma") != 0;
-		{
-			/* GCC 12's __builtin_cpu_supports has no "f16c": ask CPUID leaf 1. */
-			unsigned a, b, c, d;
-			f.f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-		}
-		f.avx2_built = 1;
-		f.use_avx2 = f.avx2 && f.fma && f.f16c && !(ref && strcmp(ref, "1") == 0);
-		/* libgcc's check includes the OS saving the ZMM registers (XCR0) */
-		f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-			   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-		f.avx512_built = hs__dense_avx512() != NULL;
-		f.use_avx512 = f.use_avx2 && f.avx512 && f.avx512_built;
-		features = f;
-		/* Said once, even when two first callers race. */
-		if (!__atomic_exchange_n(&detected, 1, __ATOMIC_ACQ_REL))
-			hs__log(HS_LOG_INFO, "CPU kernels: %s%s",
-				f.use_avx2                  ? "AVX2 (the CPU has AVX2, FMA and F16C)"
-				: f.avx2 && f.fma && f.f16c ? "scalar reference (HS_USE_REF=1)"
-							    : "scalar reference (the CPU lacks AVX2, FMA or F16C)",
-				f.use_avx512 ? "; dense ops: AVX-512 where it pays" : "");
-	}
+	pthread_once(&once, detect);
 	return &features;
+}
+
+int hs__amx_thread_ok(void)
+{
+	/* 0 not asked on this thread, 1 granted, -1 refused */
+	static _Thread_local int state;
+
+	if (!state)
+		state = hs__cpu_features()->best == HS_TIER_AMX && hs__amx_request() == 0 ? 1 : -1;
+	return state == 1;
 }

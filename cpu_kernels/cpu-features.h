@@ -1,19 +1,78 @@
-/* What the CPU offers and which kernel variants this build carries.  The
- * choice between a scalar reference and an AVX2 or AVX-512 kernel is made at
- * run time from these flags (and HS_USE_REF=1 forces the reference). */
+/* Which CPU kernel tier runs, decided in one place.
+ *
+ * Tiers, slowest first: the scalar reference, AVX2 (+FMA, F16C), AVX-VNNI
+ * (VEX vpdpbusd on 256-bit registers), AVX-512 VNNI (F, BW, VL, VNNI on
+ * 512-bit registers), AMX-INT8 (tiles for prefill, AVX-512 VNNI for the
+ * rest).  A tier runs when this build carries it, CPUID says the CPU has
+ * it, XGETBV says the OS saves its registers and, for AMX, the kernel
+ * granted this process the tile data state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM); each AMX thread checks again before its first tile
+ * instruction (hs__amx_thread_ok).  HOTSET_CPU_TIER=ref|avx2|avx-vnni|
+ * avx512-vnni|amx asks for a lower tier (A/B runs, tests); HS_USE_REF=1
+ * forces the reference.  The dense ops' float sets (dense.h: AVX2, AVX-512
+ * F/BW/VL/DQ) follow the same choice (use_avx2, use_avx512). */
 #ifndef HS_CPU_FEATURES_H
 #define HS_CPU_FEATURES_H
 
+#include <stddef.h>
+
+enum hs_cpu_tier {
+	HS_TIER_REF,
+	HS_TIER_AVX2,
+	HS_TIER_AVX_VNNI,
+	HS_TIER_AVX512_VNNI,
+	HS_TIER_AMX,
+	HS_TIER_COUNT
+};
+
+/* What CPUID, XGETBV and the kernel said, kept raw so that the choice
+ * (hs__cpu_tier_choose) can be tested with made-up machines. */
+struct hs_cpu_probe {
+	int avx2, fma, f16c, avx_vnni;
+	int avx512f, avx512bw, avx512vl, avx512vnni, avx512dq;
+	int amx_tile, amx_int8;
+	unsigned long long xcr0; /* 0 when the OS does not offer XGETBV */
+	int amx_perm;            /* arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA): 0 granted,
+				    -errno refused, 1 not asked (no AMX in CPU or XCR0) */
+	unsigned built;          /* bit t set: this build carries tier t */
+};
+
 struct hs_cpu_features {
-	int avx2, fma, f16c;   /* the CPU has them */
-	int avx2_built;        /* this build carries AVX2 kernels */
-	int use_avx2;          /* all of the above, and HS_USE_REF is not set */
-	int avx512;            /* AVX-512 F, BW, VL and DQ, and the OS saves the ZMM state */
-	int avx512_built;      /* this build carries AVX-512 kernels */
-	int use_avx512;        /* use_avx2, avx512 and avx512_built */
+	struct hs_cpu_probe probe;
+	int tier;        /* the tier that runs */
+	int best;        /* the fastest tier this CPU and build could run */
+	char note[256];  /* why a faster tier was refused, or a forced one not
+			    taken; "" when nothing was (for the CLI's -v) */
+	/* the dense ops' sets (dense.h), from the same choice: AVX2 where the
+	 * tier is AVX2 or above; AVX-512 (F/BW/VL/DQ) where it is AVX-512 VNNI
+	 * or above, the CPU has DQ and the build its AVX-512 dense file */
+	int use_avx2, use_avx512, avx512_built;
 };
 
 /* Detected once, then cached; never fails. */
 const struct hs_cpu_features *hs__cpu_features(void);
+
+/* The tier a probe and the environment's values (NULL: unset) give; the
+ * fastest available one is stored in *best; note gets one line when a
+ * tier the CPU has was refused or the asked-for one could not run, else
+ * "".  Pure: no probing, no environment reads. */
+int hs__cpu_tier_choose(const struct hs_cpu_probe *p, const char *tier_env, const char *use_ref_env, int *best,
+			char *note, size_t note_len);
+
+/* 0 when tier runs on p, else 1 and one line saying why not. */
+int hs__cpu_tier_why(const struct hs_cpu_probe *p, int tier, char *why, size_t len);
+
+/* "ref", "avx2", "avx-vnni", "avx512-vnni", "amx" (the names
+ * HOTSET_CPU_TIER takes), and back (-1 if unknown). */
+const char *hs__cpu_tier_name(int tier);
+int hs__cpu_tier_from_name(const char *name);
+
+/* Asks the kernel for the AMX tile data state for this process; 0 when
+ * granted, -errno else (-ENOSYS on builds and CPUs without the request). */
+int hs__amx_request(void);
+/* Whether this thread may run tile instructions: the first call on each
+ * thread asks the kernel (hs__amx_request) and checks the granted set;
+ * later calls return the cached answer. */
+int hs__amx_thread_ok(void);
 
 #endif

@@ -1,16 +1,19 @@
 /* Masked mul_mat_id and the fused expert FFN on the CPU, built on the
- * kernel ops (reference or AVX2).  Pairs are grouped by expert so that each
- * weight row block is read once per group of tokens; masked pairs (id -1)
- * never enter a group, so their experts' memory is never touched. */
+ * kernel ops (reference or a CPU tier).  Pairs are grouped by expert so
+ * that each weight row block is read once per group of tokens; masked pairs
+ * (id -1) never enter a group, so their experts' memory is never touched.
+ * Experts in the row-interleaved layout (a packed host copy) go through
+ * tile_q_packed, plain rows through tile_q. */
 #include "config.h"
 
 #include <omp.h>
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 #include "base/error.h"
 
-#define ROWS_PER_ITEM 64 /* gate/up rows per work item; a multiple of 32 */
+#define ROWS_PER_ITEM 64 /* gate/up rows per work item; a multiple of 32 (and of HS_PACK_ROWS) */
 #define CHUNK 64         /* tokens per tile call (pointer arrays on the stack) */
 #define FCHUNK 256       /* values per dequantized piece in the float path */
 
@@ -174,7 +177,10 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 					go[j] = job->g + (size_t)p * F + r0;
 					uo[j] = job->u + (size_t)p * F + r0;
 				}
-				if (quant) {
+				if (quant && ev.packed) {
+					job->ops->tile_q_packed(l->type, G, r0, r1, D, xs, m, go);
+					job->ops->tile_q_packed(l->type, U, r0, r1, D, xs, m, uo);
+				} else if (quant) {
 					job->ops->tile_q(l->type, G, rb, r0, r1, D, xs, m, go);
 					job->ops->tile_q(l->type, U, rb, r0, r1, D, xs, m, uo);
 				} else {
@@ -223,7 +229,9 @@ void hs__ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 				hf[j] = job->g + (size_t)p * F;
 				oo[j] = job->out + (size_t)p * D + lo;
 			}
-			if (quant)
+			if (quant && ev.packed)
+				job->ops->tile_q_packed(l->type, W, lo, hi, F, hs, m, oo);
+			else if (quant)
 				job->ops->tile_q(l->type, W, rb, lo, hi, F, hs, m, oo);
 			else
 				tile_f(l->type, W, rb, lo, hi, F, hf, m, oo);
@@ -272,6 +280,9 @@ int hs__mmid_prepare(struct hs_mmid_job *job)
 	uint8_t *p = job->scratch;
 	int n_pairs;
 
+	if (job->packed && !hs__pack_supported(job->type, job->rows, job->cols))
+		return hs__error(EINVAL, "mul_mat_id: %s %d x %d cannot be row-interleaved (MXFP4 or Q8_0, rows a multiple of %d)",
+				 hs__type_name(job->type), job->rows, job->cols, HS_PACK_ROWS);
 	job->expert_of = carve(&p, (size_t)job->n_experts * sizeof(int));
 	job->first = carve(&p, (size_t)(job->n_experts + 1) * sizeof(int));
 	job->pair_slot = carve(&p, (size_t)job->n * job->k * sizeof(int));
@@ -314,7 +325,9 @@ void hs__mmid_step_mul(struct hs_mmid_job *job, int ith, int nth)
 					xf[j] = job->x + (size_t)t * job->cols;
 					oo[j] = job->out + (size_t)slot * job->rows + r0;
 				}
-				if (hs__kernel_type_quantized(job->type))
+				if (hs__kernel_type_quantized(job->type) && job->packed)
+					job->ops->tile_q_packed(job->type, W, r0, r1, job->cols, xs, m, oo);
+				else if (hs__kernel_type_quantized(job->type))
 					job->ops->tile_q(job->type, W, rb, r0, r1, job->cols, xs, m, oo);
 				else
 					tile_f(job->type, W, rb, r0, r1, job->cols, xf, m, oo);

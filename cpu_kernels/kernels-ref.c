@@ -1,6 +1,7 @@
-/* Scalar reference twins of the AVX2 kernels: the same quantized math
+/* Scalar reference twins of the tiers' kernels: the same quantized math
  * (Q8_0 activations, integer block dots, one float scale per block), in
- * plain loops.  A/B tests compare the fast kernels with these. */
+ * plain loops; and the dispatch to the tier that runs.  A/B tests compare
+ * the fast kernels with these. */
 #include "config.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 
 #include "cpu_kernels/cpu-features.h"
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 
 static void quantize_q8_0_ref(const float *x, struct hs_block_q8_0 *y, int n)
 {
@@ -57,15 +59,51 @@ static void tile_q_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int
 						 : dot_q8_0((const void *)(w + r * row_bytes), x[j], ncols / HS_QK);
 }
 
-const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref };
+/* The packed twin gathers each block back into its plain form (through
+ * the layout's index math, repack.c) and sums in the plain twin's order,
+ * so the two agree bit for bit on a matrix and its packed copy. */
+static void tile_q_packed_ref(int type, const uint8_t *w, int r0, int r1, int ncols,
+			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	_Alignas(4) uint8_t blk[sizeof(struct hs_block_q8_0)];
+
+	for (int r = r0; r < r1; r++) {
+		for (int j = 0; j < nt; j++)
+			out[j][r - r0] = 0;
+		for (int b = 0; b < ncols / HS_QK; b++) {
+			hs__packed_block(type, ncols, w, r, b, blk);
+			for (int j = 0; j < nt; j++)
+				out[j][r - r0] += type == HS_TYPE_MXFP4 ? dot_mxfp4((const void *)blk, x[j] + b, 1)
+									: dot_q8_0((const void *)blk, x[j] + b, 1);
+		}
+	}
+}
+
+const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref, tile_q_packed_ref };
 
 int hs__kernel_type_quantized(int type)
 {
 	return type == HS_TYPE_MXFP4 || type == HS_TYPE_Q8_0;
 }
 
+const struct hs_kernel_ops *hs__kernels_tier(int tier)
+{
+	char why[8];
+
+	if (hs__cpu_tier_why(&hs__cpu_features()->probe, tier, why, sizeof why))
+		return NULL;
+	switch (tier) {
+	case HS_TIER_REF: return &hs__kernels_ref;
+	case HS_TIER_AVX2: return hs__kernels_avx2();
+	case HS_TIER_AVX_VNNI: return hs__kernels_avx_vnni();
+	case HS_TIER_AVX512_VNNI: return hs__kernels_avx512_vnni();
+	case HS_TIER_AMX: return hs__kernels_amx();
+	default: return NULL;
+	}
+}
+
 const struct hs_kernel_ops *hs__kernels_best(void)
 {
-	const struct hs_kernel_ops *k = hs__cpu_features()->use_avx2 ? hs__kernels_avx2() : NULL;
+	const struct hs_kernel_ops *k = hs__kernels_tier(hs__cpu_features()->tier);
 	return k ? k : &hs__kernels_ref;
 }

@@ -14,23 +14,38 @@
 #include "cpu_kernels/formats.h"
 #include "cpu_kernels/moe.h"
 
-/* One implementation of the inner loops (scalar reference or AVX2). */
+/* One implementation of the inner loops: the scalar reference, or one CPU
+ * tier (AVX2, AVX-VNNI, AVX-512 VNNI, AMX-INT8; see cpu-features.h). */
 struct hs_kernel_ops {
 	const char *name;
 	/* x[n] -> Q8_0 blocks (n a multiple of 32), round half to even */
 	void (*quantize_q8_0)(const float *x, struct hs_block_q8_0 *y, int n);
-	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; rows of
-	 * ncols values of `type` (MXFP4 or Q8_0), row_bytes apart; x[j] is a
-	 * Q8_0 row of ncols values. */
+	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; plain
+	 * ggml rows of ncols values of `type` (MXFP4 or Q8_0), row_bytes apart;
+	 * x[j] is a Q8_0 row of ncols values.  The entry point of dense
+	 * products and of experts read from the file's layout. */
 	void (*tile_q)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+	/* The same for a matrix in the row-interleaved layout (repack.h) that
+	 * starts at w; r0 and r1 are multiples of HS_PACK_ROWS (16). */
+	void (*tile_q_packed)(int type, const uint8_t *w, int r0, int r1, int ncols,
+			      const struct hs_block_q8_0 *const *x, int nt, float *const *out);
 };
 
 extern const struct hs_kernel_ops hs__kernels_ref;
-/* The AVX2 set, or NULL in a build without AVX2 kernels. */
+/* Each tier's set, or NULL in a build whose compiler could not produce it
+ * (the CPU may still lack it: hs__kernels_best() decides). */
 const struct hs_kernel_ops *hs__kernels_avx2(void);
-/* The fastest set this CPU runs (the reference when HS_USE_REF=1). */
+const struct hs_kernel_ops *hs__kernels_avx_vnni(void);
+const struct hs_kernel_ops *hs__kernels_avx512_vnni(void);
+const struct hs_kernel_ops *hs__kernels_amx(void);
+/* The set of the tier this CPU runs (cpu-features.h: the fastest it offers,
+ * or a lower one asked for by HOTSET_CPU_TIER; the reference with
+ * HS_USE_REF=1). */
 const struct hs_kernel_ops *hs__kernels_best(void);
+/* The set of a given tier if this build has it and this CPU runs it, else
+ * NULL (for A/B tests and benchmarks of every tier). */
+const struct hs_kernel_ops *hs__kernels_tier(int tier);
 
 /* Weight types the quantized (Q8_0 activation) path takes; others (F16,
  * BF16, F32) take a float path that dequantizes rows. */
@@ -79,10 +94,12 @@ int hs__ffn_run_omp(struct hs_ffn_job *job, int nthreads);
 /* mul_mat_id alone: out[p][rows] = W[expert of pair p] . x[token of p] for
  * every unmasked pair, grouped by expert so each weight block is read once
  * per group.  `w` holds E matrices of `rows` rows x `cols` values, `stride`
- * bytes apart; out is [n][k][rows] (a masked slot's row is left as it was). */
+ * bytes apart (plain rows, or row-interleaved when packed is set); out is
+ * [n][k][rows] (a masked slot's row is left as it was). */
 struct hs_mmid_job {
 	const struct hs_kernel_ops *ops;
 	int type, rows, cols, n_experts, n, k;
+	int packed;
 	const uint8_t *w;
 	size_t stride;
 	const float *x;        /* [n][cols] */

@@ -8,6 +8,7 @@
 
 #include "cpu_kernels/formats.h"
 #include "cpu_kernels/moe.h"
+#include "cpu_kernels/repack.h"
 #include "base/error.h"
 
 /* The k largest entries of v, best first; ties go to the lower index. */
@@ -102,6 +103,18 @@ int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32
 	return 0;
 }
 
+/* Row r (cols values) of matrix m, plain rows rb apart or packed, in float;
+ * plain is room for one row's bytes. */
+static void expert_row(int type, const uint8_t *m, size_t rb, int packed, int r, int cols, uint8_t *plain, float *row)
+{
+	if (packed) {
+		hs__packed_row(type, cols, m, r, plain);
+		m = plain;
+		r = 0;
+	}
+	hs__dequantize_row_ref(type, m + (size_t)r * rb, row, (size_t)cols);
+}
+
 int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, const int32_t *ids_in,
 			const float *w_in, float *y)
 {
@@ -109,10 +122,11 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 	size_t rb_in = hs__type_row_bytes(l->type, (uint64_t)D), rb_ff = hs__type_row_bytes(l->type, (uint64_t)F);
 	int32_t *ids = NULL;
 	float *wts = NULL, *row = malloc(sizeof *row * (D > F ? D : F));
+	uint8_t *plain = malloc(rb_in > rb_ff ? rb_in : rb_ff); /* a row out of a packed matrix */
 	double *h = malloc(sizeof *h * F), *acc = malloc(sizeof *acc * D);
 	int rc = 0;
 
-	if (!row || !h || !acc) {
+	if (!row || !plain || !h || !acc) {
 		rc = hs__error(ENOMEM, "reference MoE: out of memory");
 		goto out_free;
 	}
@@ -147,14 +161,14 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			const uint8_t *G = ev.gate, *U = ev.up, *Dn = ev.down;
 			for (int r = 0; r < F; r++) {
 				double g, u;
-				hs__dequantize_row_ref(l->type, G + r * rb_in, row, D);
+				expert_row(l->type, G, rb_in, ev.packed, r, D, plain, row);
 				g = dot(row, xt, D) + (ev.gate_b ? ev.gate_b[r] : 0);
-				hs__dequantize_row_ref(l->type, U + r * rb_in, row, D);
+				expert_row(l->type, U, rb_in, ev.packed, r, D, plain, row);
 				u = dot(row, xt, D) + (ev.up_b ? ev.up_b[r] : 0);
 				h[r] = l->arch->activation(g, u);
 			}
 			for (int r = 0; r < D; r++) {
-				hs__dequantize_row_ref(l->type, Dn + r * rb_ff, row, F);
+				expert_row(l->type, Dn, rb_ff, ev.packed, r, F, plain, row);
 				acc[r] += w * (dot_d(row, h, F) + (ev.down_b ? ev.down_b[r] : 0));
 			}
 		}
@@ -165,6 +179,7 @@ out_free:
 	free(ids);
 	free(wts);
 	free(row);
+	free(plain);
 	free(h);
 	free(acc);
 	return rc;
@@ -186,22 +201,39 @@ struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int
 		HS_PACK_NEXT(down_b, 4 * (size_t)n_embd);
 	}
 #undef HS_PACK_NEXT
+	if (hs__pack_supported(type, n_ff, n_embd) && hs__pack_supported(type, n_embd, n_ff))
+		p.packed_rows = HS_PACK_ROWS;
 	/* slack: the GPU reads rows with 16-byte loads that may pass a row's
 	 * end by up to 15 bytes, also after the last section */
 	p.bytes = at + 256;
 	return p;
 }
 
+/* A rows x cols matrix from src (plain rows or packed) to dst (plain or
+ * packed); the same layout on both sides is one copy. */
+static void copy_matrix(int type, int rows, int cols, const uint8_t *src, int src_packed, uint8_t *dst,
+			int dst_packed)
+{
+	const size_t rb = hs__type_row_bytes(type, (uint64_t)cols);
+
+	if (src_packed == dst_packed)
+		memcpy(dst, src, rb * (size_t)rows);
+	else if (dst_packed)
+		hs__pack_matrix(type, rows, cols, src, rb, dst);
+	else
+		for (int r = 0; r < rows; r++)
+			hs__packed_row(type, cols, src, r, dst + (size_t)r * rb);
+}
+
 void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *p, uint8_t *dst)
 {
 	const struct hs_expert_view v = hs__expert(l, e);
-	size_t in = (size_t)l->n_ff * hs__type_row_bytes(l->type, (uint64_t)l->n_embd);
-	size_t out = (size_t)l->n_embd * hs__type_row_bytes(l->type, (uint64_t)l->n_ff);
+	const int D = l->n_embd, F = l->n_ff, packed = p->packed_rows != 0;
 
 	memset(dst, 0, p->bytes);
-	memcpy(dst + p->gate, v.gate, in);
-	memcpy(dst + p->up, v.up, in);
-	memcpy(dst + p->down, v.down, out);
+	copy_matrix(l->type, F, D, v.gate, v.packed, dst + p->gate, packed);
+	copy_matrix(l->type, F, D, v.up, v.packed, dst + p->up, packed);
+	copy_matrix(l->type, D, F, v.down, v.packed, dst + p->down, packed);
 	if (p->gate_b && v.gate_b) {
 		memcpy(dst + p->gate_b, v.gate_b, 4 * (size_t)l->n_ff);
 		memcpy(dst + p->up_b, v.up_b, 4 * (size_t)l->n_ff);

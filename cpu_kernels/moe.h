@@ -48,13 +48,18 @@ struct hs_moe_layer {
 	const float *router_b;             /* [E] or NULL */
 	/* Or, when pool is set, every expert is one packed block (a device
 	 * slot): expert e at pool + slot_of[e] * pool_stride, laid out as pack
-	 * says; gate/up/down and their strides are then unused. */
+	 * says (matrices row-interleaved when pack.packed_rows is set, see
+	 * cpu_kernels/repack.h); gate/up/down and their strides are then
+	 * unused. */
 	const uint8_t *pool;
 	size_t pool_stride;
 	const int32_t *slot_of;            /* [E]; only routed experts are looked up */
 	struct hs_expert_pack {
 		size_t gate, up, down, gate_b, up_b, down_b; /* byte offsets (bias offsets 0 = none) */
 		size_t bytes;                  /* the whole block, 256-byte multiple */
+		size_t packed_rows;            /* HS_PACK_ROWS: matrices in the row-interleaved
+						  layout; 0: plain ggml rows (size_t: no padding,
+						  the struct is compared with memcmp) */
 	} pack;
 };
 
@@ -62,6 +67,7 @@ struct hs_moe_layer {
 struct hs_expert_view {
 	const uint8_t *gate, *up, *down;
 	const float *gate_b, *up_b, *down_b; /* NULL without biases */
+	int packed;                          /* matrices row-interleaved (repack.h) */
 };
 
 static inline struct hs_expert_view hs__expert(const struct hs_moe_layer *l, int e)
@@ -75,6 +81,7 @@ static inline struct hs_expert_view hs__expert(const struct hs_moe_layer *l, int
 		v.gate_b = l->pack.gate_b ? (const float *)(const void *)(b + l->pack.gate_b) : NULL;
 		v.up_b = l->pack.up_b ? (const float *)(const void *)(b + l->pack.up_b) : NULL;
 		v.down_b = l->pack.down_b ? (const float *)(const void *)(b + l->pack.down_b) : NULL;
+		v.packed = l->pack.packed_rows != 0;
 		return v;
 	}
 	v.gate = l->gate + (size_t)e * l->gate_stride;
@@ -83,6 +90,7 @@ static inline struct hs_expert_view hs__expert(const struct hs_moe_layer *l, int
 	v.gate_b = l->gate_b ? l->gate_b + (size_t)e * l->n_ff : NULL;
 	v.up_b = l->up_b ? l->up_b + (size_t)e * l->n_ff : NULL;
 	v.down_b = l->down_b ? l->down_b + (size_t)e * l->n_embd : NULL;
+	v.packed = 0;
 	return v;
 }
 
@@ -96,10 +104,12 @@ size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch
 
 /* The packed block of one expert of this shape: sections 256-byte aligned
  * (gate, up, down, then the biases when the architecture has them), and
- * 256 bytes of slack at the end (the GPU's 16-byte row loads may pass a
- * row's end). */
+ * 256 bytes of slack at the end (room for vector loads that pass a
+ * section's end; none of today's kernels does).  MXFP4 and Q8_0 matrices are row-interleaved (repack.h): the
+ * one layout of host copies and device slots; other types keep plain rows. */
 struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias);
-/* Writes expert e of layer l as one packed block at dst (pack.bytes). */
+/* Writes expert e of layer l as one packed block at dst (pack.bytes),
+ * repacking its matrices from whatever layout l holds them in. */
 void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *pack, uint8_t *dst);
 
 /* Router and gating for n tokens: ids/weights [n][n_used].  -ENOMEM. */

@@ -17,6 +17,7 @@
 #include "cpu_kernels/dense.h"
 #include "cpu_kernels/formats.h"
 #include "cpu_kernels/moe.h"
+#include "cpu_kernels/repack.h"
 #include "device/device-cuda.h"
 #include "device/device.h"
 #include "gpu_kernels/gpu-kernels.h"
@@ -271,6 +272,9 @@ static int check_ffn(const struct hs_dev_ffn *f)
 		return hs__error(EINVAL, "ffn: expert type %d (the device takes MXFP4 and Q8_0)", f->type);
 	if (f->n_embd % 32 || f->n_ff % 32)
 		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", f->n_embd, f->n_ff);
+	if (f->pack.packed_rows != HS_PACK_ROWS)
+		return hs__error(EINVAL, "ffn: the device kernels read row-interleaved experts (cpu_kernels/repack.h); "
+					 "this pack has %zu rows per group", (size_t)f->pack.packed_rows);
 	return 0;
 }
 

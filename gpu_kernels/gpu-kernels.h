@@ -24,7 +24,8 @@ cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *
 
 /* One fused expert FFN launch (see device/device.h, struct hs_dev_ffn):
  * expert e of a routed pair p = t * n_used + j is the packed block at
- * pool + slot_of[e] * stride; masked pairs (ids -1) read nothing of any
+ * pool + slot_of[e] * stride, its matrices row-interleaved in groups of 16
+ * (cpu_kernels/repack.h); masked pairs (ids -1) read nothing of any
  * expert.  Fewer than 64 pairs take the decode kernels, more the grouped,
  * tiled prefill kernels. */
 struct hs_gpu_ffn {

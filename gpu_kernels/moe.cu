@@ -1,9 +1,15 @@
 // Expert kernels: Q8_0 activation quantization and the fused expert FFN
 // over (token, expert) pairs with masked ids (-1: that expert is never read).
+// Experts come as packed blocks whose matrices are row-interleaved, the one
+// layout of the host copy and the device slots (cpu_kernels/repack.h): rows
+// in groups of 16; per column block a group's 16 scales, then its quant
+// bytes in 4-byte units, 16 rows per unit.
 //
-// Two paths.  Decode (few pairs): one warp computes one output row of one
-// pair: it stages the row in shared memory with 16-byte loads, then lanes
-// stride over the row's blocks, reduced with shuffles.
+// Two paths.  Decode (few pairs): a block of 4 warps computes one 16-row
+// group of one pair: lane l of a warp takes row l % 16 and, with the other
+// half-warp and the other warps, every 8th column block, so the 16 lanes of
+// a half-warp read each 64-byte unit as 16 adjacent words; partial sums
+// meet through a shuffle and shared memory.
 // Prefill (many pairs): the pairs are grouped by expert on the device
 // (count, scan, scatter), then each thread block computes a 64-row x 32-pair
 // tile of one expert, every thread a 4 x 2 register tile, so each decoded
@@ -24,52 +30,70 @@
 #include "gpu_kernels/common.cuh"
 #include "gpu_kernels/gpu-kernels.h"
 
-#define WARPS 4          // decode: warps (rows) per block
+#define PACK_ROWS 16     // rows per interleaved group (HS_PACK_ROWS)
+#define WARPS 4          // decode: warps per block (one 16-row group)
+#define SLOTS (2 * WARPS) // decode: threads sharing one row, each every SLOTS-th block
 #define TILE_ROWS 64     // prefill tile: rows ...
 #define TILE_PAIRS 32    // ... x pairs, 256 threads of 4 x 2 outputs
 #define TILE_THREADS 256
 #define PREFILL_MIN_PAIRS 64
-
-// One weight block against one Q8_0 activation block.
-HD static inline float dot_block(int type, const unsigned char *w, const unsigned char *x)
-{
-	int8_t v[QK];
-	float ws = unpack_block(type, w, v);
-	return (float)dot32(v, (const int8_t *)(x + 2)) * ws * half_at(x);
-}
 
 HD static inline size_t row_bytes(int type, int n)
 {
 	return (size_t)(n / QK) * block_bytes(type);
 }
 
-// Copies a row of `bytes` bytes into dst (16-byte aligned) with 16-byte
-// loads, lane by lane: the loads start at the row's address rounded down to
-// 16 and may run up to 15 bytes past its end (packed experts carry slack
-// for that).  Returns where the row starts in dst.
-HD static inline const unsigned char *stage_row(unsigned char *dst, const unsigned char *row, size_t bytes, int lane,
-						 int lanes)
+// The block group holding column block b of row r's group, in a packed
+// matrix of ncols columns starting at m.
+HD static inline const unsigned char *group_block(int type, const unsigned char *m, int ncols, int r, int b)
 {
-	const uintptr_t a0 = (uintptr_t)row & ~(uintptr_t)15;
-	const size_t shift = (uintptr_t)row - a0, n16 = (shift + bytes + 15) / 16;
-	for (size_t i = (size_t)lane; i < n16; i += (size_t)lanes)
-		((uint4 *)dst)[i] = ((const uint4 *)a0)[i];
-	return dst + shift;
+	return m + (size_t)(r / PACK_ROWS) * PACK_ROWS * row_bytes(type, ncols) + (size_t)b * PACK_ROWS * block_bytes(type);
 }
 
-// Bytes of one warp's staging buffer for a row of `bytes`.
-HD static inline size_t stage_bytes(size_t bytes)
+// Row i (0..15) of block group gb as 32 int8 values, and its scale: MXFP4
+// unit u holds values 4u..4u+3 in its low nibbles, 16+4u.. in its high ones.
+HD static inline float unpack_packed(int type, const unsigned char *gb, int i, int8_t v[QK])
 {
-	return (bytes + 16 + 15) & ~(size_t)15;
+	if (type == TYPE_MXFP4) {
+		for (int u = 0; u < 4; u++)
+			for (int j = 0; j < 4; j++) {
+				const unsigned char q = gb[PACK_ROWS + 64 * u + 4 * i + j];
+				v[4 * u + j] = (int8_t)mxfp4_value(q & 15);
+				v[16 + 4 * u + j] = (int8_t)mxfp4_value(q >> 4);
+			}
+		return ldexpf(1.0f, (int)gb[i] - 128);
+	}
+	for (int u = 0; u < 8; u++)
+		memcpy(v + 4 * u, gb + 2 * PACK_ROWS + 64 * u + 4 * i, 4);
+	return half_at(gb + 2 * i);
 }
 
-// What lane `lane` of a warp adds to a row's dot product.
-HD static inline float lane_partial(int type, const unsigned char *row, int nb, int lane, const unsigned char *x)
+// Row r's block b of a packed matrix against one Q8_0 activation block.
+HD static inline float dot_block(int type, const unsigned char *m, int ncols, int r, int b, const unsigned char *x)
+{
+	int8_t v[QK];
+	float ws = unpack_packed(type, group_block(type, m, ncols, r, b), r % PACK_ROWS, v);
+	return (float)dot32(v, (const int8_t *)(x + 2)) * ws * half_at(x);
+}
+
+// What decode thread `slot` (0..SLOTS-1) adds to row r's dot product: the
+// blocks slot, slot + SLOTS, ...
+HD static inline float slot_partial(int type, const unsigned char *m, int ncols, int r, int slot, const unsigned char *x)
 {
 	float acc = 0;
-	for (int b = lane; b < nb; b += 32)
-		acc += dot_block(type, row + (size_t)b * block_bytes(type), x + (size_t)b * Q8_BYTES);
+	for (int b = slot; b < ncols / QK; b += SLOTS)
+		acc += dot_block(type, m, ncols, r, b, x + (size_t)b * Q8_BYTES);
 	return acc;
+}
+
+// The decode kernels' sum of the SLOTS partials, in their order: the two
+// half-warps of each warp (shuffle), then warp by warp (shared memory).
+HD static inline float slots_sum(const float part[SLOTS])
+{
+	float s = 0;
+	for (int w = 0; w < WARPS; w++)
+		s += part[2 * w] + part[2 * w + 1];
+	return s;
 }
 
 HD static inline float act(int kind, float g, float u)
@@ -128,9 +152,8 @@ struct tile_pos {
 // gate/up of thread tid (0..255) of the tile; list = pair indices grouped by expert
 HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, struct tile_pos t, int tid)
 {
-	const int tr = tid / 16, tp = tid % 16, nb = a->n_embd / QK, bb = block_bytes(a->type);
+	const int tr = tid / 16, tp = tid % 16, nb = a->n_embd / QK;
 	const unsigned char *base = expert_base(a, t.e);
-	const size_t rb = row_bytes(a->type, a->n_embd);
 	int rows[4], pairs[2];
 	float g[4][2] = { { 0 } }, u[4][2] = { { 0 } };
 	for (int i = 0; i < 4; i++)
@@ -149,8 +172,9 @@ HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, 
 			if (rows[i] >= a->n_ff)
 				continue;
 			int8_t vg[QK], vu[QK];
-			float sg = unpack_block(a->type, base + a->off_gate + rows[i] * rb + (size_t)b * bb, vg);
-			float su = unpack_block(a->type, base + a->off_up + rows[i] * rb + (size_t)b * bb, vu);
+			const int ri = rows[i] % PACK_ROWS;
+			float sg = unpack_packed(a->type, group_block(a->type, base + a->off_gate, a->n_embd, rows[i], b), ri, vg);
+			float su = unpack_packed(a->type, group_block(a->type, base + a->off_up, a->n_embd, rows[i], b), ri, vu);
 			for (int j = 0; j < 2; j++) {
 				if (!xb[j])
 					continue;
@@ -171,9 +195,8 @@ HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, 
 HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, struct tile_pos t, int tid,
 				int out_pair[2], int out_row[4], float out[4][2])
 {
-	const int tr = tid / 16, tp = tid % 16, nb = a->n_ff / QK, bb = block_bytes(a->type);
+	const int tr = tid / 16, tp = tid % 16, nb = a->n_ff / QK;
 	const unsigned char *base = expert_base(a, t.e);
-	const size_t rb = row_bytes(a->type, a->n_ff);
 	for (int i = 0; i < 4; i++)
 		out_row[i] = t.row0 + tr * 4 + i;
 	for (int j = 0; j < 2; j++) {
@@ -187,7 +210,8 @@ HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, str
 				if (out_row[i] >= a->n_embd)
 					continue;
 				int8_t v[QK];
-				float s = unpack_block(a->type, base + a->off_down + out_row[i] * rb + (size_t)b * bb, v);
+				float s = unpack_packed(a->type, group_block(a->type, base + a->off_down, a->n_ff, out_row[i], b),
+						       out_row[i] % PACK_ROWS, v);
 				for (int j = 0; j < 2; j++) {
 					if (out_pair[j] < 0)
 						continue;
@@ -224,51 +248,56 @@ extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_c
 	return cudaGetLastError();
 }
 
-// decode, grid (ceil(n_ff / warps), pairs), `warps` warps of 32 per block;
-// each warp stages its gate and up rows in shared memory with 16-byte loads
-__global__ void hs_gate_up_kernel(struct hs_gpu_ffn a, int warps)
+// decode, grid (n_ff / 16 groups, pairs), WARPS warps: thread (warp w, lane
+// l) takes row l % 16 of the block's group and blocks slot, slot + SLOTS,
+// ... where slot = 2 w + l / 16
+__global__ void hs_gate_up_kernel(struct hs_gpu_ffn a)
 {
-	extern __shared__ uint4 smem[];
+	__shared__ float part[2][WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
-	const int r = blockIdx.x * warps + w;
-	if (e < 0 || r >= a.n_ff)
+	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
+	if (e < 0)
 		return; // masked: this expert is never read
 	const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
-	const size_t rb = row_bytes(a.type, a.n_embd), sb = stage_bytes(rb);
-	unsigned char *sg = (unsigned char *)smem + (size_t)w * 2 * sb, *su = sg + sb;
-	const unsigned char *gr = stage_row(sg, base + a.off_gate + r * rb, rb, lane, 32);
-	const unsigned char *ur = stage_row(su, base + a.off_up + r * rb, rb, lane, 32);
-	__syncwarp();
-	const int nb = a.n_embd / QK;
-	float g = warp_sum(lane_partial(a.type, gr, nb, lane, x));
-	float u = warp_sum(lane_partial(a.type, ur, nb, lane, x));
-	if (lane == 0)
-		finish_gate_up(&a, base, p, r, g, u);
+	float g = slot_partial(a.type, base + a.off_gate, a.n_embd, r, slot, x);
+	float u = slot_partial(a.type, base + a.off_up, a.n_embd, r, slot, x);
+	g += __shfl_down_sync(0xffffffffu, g, PACK_ROWS);
+	u += __shfl_down_sync(0xffffffffu, u, PACK_ROWS);
+	if (lane < PACK_ROWS) {
+		part[0][w][i] = g;
+		part[1][w][i] = u;
+	}
+	__syncthreads();
+	if (threadIdx.x < PACK_ROWS) {
+		float gs = 0, us = 0;
+		for (int k = 0; k < WARPS; k++) {
+			gs += part[0][k][i];
+			us += part[1][k][i];
+		}
+		finish_gate_up(&a, base, p, r, gs, us);
+	}
 }
 
-// decode, grid (ceil(n_embd / warps), pairs)
-__global__ void hs_down_kernel(struct hs_gpu_ffn a, int warps)
+// decode, grid (n_embd / 16 groups, pairs)
+__global__ void hs_down_kernel(struct hs_gpu_ffn a)
 {
-	extern __shared__ uint4 smem[];
+	__shared__ float part[WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
-	const int r = blockIdx.x * warps + w;
-	if (e < 0 || r >= a.n_embd)
+	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
+	if (e < 0)
 		return;
 	const unsigned char *base = expert_base(&a, e);
-	const size_t rb = row_bytes(a.type, a.n_ff), sb = stage_bytes(rb);
-	const unsigned char *dr = stage_row((unsigned char *)smem + (size_t)w * sb, base + a.off_down + r * rb, rb,
-					    lane, 32);
-	__syncwarp();
-	float v = warp_sum(lane_partial(a.type, dr, a.n_ff / QK, lane, hq_of_pair(&a, p)));
-	if (lane == 0)
-		atomicAdd(a.y + (size_t)(p / a.n_used) * a.n_embd + r, finish_down(&a, base, p, r, v));
-}
-
-// warps per decode block so that the staging fits 48 KiB of shared memory
-static int decode_warps(size_t per_warp)
-{
-	int w = (int)((48u << 10) / (per_warp ? per_warp : 1));
-	return w > WARPS ? WARPS : w;
+	float v = slot_partial(a.type, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
+	v += __shfl_down_sync(0xffffffffu, v, PACK_ROWS);
+	if (lane < PACK_ROWS)
+		part[w][i] = v;
+	__syncthreads();
+	if (threadIdx.x < PACK_ROWS) {
+		float s = 0;
+		for (int k = 0; k < WARPS; k++)
+			s += part[k][i];
+		atomicAdd(a.y + (size_t)(p / a.n_used) * a.n_embd + r, finish_down(&a, base, p, r, s));
+	}
 }
 
 // grouping: counts[e] = pairs of expert e; first[e] its start; list = pairs by expert
@@ -351,17 +380,13 @@ extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, c
 		return cudaSuccess;
 	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
 	if (pairs < PREFILL_MIN_PAIRS) {
-		const size_t s1 = 2 * stage_bytes(row_bytes(a.type, a.n_embd)), s2 = stage_bytes(row_bytes(a.type, a.n_ff));
-		const int w1 = decode_warps(s1), w2 = decode_warps(s2);
-		if (w1 < 1 || w2 < 1)
-			return cudaErrorInvalidValue; // a row larger than shared memory (n > ~20000)
-		dim3 g1((a.n_ff + w1 - 1) / w1, pairs), g2((a.n_embd + w2 - 1) / w2, pairs);
-		hs_gate_up_kernel<<<g1, w1 * 32, w1 * s1, stream>>>(a, w1);
+		dim3 g1(a.n_ff / PACK_ROWS, pairs), g2(a.n_embd / PACK_ROWS, pairs);
+		hs_gate_up_kernel<<<g1, WARPS * 32, 0, stream>>>(a);
 		if ((e = cudaGetLastError()) != cudaSuccess)
 			return e;
 		if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
 			return e;
-		hs_down_kernel<<<g2, w2 * 32, w2 * s2, stream>>>(a, w2);
+		hs_down_kernel<<<g2, WARPS * 32, 0, stream>>>(a);
 		return cudaGetLastError();
 	}
 	if (pairs / TILE_PAIRS + 1 > 65535)
@@ -401,29 +426,21 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 		if (a.ids[p] < -1 || a.ids[p] >= E)
 			return -EINVAL;
 	if (!tiled) {
-		/* one warp's shared staging buffer, as the kernels use it */
-		const size_t rin = row_bytes(a.type, a.n_embd), rout = row_bytes(a.type, a.n_ff);
-		const size_t sb = stage_bytes(rin > rout ? rin : rout);
-		uint4 *stage = (uint4 *)malloc(2 * sb);
-		if (!stage)
-			return -ENOMEM;
-		unsigned char *sg = (unsigned char *)stage, *su = sg + sb;
+		// each thread's partial, summed in the kernels' order
+		float part[SLOTS];
 		for (int p = 0; p < pairs; p++) {
 			int e = a.ids[p];
 			if (e < 0)
 				continue;
 			const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
 			for (int r = 0; r < a.n_ff; r++) {
-				const unsigned char *gr = NULL, *ur = NULL;
-				for (int lane = 0; lane < 32; lane++) {
-					gr = stage_row(sg, base + a.off_gate + r * rin, rin, lane, 32);
-					ur = stage_row(su, base + a.off_up + r * rin, rin, lane, 32);
-				}
-				float g = 0, u = 0;
-				for (int lane = 0; lane < 32; lane++) {
-					g += lane_partial(a.type, gr, a.n_embd / QK, lane, x);
-					u += lane_partial(a.type, ur, a.n_embd / QK, lane, x);
-				}
+				float g, u;
+				for (int slot = 0; slot < SLOTS; slot++)
+					part[slot] = slot_partial(a.type, base + a.off_gate, a.n_embd, r, slot, x);
+				g = slots_sum(part);
+				for (int slot = 0; slot < SLOTS; slot++)
+					part[slot] = slot_partial(a.type, base + a.off_up, a.n_embd, r, slot, x);
+				u = slots_sum(part);
 				finish_gate_up(&a, base, p, r, g, u);
 			}
 		}
@@ -435,16 +452,11 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 				continue;
 			const unsigned char *base = expert_base(&a, e);
 			for (int r = 0; r < a.n_embd; r++) {
-				const unsigned char *dr = NULL;
-				for (int lane = 0; lane < 32; lane++)
-					dr = stage_row(sg, base + a.off_down + r * rout, rout, lane, 32);
-				float v = 0;
-				for (int lane = 0; lane < 32; lane++)
-					v += lane_partial(a.type, dr, a.n_ff / QK, lane, hq_of_pair(&a, p));
-				a.y[(size_t)(p / a.n_used) * a.n_embd + r] += finish_down(&a, base, p, r, v);
+				for (int slot = 0; slot < SLOTS; slot++)
+					part[slot] = slot_partial(a.type, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
+				a.y[(size_t)(p / a.n_used) * a.n_embd + r] += finish_down(&a, base, p, r, slots_sum(part));
 			}
 		}
-		free(stage);
 		return 0;
 	}
 	// grouping as the count / scan / scatter kernels do it

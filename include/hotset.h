@@ -36,8 +36,13 @@ const char *hs_strerror(int err);
 const char *hs_version(void);
 
 /* One line describing how this library was built and what this CPU offers,
- * e.g. "hwloc 2.9.0; AVX2 kernels: built, CPU has avx2 fma f16c; CUDA 13.0
- * (sm 75 80 86 89 90)".  Static string owned by the library. */
+ * with the CPU kernel tier that runs, e.g. "hwloc 2.9.0; CPU kernels:
+ * avx512-vnni (tiers built: avx2 avx-vnni avx512-vnni amx; CPU has avx2 fma
+ * f16c avx-vnni avx512f avx512bw avx512vl avx512-vnni); CUDA 13.0 (sm 75 80
+ * 86 89 90)".  A faster tier refused (the OS or the kernel did not enable
+ * its state, the build lacks it) or a tier asked for with HOTSET_CPU_TIER
+ * is said once in the log at HS_LOG_INFO.  Static string owned by the
+ * library. */
 const char *hs_build_info(void);
 
 /* ---- logging ------------------------------------------------------------- */

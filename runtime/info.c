@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hotset.h"
 #include "cpu_kernels/cpu-features.h"
@@ -25,17 +26,23 @@ const char *hs_cuda_status(void)
 }
 
 static pthread_once_t info_once = PTHREAD_ONCE_INIT;
-static char info[256];
+static char info[512];
 
 static void make_info(void)
 {
 	const struct hs_cpu_features *f = hs__cpu_features();
+	const struct hs_cpu_probe *p = &f->probe;
+	char built[96] = "", has[128] = "";
 
-	snprintf(info, sizeof info, "hwloc %s; AVX2 kernels: %s, CPU has%s%s%s%s, using %s; %s",
-		 hs__hwloc_version(), f->avx2_built ? "built" : "not built",
-		 f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->f16c ? " f16c" : "",
-		 f->avx2 || f->fma || f->f16c ? "" : " none of avx2 fma f16c",
-		 f->use_avx2 ? "AVX2" : "scalar reference", hs__cuda_build());
+	for (int t = HS_TIER_AVX2; t < HS_TIER_COUNT; t++)
+		if (p->built & (1u << t))
+			snprintf(built + strlen(built), sizeof built - strlen(built), " %s", hs__cpu_tier_name(t));
+	snprintf(has, sizeof has, "%s%s%s%s%s%s%s%s%s", p->avx2 ? " avx2" : "", p->fma ? " fma" : "",
+		 p->f16c ? " f16c" : "", p->avx_vnni ? " avx-vnni" : "", p->avx512f ? " avx512f" : "",
+		 p->avx512bw ? " avx512bw" : "", p->avx512vl ? " avx512vl" : "", p->avx512vnni ? " avx512-vnni" : "",
+		 p->amx_tile && p->amx_int8 ? " amx-tile amx-int8" : "");
+	snprintf(info, sizeof info, "hwloc %s; CPU kernels: %s (tiers built:%s; CPU has%s); %s", hs__hwloc_version(),
+		 hs__cpu_tier_name(f->tier), *built ? built : " none", *has ? has : " none of them", hs__cuda_build());
 }
 
 const char *hs_build_info(void)

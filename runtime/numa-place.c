@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "hotset.h"
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/repack.h"
 #include "base/error.h"
 #include "model/model.h"
 #include "runtime/numa.h"
@@ -84,15 +86,20 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	if (!l)
 		return hs__error(EINVAL, "layer %d has no experts", layer);
 	/* the host copy is packed like a device slot (gate, up, down, biases
-	 * per expert), so a streamed or admitted expert is copied straight
-	 * from it, and the CPU kernels read it through the same view */
+	 * per expert; MXFP4 and Q8_0 matrices row-interleaved, repacked here
+	 * once), so a streamed or admitted expert is copied straight from it,
+	 * and the CPU kernels read it through the same view */
 	const int E = l->n_experts;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);
 	const size_t F = (size_t)l->n_ff, D = (size_t)l->n_embd;
+	const size_t big = l->gate_stride > l->down_stride ? l->gate_stride : l->down_stride;
+	uint8_t *plain = NULL; /* one matrix as the file has it, before repacking */
 	out->bytes = pack.bytes * (size_t)E;
 	out->mem = hs__numa_alloc_on(os_node, out->bytes);
 	out->identity = malloc(sizeof *out->identity * E);
-	if (!out->mem || !out->identity) {
+	if (pack.packed_rows)
+		plain = malloc(big > l->up_stride ? big : l->up_stride);
+	if (!out->mem || !out->identity || (pack.packed_rows && !plain)) {
 		rc = hs__error(ENOMEM, "layer %d: no memory for its host experts", layer);
 		goto out_free;
 	}
@@ -107,22 +114,31 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 		const struct {
 			const void *src;
 			size_t n, at;
+			int rows, cols; /* of a matrix (0 for biases) */
 		} part[6] = {
-			{ l->gate + (size_t)e * l->gate_stride, l->gate_stride, pack.gate },
-			{ l->up + (size_t)e * l->up_stride, l->up_stride, pack.up },
-			{ l->down + (size_t)e * l->down_stride, l->down_stride, pack.down },
-			{ l->gate_b ? l->gate_b + (size_t)e * F : NULL, F * 4, pack.gate_b },
-			{ l->up_b ? l->up_b + (size_t)e * F : NULL, F * 4, pack.up_b },
-			{ l->down_b ? l->down_b + (size_t)e * D : NULL, D * 4, pack.down_b },
+			{ l->gate + (size_t)e * l->gate_stride, l->gate_stride, pack.gate, (int)F, (int)D },
+			{ l->up + (size_t)e * l->up_stride, l->up_stride, pack.up, (int)F, (int)D },
+			{ l->down + (size_t)e * l->down_stride, l->down_stride, pack.down, (int)D, (int)F },
+			{ l->gate_b ? l->gate_b + (size_t)e * F : NULL, F * 4, pack.gate_b, 0, 0 },
+			{ l->up_b ? l->up_b + (size_t)e * F : NULL, F * 4, pack.up_b, 0, 0 },
+			{ l->down_b ? l->down_b + (size_t)e * D : NULL, D * 4, pack.down_b, 0, 0 },
 		};
 		memset(blk, 0, pack.bytes);
-		for (int i = 0; i < 6 && !rc; i++)
-			if (part[i].src && (i < 3 || part[i].at))
-				rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n,
-						blk + part[i].at);
+		for (int i = 0; i < 6 && !rc; i++) {
+			if (!part[i].src || (i >= 3 && !part[i].at))
+				continue;
+			const int repack = pack.packed_rows && part[i].rows;
+			rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n,
+					repack ? plain : blk + part[i].at);
+			if (!rc && repack)
+				hs__pack_matrix(l->type, part[i].rows, part[i].cols, plain,
+						hs__type_row_bytes(l->type, (uint64_t)part[i].cols), blk + part[i].at);
+		}
 		out->identity[e] = e;
 	}
 	close(fd);
+	free(plain);
+	plain = NULL;
 	if (rc)
 		goto out_free;
 	out->l = *l;
@@ -136,6 +152,7 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 		goto out_free;
 	return 0;
 out_free:
+	free(plain);
 	hs__host_layer_free(out);
 	return rc;
 }

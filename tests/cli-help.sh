@@ -1,6 +1,7 @@
 # Checks that `hotset --help`, `--version` and every subcommand's `--help`
-# work, that an unknown subcommand or flag is refused, and that -v lets the
-# library's messages reach stderr (silent without it, debug with -vv).
+# work, that an unknown subcommand or flag is refused, that -v lets the
+# library's messages reach stderr (silent without it, debug with -vv), and
+# that --version names the CPU kernel tier and HOTSET_CPU_TIER moves it.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 expect_ok "--help" "$HOTSET" --help && expect_grep "--help" '^subcommands:'
@@ -11,7 +12,12 @@ for s in $subs; do
 	expect_ok "$s --help" "$HOTSET" "$s" --help && expect_grep "$s --help" "^usage: hotset $s"
 done
 expect_ok "--version" "$HOTSET" --version && expect_grep "--version" '^hotset [0-9]+\.[0-9]+\.[0-9]+$'
-expect_grep "--version build" 'AVX2 kernels: '
+expect_grep "--version build" 'CPU kernels: (ref|avx2|avx-vnni|avx512-vnni|amx) \(tiers built:'
+HOTSET_CPU_TIER=ref expect_ok "-v --version, tier ref" "$HOTSET" -v --version
+expect_grep "--version tier ref" 'CPU kernels: ref \('
+expect_grep "-v: the tier asked for" '^hotset: info: CPU kernels: ref; HOTSET_CPU_TIER=ref: running ref' "$TMP/err"
+HOTSET_CPU_TIER=ref expect_ok "--version, tier ref, no -v" "$HOTSET" --version
+[ -s "$TMP/err" ] && fail "--version without -v: stderr not empty: $(cat "$TMP/err")"
 # -v: the library says which CPU kernels and which device it chose
 expect_ok "-v --version" "$HOTSET" -v --version
 expect_grep "-v: CPU kernels" '^hotset: info: CPU kernels: ' "$TMP/err"

@@ -1,10 +1,13 @@
 /* Checks the CUDA expert kernels' arithmetic without a GPU: gpu_kernels/moe.cu
  * writes every computation as __host__ __device__ code, and
  * hs__gpu_ffn_emulate() runs it on the CPU exactly as the decode kernels
- * (warp lanes) and the prefill kernels (grouping by expert, 64 x 32 tiles of
- * 4 x 2 per thread) split it.  Both paths against the double reference and
- * against each other, over odd shapes, 1..300 tokens, masked, duplicate and
- * all-masked ids, experts absent from the pool (slot -1).  Not covered here:
+ * (8 threads per row of a 16-row group) and the prefill kernels (grouping
+ * by expert, 64 x 32 tiles of 4 x 2 per thread) split it, reading experts
+ * in the row-interleaved layout that hs__expert_pack writes (the host
+ * copy's).  Both paths against the double reference and against each
+ * other, over odd shapes, 1..300 tokens, masked, duplicate and all-masked
+ * ids, experts absent from the pool (slot -1); a pack of plain rows is
+ * refused.  Not covered here:
  * launch geometry, shuffles, atomics (bench/gpu-check.sh on a GPU).  SKIP
  * in a build without CUDA. */
 #include "config.h"
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 #include "model/arch.h"
 #include "hotset.h"
 #include "device/device-cuda.h"
@@ -61,6 +65,12 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 				.xq = xq, .ids = ids, .weights = w };
 	size_t sb = hs__cuda_ffn_scratch_bytes(&f) + 64;
 	void *scratch = malloc(sb);
+	CHECK(pack.packed_rows == HS_PACK_ROWS, "%s experts are not packed row-interleaved", hs__type_name(l->type));
+	f.pack.packed_rows = 0;
+	f.y = y[0];
+	f.scratch = scratch;
+	CHECK(hs__cuda_ffn_emulate(&f, 0) == -EINVAL, "plain rows accepted by the device kernels");
+	f.pack.packed_rows = pack.packed_rows;
 	for (int tiled = 0; tiled < 2; tiled++) {
 		f.y = y[tiled];
 		f.scratch = scratch;

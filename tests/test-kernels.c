@@ -1,13 +1,18 @@
-/* A/B tests of the CPU kernels: AVX2 against the scalar twins (same
- * quantized math, float rounding order only) and both against the double
- * reference MoE, over random inputs and awkward shapes; guard values after
- * every output; NaN checks; and proof that masked experts are never read:
- * their weights sit behind PROT_NONE pages, so a single read crashes.
+/* A/B tests of the CPU kernels: every tier this CPU runs (AVX2, AVX-VNNI,
+ * AVX-512 VNNI, AMX-INT8) against the scalar twins (same quantized math,
+ * float rounding order only), on plain rows and on the row-interleaved
+ * layout of the host copy, and against the double reference MoE, over
+ * random inputs and awkward shapes; guard values after every output; NaN
+ * checks; and proof that masked experts are never read: their weights sit
+ * behind PROT_NONE pages, so a single read crashes.  With a tier name as
+ * argument (tests/kernels-amx.sh) only that tier is tested, and the test
+ * is skipped (77) where it does not run.
  *
  * Bounds, as normalised L2 error ||a - b|| / ||b||:
- *  - AVX2 vs scalar twin, one tile or mul_mat_id: 1e-5.  Both compute the
+ *  - a tier vs scalar twin, one tile or mul_mat_id: 1e-5.  Both compute the
  *    same integer block dots and per-block float scales; only the order of
- *    float additions differs (8 lanes vs one sum), about 1e-7.
+ *    float additions differs (8 lanes vs one sum, FMA), about 1e-7.  The
+ *    twin on the packed layout equals the twin on plain rows bit for bit.
  *  - the same for the fused FFN: 1e-3.  h is quantized again before the down
  *    product, and a 1e-7 difference can move an h value across a rounding
  *    boundary: one step of its block (amax/127) in one element, seen as
@@ -30,7 +35,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu_kernels/cpu-features.h"
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 #include "model/arch.h"
 #include "hotset.h"
 #include "tests/hs-test.h"
@@ -110,8 +117,12 @@ static void fill_matrix(uint8_t *dst, int type, int rows, int cols)
 }
 
 struct layer {
-	struct hs_moe_layer l;
-	struct region g, u, d;
+	struct hs_moe_layer l;  /* plain rows: the file's layout */
+	struct hs_moe_layer lp; /* the same experts as packed blocks (the host
+				   copy's layout), one per page run, in reverse
+				   slot order */
+	struct region g, u, d, pool;
+	int32_t *slot_of;
 	float *bias, *router, *router_b;
 };
 
@@ -156,6 +167,20 @@ static void make_layer(struct layer *L, const struct hs_moe_arch *arch, int type
 		l->down_b = L->bias + 2 * F * E;
 		l->router_b = L->router_b;
 	}
+	const struct hs_expert_pack pack = hs__expert_pack_layout(type, D, F, arch->has_bias);
+	region_alloc(&L->pool, E, pack.bytes);
+	L->slot_of = malloc(sizeof *L->slot_of * E);
+	for (int e = 0; e < E; e++) {
+		L->slot_of[e] = E - 1 - e;
+		hs__expert_pack(l, e, &pack, L->pool.base + L->slot_of[e] * L->pool.stride);
+	}
+	L->lp = *l;
+	L->lp.gate = L->lp.up = L->lp.down = NULL;
+	L->lp.gate_b = L->lp.up_b = L->lp.down_b = NULL;
+	L->lp.pool = L->pool.base;
+	L->lp.pool_stride = L->pool.stride;
+	L->lp.slot_of = L->slot_of;
+	L->lp.pack = pack;
 }
 
 static void free_layer(struct layer *L)
@@ -163,6 +188,8 @@ static void free_layer(struct layer *L)
 	munmap(L->g.base, L->g.len);
 	munmap(L->u.base, L->u.len);
 	munmap(L->d.base, L->d.len);
+	munmap(L->pool.base, L->pool.len);
+	free(L->slot_of);
 	free(L->bias);
 	free(L->router);
 	free(L->router_b);
@@ -174,6 +201,7 @@ static void protect_expert(struct layer *L, int e, int prot)
 	mprotect(L->g.base + e * L->g.stride, L->g.stride, prot);
 	mprotect(L->u.base + e * L->u.stride, L->u.stride, prot);
 	mprotect(L->d.base + e * L->d.stride, L->d.stride, prot);
+	mprotect(L->pool.base + L->slot_of[e] * L->pool.stride, L->pool.stride, prot);
 }
 
 static int run_ffn(const struct hs_kernel_ops *ops, const struct hs_moe_layer *l, int n, const float *x,
@@ -210,26 +238,44 @@ static void test_quantize(void)
 	free(b);
 }
 
+/* Plain and packed tiles of every type against the twins: rows 0..R of a
+ * random matrix, sub-ranges of them, 1..33 tokens; the packed twin must
+ * equal the plain twin bit for bit, and the packed matrix give back each
+ * plain row. */
 static void test_tiles(void)
 {
-	/* 16416 columns (513 blocks) takes the AVX2 MXFP4 prefill tile's fallback
-	 * for rows longer than its stack arrays cover */
+	/* 16416 columns (513 blocks) takes the 256-bit MXFP4 prefill tile's
+	 * fallback for rows longer than its stack arrays cover, and the AMX
+	 * tile's chunking of blocks (64 at a time) */
 	const int types[2] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0 }, cols[5] = { 32, 96, 224, 2880, 16416 };
-	const int nts[7] = { 1, 2, 3, 4, 5, 7, 9 };
-	const int R = 70;
+	const int nts[11] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33 };
+	const int R = 80;
+	enum { MAXT = 33 };
 
 	for (int t = 0; t < 2; t++)
 		for (int c = 0; c < 5; c++) {
 			const int C = cols[c];
 			size_t rb = hs__type_row_bytes(types[t], C);
-			uint8_t *w = malloc(rb * R);
+			uint8_t *w = malloc(rb * R), *pw = malloc(rb * R), *row = malloc(rb);
+			int bad_rows = 0;
 			fill_matrix(w, types[t], R, C);
-			for (int k = 0; k < 7; k++) {
+			hs__pack_matrix(types[t], R, C, w, rb, pw);
+			for (int r = 0; r < R; r++) {
+				hs__packed_row(types[t], C, pw, r, row);
+				bad_rows += memcmp(row, w + (size_t)r * rb, rb) != 0;
+			}
+			CHECK(bad_rows == 0, "%s cols %d: %d rows differ after packing and reading back", hs__type_name(types[t]),
+			      C, bad_rows);
+			for (int k = 0; k < 11; k++) {
 				const int nt = nts[k];
+				if (C > 3000 && nt > 9 && nt != 17)
+					continue; /* long rows: enough to see each path once */
 				struct hs_block_q8_0 *xq = malloc(sizeof *xq * (C / 32) * nt);
-				const struct hs_block_q8_0 *xs[9];
-				float *oa[9], *ob[9], *xrow = malloc(sizeof *xrow * C);
-				int r0 = k % 3, r1 = R - (k % 2), nan = 0;
+				const struct hs_block_q8_0 *xs[MAXT];
+				float *oa[MAXT], *ob[MAXT], *op[MAXT], *oq[MAXT], *xrow = malloc(sizeof *xrow * C);
+				/* plain: any rows; packed: whole groups of 16 */
+				const int r0 = k % 3, r1 = R - (k % 2), p0 = 16 * (k % 2), p1 = R - 16 * (k % 3 == 1);
+				int nan = 0;
 				for (int j = 0; j < nt; j++) {
 					for (int i = 0; i < C; i++)
 						xrow[i] = gauss();
@@ -237,21 +283,38 @@ static void test_tiles(void)
 					xs[j] = xq + j * (C / 32);
 					oa[j] = alloc_guarded(r1 - r0);
 					ob[j] = alloc_guarded(r1 - r0);
+					op[j] = alloc_guarded(p1 - p0);
+					oq[j] = alloc_guarded(p1 - p0);
 				}
 				hs__kernels_ref.tile_q(types[t], w, rb, r0, r1, C, xs, nt, oa);
 				fast->tile_q(types[t], w, rb, r0, r1, C, xs, nt, ob);
+				hs__kernels_ref.tile_q_packed(types[t], pw, p0, p1, C, xs, nt, op);
+				fast->tile_q_packed(types[t], pw, p0, p1, C, xs, nt, oq);
 				for (int j = 0; j < nt; j++) {
 					double e = rel_l2(ob[j], oa[j], r1 - r0, &nan);
 					CHECK(e <= 1e-5 && !nan, "tile %s cols %d nt %d token %d: error %.3g nan %d",
 					      hs__type_name(types[t]), C, nt, j, e, nan);
-					CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0), "tile wrote past its output");
+					const int lo = p0 > r0 ? p0 : r0, hi = p1 < r1 ? p1 : r1;
+					CHECK(memcmp(op[j] + (lo - p0), oa[j] + (lo - r0), sizeof(float) * (hi - lo)) == 0,
+					      "packed twin %s cols %d nt %d token %d differs from the plain twin",
+					      hs__type_name(types[t]), C, nt, j);
+					e = rel_l2(oq[j], op[j], p1 - p0, &nan);
+					CHECK(e <= 1e-5 && !nan, "packed tile %s cols %d rows %d..%d nt %d token %d: error %.3g nan %d",
+					      hs__type_name(types[t]), C, p0, p1, nt, j, e, nan);
+					CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0) && guard_ok(op[j], p1 - p0) &&
+						      guard_ok(oq[j], p1 - p0),
+					      "tile wrote past its output");
 					free(oa[j]);
 					free(ob[j]);
+					free(op[j]);
+					free(oq[j]);
 				}
 				free(xq);
 				free(xrow);
 			}
 			free(w);
+			free(pw);
+			free(row);
 		}
 }
 
@@ -284,14 +347,18 @@ static void make_ids(int32_t *ids, float *w, int n, int k, int E, int dups, int 
 
 static double worst_ffn_err;
 
+/* The fused FFN of a tier on plain rows and on the packed host-copy layout,
+ * against the scalar twin (which gives the same bits on both layouts) and
+ * the double reference. */
 static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E, int K, int n, int dups,
 		   int masked_all)
 {
 	struct layer L;
 	float *x = malloc(sizeof *x * n * D), *w = malloc(sizeof *w * n * K);
 	int32_t *ids = malloc(sizeof *ids * n * K);
+	const int quant = hs__kernel_type_quantized(type);
 	float *y_fast = alloc_guarded((size_t)n * D), *y_ref = alloc_guarded((size_t)n * D),
-	      *y_dbl = alloc_guarded((size_t)n * D);
+	      *y_refp = alloc_guarded((size_t)n * D), *y_dbl = alloc_guarded((size_t)n * D);
 	int nan = 0;
 
 	make_layer(&L, arch, type, D, F, E, K);
@@ -301,36 +368,44 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 	if (masked_all)
 		for (int i = 0; i < n * K; i++)
 			ids[i] = -1;
-	CHECK(run_ffn(fast, &L.l, n, x, ids, w, y_fast, 2) == 0, "fast ffn: %s", hs_last_error());
 	CHECK(run_ffn(&hs__kernels_ref, &L.l, n, x, ids, w, y_ref, 1) == 0, "ref ffn");
+	CHECK(run_ffn(&hs__kernels_ref, &L.lp, n, x, ids, w, y_refp, 1) == 0, "ref ffn, packed");
+	CHECK(memcmp(y_ref, y_refp, sizeof *y_ref * n * D) == 0, "%s %s D%d F%d K%d n%d: the twin differs on packed experts",
+	      arch->name, hs__type_name(type), D, F, K, n);
 	CHECK(hs__moe_forward_ref(&L.l, n, x, ids, w, y_dbl) == 0, "double ref");
-	int quant = hs__kernel_type_quantized(type);
-	double e_ab = rel_l2(y_fast, y_ref, (size_t)n * D, &nan);
-	double e_dbl = rel_l2(y_fast, y_dbl, (size_t)n * D, &nan);
-	CHECK(!nan, "NaN in outputs");
-	CHECK(guard_ok(y_fast, (size_t)n * D) && guard_ok(y_ref, (size_t)n * D), "ffn wrote past y");
-	CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", arch->name, hs__type_name(type), D, F,
-	      E, K, n, e_ab);
-	CHECK(e_dbl <= (quant ? 5e-2 : 1e-5), "%s %s D%d F%d E%d K%d n%d: vs double reference %.3g", arch->name,
-	      hs__type_name(type), D, F, E, K, n, e_dbl);
-	if (masked_all) {
-		int nz = 0;
-		for (int i = 0; i < n * D; i++)
-			nz += y_fast[i] != 0;
-		CHECK(nz == 0, "all masked: %d non-zero outputs", nz);
+	/* float types keep plain rows in packed blocks too: one run says it all */
+	for (int packed = 0; packed < 1 + quant; packed++) {
+		CHECK(run_ffn(fast, packed ? &L.lp : &L.l, n, x, ids, w, y_fast, 2) == 0, "fast ffn: %s", hs_last_error());
+		double e_ab = rel_l2(y_fast, y_ref, (size_t)n * D, &nan);
+		double e_dbl = rel_l2(y_fast, y_dbl, (size_t)n * D, &nan);
+		CHECK(!nan, "NaN in outputs");
+		CHECK(guard_ok(y_fast, (size_t)n * D) && guard_ok(y_ref, (size_t)n * D), "ffn wrote past y");
+		CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s %s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", arch->name,
+		      hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_ab);
+		CHECK(e_dbl <= (quant ? 5e-2 : 1e-5), "%s %s %s D%d F%d E%d K%d n%d: vs double reference %.3g", arch->name,
+		      hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_dbl);
+		if (masked_all) {
+			int nz = 0;
+			for (int i = 0; i < n * D; i++)
+				nz += y_fast[i] != 0;
+			CHECK(nz == 0, "all masked: %d non-zero outputs", nz);
+		}
+		if (quant && e_dbl > worst_ffn_err)
+			worst_ffn_err = e_dbl;
 	}
-	if (quant && e_dbl > worst_ffn_err)
-		worst_ffn_err = e_dbl;
 	free_layer(&L);
 	free(x);
 	free(w);
 	free(ids);
 	free(y_fast);
 	free(y_ref);
+	free(y_refp);
 	free(y_dbl);
 }
 
-static void test_ffn_grid(void)
+/* small: quantized types only (the float types' path is the same in every
+ * tier) and half the cases */
+static void test_ffn_grid(int small)
 {
 	const struct hs_moe_arch *archs[2] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
 	const int types[4] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0, HS_TYPE_F16, HS_TYPE_BF16 };
@@ -338,64 +413,77 @@ static void test_ffn_grid(void)
 	const int ks[4] = { 1, 3, 4, 8 }, ns[3] = { 1, 7, 33 };
 
 	for (int a = 0; a < 2; a++)
-		for (int t = 0; t < 4; t++)
+		for (int t = 0; t < (small ? 2 : 4); t++)
 			for (int s = 0; s < 3; s++)
 				for (int k = 0; k < 4; k++) {
 					int n = ns[(s + k) % 3];
+					if (small > 1 && (s + k + a) % 2)
+						continue;
 					ab_ffn(archs[a], types[t], shapes[s][0], shapes[s][1], 16, ks[k], n, k % 2, 0);
 				}
 	/* one prefill-sized batch, all ids masked, and top-8 of 8 */
-	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, 512, 1, 0);
-	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, 512, 0, 0);
+	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, small > 1 ? 128 : 512, 1, 0);
+	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, small > 1 ? 128 : 512, 0, 0);
 	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 64, 8, 4, 5, 0, 1);
 	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_MXFP4, 64, 64, 8, 8, 3, 0, 0);
-	printf("fused FFN vs double reference: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
+	printf("  fused FFN vs double reference: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
 }
 
-static void test_mmid(void)
+/* mul_mat_id alone, plain and packed experts, against the twin and a
+ * double dot of the dequantized rows. */
+static void test_mmid(int type)
 {
-	const int E = 6, R = 100, C = 224, n = 9, K = 3;
-	struct region reg;
+	const int E = 6, R = 112, C = 224, n = 9, K = 3;
+	const size_t rb = hs__type_row_bytes(type, C);
+	struct region reg, preg;
 	float *x = malloc(sizeof *x * n * C), wt[n * K];
 	int32_t ids[n * K];
 	float *oa = alloc_guarded(n * K * R), *ob = alloc_guarded(n * K * R), *od = malloc(sizeof *od * n * K * R);
 	float *row = malloc(sizeof *row * C);
 	int nan = 0;
 
-	region_alloc(&reg, E, (size_t)R * hs__type_row_bytes(HS_TYPE_MXFP4, C));
-	for (int e = 0; e < E; e++)
-		fill_matrix(reg.base + e * reg.stride, HS_TYPE_MXFP4, R, C);
+	region_alloc(&reg, E, (size_t)R * rb);
+	region_alloc(&preg, E, (size_t)R * rb);
+	for (int e = 0; e < E; e++) {
+		fill_matrix(reg.base + e * reg.stride, type, R, C);
+		hs__pack_matrix(type, R, C, reg.base + e * reg.stride, rb, preg.base + e * preg.stride);
+	}
 	for (int i = 0; i < n * C; i++)
 		x[i] = gauss();
 	make_ids(ids, wt, n, K, E, 1, 1);
-	memset(oa, 0, sizeof *oa * n * K * R);
-	memset(ob, 0, sizeof *ob * n * K * R);
 	memset(od, 0, sizeof *od * n * K * R);
-	for (int pass = 0; pass < 2; pass++) {
-		struct hs_mmid_job j = { .ops = pass ? fast : &hs__kernels_ref, .type = HS_TYPE_MXFP4, .rows = R, .cols = C,
-					 .n_experts = E, .n = n, .k = K, .w = reg.base, .stride = reg.stride, .x = x,
-					 .ids = ids, .out = pass ? ob : oa };
-		j.scratch = malloc(hs__mmid_scratch_bytes(C, R, n, K, E));
-		CHECK(hs__mmid_run_omp(&j, 2) == 0, "mmid: %s", hs_last_error());
-		free(j.scratch);
-	}
 	for (int s = 0; s < n * K; s++) {
 		if (ids[s] < 0)
 			continue;
 		for (int r = 0; r < R; r++) {
 			double acc = 0;
-			hs__dequantize_row_ref(HS_TYPE_MXFP4, reg.base + ids[s] * reg.stride + r * hs__type_row_bytes(HS_TYPE_MXFP4, C),
-					      row, C);
+			hs__dequantize_row_ref(type, reg.base + ids[s] * reg.stride + r * rb, row, C);
 			for (int c = 0; c < C; c++)
 				acc += (double)row[c] * x[(s / K) * C + c];
 			od[s * R + r] = (float)acc;
 		}
 	}
-	double e_ab = rel_l2(ob, oa, n * K * R, &nan), e_d = rel_l2(ob, od, n * K * R, &nan);
-	CHECK(e_ab <= 1e-5 && e_d <= 3e-2 && !nan, "mul_mat_id: fast vs twin %.3g, vs double %.3g", e_ab, e_d);
-	CHECK(guard_ok(oa, n * K * R) && guard_ok(ob, n * K * R), "mul_mat_id wrote past out");
-	printf("mul_mat_id vs double reference: normalised error %.3g (bound 3e-2)\n", e_d);
+	for (int packed = 0; packed < 2; packed++) {
+		memset(oa, 0, sizeof *oa * n * K * R);
+		memset(ob, 0, sizeof *ob * n * K * R);
+		for (int pass = 0; pass < 2; pass++) {
+			struct hs_mmid_job j = { .ops = pass ? fast : &hs__kernels_ref, .type = type, .rows = R, .cols = C,
+						 .n_experts = E, .n = n, .k = K, .packed = packed,
+						 .w = packed ? preg.base : reg.base, .stride = reg.stride, .x = x, .ids = ids,
+						 .out = pass ? ob : oa };
+			j.scratch = malloc(hs__mmid_scratch_bytes(C, R, n, K, E));
+			CHECK(hs__mmid_run_omp(&j, 2) == 0, "mmid: %s", hs_last_error());
+			free(j.scratch);
+		}
+		double e_ab = rel_l2(ob, oa, n * K * R, &nan), e_d = rel_l2(ob, od, n * K * R, &nan);
+		CHECK(e_ab <= 1e-5 && e_d <= 3e-2 && !nan, "mul_mat_id %s %s: fast vs twin %.3g, vs double %.3g",
+		      hs__type_name(type), packed ? "packed" : "plain", e_ab, e_d);
+		CHECK(guard_ok(oa, n * K * R) && guard_ok(ob, n * K * R), "mul_mat_id wrote past out");
+		printf("  mul_mat_id %s %s vs double reference: normalised error %.3g (bound 3e-2)\n", hs__type_name(type),
+		       packed ? "packed" : "plain", e_d);
+	}
 	munmap(reg.base, reg.len);
+	munmap(preg.base, preg.len);
 	free(x);
 	free(oa);
 	free(ob);
@@ -403,9 +491,9 @@ static void test_mmid(void)
 	free(row);
 }
 
-/* Masked experts' matrices are PROT_NONE: any read of them would crash
- * this test.  The outputs must equal a run where those experts were
- * readable but masked all the same. */
+/* Masked experts' matrices (plain, and their packed blocks) are PROT_NONE:
+ * any read of them would crash this test.  The outputs must equal a run
+ * where those experts were readable but masked all the same. */
 static void test_masked_never_read(void)
 {
 	const int E = 8, K = 4, D = 96, F = 64;
@@ -428,26 +516,67 @@ static void test_masked_never_read(void)
 		for (int g = 0; g < 4; g++)
 			protect_expert(&L, on_gpu[g], PROT_NONE);
 		CHECK(run_ffn(fast, &L.l, n, x, ids, w, y2, 2) == 0, "guarded run");
+		CHECK(rel_l2(y2, y1, (size_t)n * D, &nan) <= 1e-5 && !nan, "masked runs differ");
+		CHECK(run_ffn(fast, &L.lp, n, x, ids, w, y2, 2) == 0, "guarded run, packed");
+		CHECK(rel_l2(y2, y1, (size_t)n * D, &nan) <= 1e-5 && !nan, "masked runs differ (packed)");
+		CHECK(run_ffn(&hs__kernels_ref, &L.lp, n, x, ids, w, y2, 2) == 0, "guarded scalar run, packed");
 		CHECK(run_ffn(&hs__kernels_ref, &L.l, n, x, ids, w, y2, 2) == 0, "guarded scalar run");
 		for (int g = 0; g < 4; g++)
 			protect_expert(&L, on_gpu[g], PROT_READ | PROT_WRITE);
-		CHECK(rel_l2(y2, y1, (size_t)n * D, &nan) <= 1e-5 && !nan, "masked runs differ");
 	}
 	free_layer(&L);
-	printf("masked experts behind PROT_NONE pages: never read\n");
+	printf("  masked experts behind PROT_NONE pages (plain and packed): never read\n");
 }
 
-int main(void)
+static void test_tier(int small)
 {
-	page = (size_t)sysconf(_SC_PAGESIZE);
-	fast = hs__kernels_best();
-	printf("kernels under test: %s (twin: %s)\n", fast->name, hs__kernels_ref.name);
-	if (fast == &hs__kernels_ref)
-		printf("note: no AVX2 here, the scalar set is compared with itself\n");
+	printf("tier %s (twin: %s)\n", fast->name, hs__kernels_ref.name);
+	worst_ffn_err = 0;
 	test_quantize();
 	test_tiles();
-	test_ffn_grid();
-	test_mmid();
+	test_ffn_grid(small);
+	test_mmid(HS_TYPE_MXFP4);
+	test_mmid(HS_TYPE_Q8_0);
 	test_masked_never_read();
+}
+
+int main(int argc, char **argv)
+{
+	const struct hs_cpu_features *f = hs__cpu_features();
+	/* under sanitizers every tier but the fastest takes a smaller grid */
+	const int san = getenv("HS_SANITIZER_BUILD") != NULL;
+	char why[160];
+
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	if (argc > 1) {
+		int t = hs__cpu_tier_from_name(argv[1]);
+		if (t < 0) {
+			fprintf(stderr, "test-kernels: no tier %s\n", argv[1]);
+			return 2;
+		}
+		if (!(fast = hs__kernels_tier(t))) {
+			hs__cpu_tier_why(&f->probe, t, why, sizeof why);
+			SKIP("the %s tier does not run here: %s", argv[1], why);
+		}
+		test_tier(0);
+		return hs_test_end();
+	}
+	/* the fastest tier takes the whole grid, the others the quantized part
+	 * (and, under sanitizers, half of it) */
+	int tested = 0;
+	for (int t = HS_TIER_COUNT - 1; t > HS_TIER_REF; t--) {
+		if (!(fast = hs__kernels_tier(t))) {
+			hs__cpu_tier_why(&f->probe, t, why, sizeof why);
+			printf("tier %s: not tested here (%s)\n", hs__cpu_tier_name(t), why);
+			continue;
+		}
+		test_tier(tested ? 1 + san : 0);
+		tested++;
+	}
+	if (!tested) {
+		printf("note: no x86 tier here, the scalar set is compared with itself\n");
+		fast = &hs__kernels_ref;
+		test_tier(0);
+	}
 	return hs_test_end();
 }

@@ -1,0 +1,65 @@
+/* The AMX-INT8 tier: prefill tiles of row-interleaved experts on the tile
+ * unit (amx-body.h), everything else from the AVX-512 VNNI tier.  The tier
+ * is chosen only where CPUID, XCR0 bits 17/18 and the kernel's grant of the
+ * tile data state all say yes (cpu-features.h); besides, every call checks
+ * that its own thread may run tiles (hs__amx_thread_ok asks the kernel once
+ * per thread) and takes the AVX-512 path where it may not, and each call
+ * loads its tile configuration before the first tile instruction, since
+ * the configuration belongs to the thread. */
+#include "config.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+
+#include "cpu_kernels/arch/x86/avx512-vnni/avx512.h"
+#include "cpu_kernels/cpu-features.h"
+#include "cpu_kernels/kernels.h"
+
+#define AMX_CONFIG(cfg) _tile_loadconfig(cfg)
+#define AMX_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define AMX_ZERO(t) _tile_zero(t)
+#define AMX_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define AMX_RELEASE() _tile_release()
+
+#include "cpu_kernels/arch/x86/amx/amx-body.h"
+
+/* Below this many tokens a tile product (16 tokens wide) does more work
+ * than AVX-512 VNNI does for the tokens there are.  A prediction from
+ * instruction counts (about 90 vector instructions per 16-row block group
+ * on tiles against 12 per token on AVX-512): not measured, as no machine
+ * with AMX was at hand. */
+#define AMX_MIN_TOKENS 8
+
+static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int ncols,
+			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	if (nt < AMX_MIN_TOKENS || !hs__amx_thread_ok()) {
+		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x, nt, out);
+		return;
+	}
+	for (int j0 = 0; j0 < nt; j0 += AMX_TOKENS) {
+		const int jn = nt - j0 < AMX_TOKENS ? nt - j0 : AMX_TOKENS;
+		if (jn < AMX_MIN_TOKENS)
+			hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + j0, jn, out + j0);
+		else
+			amx_tile(type, w, r0, r1, ncols, x + j0, jn, out + j0);
+	}
+}
+
+static struct hs_kernel_ops ops = { "AMX-INT8", NULL, NULL, tile_q_packed_amx };
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+
+/* quantization and plain rows are the AVX-512 tier's */
+static void fill_ops(void)
+{
+	const struct hs_kernel_ops *base = hs__kernels_avx512_vnni();
+	ops.quantize_q8_0 = base->quantize_q8_0;
+	ops.tile_q = base->tile_q;
+}
+
+const struct hs_kernel_ops *hs__kernels_amx(void)
+{
+	pthread_once(&ops_once, fill_ops);
+	return &ops;
+}

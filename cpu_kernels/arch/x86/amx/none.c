@@ -1,0 +1,12 @@
+/* Stands in for the AMX-INT8 tier in builds whose compiler could not produce
+ * it (or that are not for x86): the tier is then never chosen. */
+#include "config.h"
+
+#include <stddef.h>
+
+#include "cpu_kernels/kernels.h"
+
+const struct hs_kernel_ops *hs__kernels_amx(void)
+{
+	return NULL;
+}
