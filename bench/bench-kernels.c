@@ -1,21 +1,31 @@
 /* Benchmark of the CPU expert kernels against this machine's own memory read
  * bandwidth, measured in the same run.  Experts are chosen at random from
- * 128 per step, so their weights come from DRAM, not cache.
+ * 128 per step, so their weights come from DRAM, not cache.  Experts are
+ * in the host copy's layout (packed blocks, matrices row-interleaved) unless
+ * --layout plain; every case runs once per tier in --tiers, one after the
+ * other, so tiers are compared within the same minute.
  *
  * usage: bench-kernels [--quick] [--json] [--threads LIST] [--seconds S]
+ *                      [--tiers LIST] [--layout packed|plain] [--ns LIST]
+ *                      [--shapes gpt-oss,qwen3] [--ops ffn,mmid] [--no-masked]
  * Every figure printed is a measurement on this machine. */
 #include "config.h"
 
 #include <getopt.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "bench/bench-util.h"
+#include "cpu_kernels/cpu-features.h"
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 #include "model/arch.h"
 #include "hotset.h"
 
@@ -27,9 +37,10 @@ struct shape {
 };
 
 struct bench_layer {
-	struct hs_moe_layer l;
-	uint8_t *mem;
-	size_t expert_bytes;
+	struct hs_moe_layer l;  /* plain rows in mem, or packed blocks in pool */
+	uint8_t *mem, *pool;
+	int32_t *slot_of;
+	size_t expert_bytes;    /* weight bytes of one expert (matrices only) */
 };
 
 /* Random but valid weights: any nibble is a valid MXFP4 value; exponents
@@ -60,9 +71,13 @@ static void fix_scales(uint8_t *m, int type, size_t rows, size_t cols)
 		}
 }
 
-static int make_layer(struct bench_layer *b, const struct shape *s)
+/* The layer's experts as plain rows, then (packed) repacked one by one
+ * into packed blocks, as the runtime's host copy holds them, and the plain
+ * rows freed. */
+static int make_layer(struct bench_layer *b, const struct shape *s, int packed)
 {
 	size_t gs = (size_t)s->F * hs__type_row_bytes(s->type, s->D), ds = (size_t)s->D * hs__type_row_bytes(s->type, s->F);
+	memset(b, 0, sizeof *b);
 	b->expert_bytes = 2 * gs + ds;
 	b->mem = malloc(b->expert_bytes * s->E);
 	if (!b->mem)
@@ -74,7 +89,35 @@ static int make_layer(struct bench_layer *b, const struct shape *s)
 		fix_scales(b->mem + gs * s->E + e * gs, s->type, s->F, s->D);
 		fix_scales(b->mem + 2 * gs * s->E + e * ds, s->type, s->D, s->F);
 	}
+	if (!packed)
+		return 0;
+	const struct hs_expert_pack pack = hs__expert_pack_layout(s->type, s->D, s->F, s->arch->has_bias);
+	/* on 2 MiB pages where the kernel gives them, as the runtime's host
+	 * copy (runtime/numa.c) */
+	b->pool = aligned_alloc(2u << 20, (pack.bytes * s->E + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1));
+	b->slot_of = malloc(sizeof *b->slot_of * s->E);
+	if (!b->pool || !b->slot_of)
+		return -1;
+	madvise(b->pool, pack.bytes * s->E, MADV_HUGEPAGE);
+	for (int e = 0; e < s->E; e++) {
+		b->slot_of[e] = e;
+		hs__expert_pack(&b->l, e, &pack, b->pool + (size_t)e * pack.bytes);
+	}
+	free(b->mem);
+	b->mem = NULL;
+	b->l.gate = b->l.up = b->l.down = NULL;
+	b->l.pool = b->pool;
+	b->l.pool_stride = pack.bytes;
+	b->l.slot_of = b->slot_of;
+	b->l.pack = pack;
 	return 0;
+}
+
+static void free_layer(struct bench_layer *b)
+{
+	free(b->mem);
+	free(b->pool);
+	free(b->slot_of);
 }
 
 /* Random top-k per token.  With few pairs per step, experts used in the
@@ -128,8 +171,8 @@ struct result {
 
 /* Runs steps of the fused FFN (or gate mul_mat_id alone) with fresh random
  * experts each step, for at least `secs` and 3 steps, after one warm-up. */
-static struct result run_case(struct bench_layer *b, const struct shape *s, int n, int threads, int ffn,
-			      double secs, double mask_frac)
+static struct result run_case(const struct hs_kernel_ops *ops, struct bench_layer *b, const struct shape *s, int n,
+			      int threads, int ffn, double secs, double mask_frac)
 {
 	const int k = s->K, P = n * k;
 	float *x = malloc(sizeof *x * (size_t)n * s->D), *y = malloc(sizeof *y * (size_t)n * s->D);
@@ -153,13 +196,16 @@ static struct result run_case(struct bench_layer *b, const struct shape *s, int 
 			active += ids[i] >= 0;
 		double t0 = now();
 		if (ffn) {
-			struct hs_ffn_job j = { .layer = &b->l, .ops = hs__kernels_best(), .n = n, .x = x, .ids = ids,
+			struct hs_ffn_job j = { .layer = &b->l, .ops = ops, .n = n, .x = x, .ids = ids,
 						.weights = w, .y = y, .scratch = sc };
 			memset(y, 0, sizeof *y * (size_t)n * s->D);
 			hs__ffn_run_omp(&j, threads);
 		} else {
-			struct hs_mmid_job j = { .ops = hs__kernels_best(), .type = s->type, .rows = s->F, .cols = s->D,
-						 .n_experts = s->E, .n = n, .k = k, .w = b->l.gate, .stride = b->l.gate_stride,
+			/* the gate matrices: plain, or inside the packed blocks */
+			struct hs_mmid_job j = { .ops = ops, .type = s->type, .rows = s->F, .cols = s->D,
+						 .n_experts = s->E, .n = n, .k = k, .packed = b->pool != NULL,
+						 .w = b->pool ? b->pool + b->l.pack.gate : b->l.gate,
+						 .stride = b->pool ? b->l.pool_stride : b->l.gate_stride,
 						 .x = x, .ids = ids, .out = out, .scratch = sc };
 			hs__mmid_run_omp(&j, threads);
 		}
@@ -183,14 +229,32 @@ static struct result run_case(struct bench_layer *b, const struct shape *s, int 
 	return r;
 }
 
+/* A comma-separated list of positive ints into v (at most max); count. */
+static int int_list(char *arg, int *v, int max)
+{
+	int n = 0;
+	for (char *tok = strtok(arg, ","); tok && n < max; tok = strtok(NULL, ","))
+		if (atoi(tok) > 0)
+			v[n++] = atoi(tok);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = { { "quick", no_argument, NULL, 'q' },   { "json", no_argument, NULL, 'j' },
-					      { "threads", required_argument, NULL, 't' }, { "seconds", required_argument, NULL, 's' },
-					      { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 } };
-	int quick = 0, json = 0, c, thr[8] = { 1, 2 }, nthr = 2;
+	static const struct option opts[] = {
+		{ "quick", no_argument, NULL, 'q' },	     { "json", no_argument, NULL, 'j' },
+		{ "threads", required_argument, NULL, 't' }, { "seconds", required_argument, NULL, 's' },
+		{ "tiers", required_argument, NULL, 'T' },   { "layout", required_argument, NULL, 'L' },
+		{ "ns", required_argument, NULL, 'n' },	     { "shapes", required_argument, NULL, 'S' },
+		{ "no-masked", no_argument, NULL, 'M' },     { "ops", required_argument, NULL, 'O' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int quick = 0, json = 0, c, thr[8] = { 1, 2 }, nthr = 2, packed = 1, ns[16], nn = 0, masked_on = 1;
+	int shape_on[2] = { 1, 1 }, op_on[2] = { 1, 1 };
 	double secs = 1.0;
-	const int ns_full[5] = { 1, 8, 32, 128, 512 }, ns_quick[3] = { 1, 32, 512 };
+	const struct hs_kernel_ops *tiers[HS_TIER_COUNT];
+	int ntiers = 0, tier_id[HS_TIER_COUNT];
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -203,11 +267,52 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'n':
+			if (!(nn = int_list(optarg, ns, 16))) {
+				fprintf(stderr, "bench-kernels: --ns needs a list like 1,32,512\n");
+				return 2;
+			}
+			break;
+		case 'T':
+			for (char *tok = strtok(optarg, ","); tok && ntiers < HS_TIER_COUNT; tok = strtok(NULL, ",")) {
+				int t = hs__cpu_tier_from_name(tok);
+				char why[160] = "no such tier";
+				tier_id[ntiers] = t;
+				if (t < 0 || !(tiers[ntiers] = hs__kernels_tier(t))) {
+					if (t >= 0)
+						hs__cpu_tier_why(&hs__cpu_features()->probe, t, why, sizeof why);
+					fprintf(stderr, "bench-kernels: tier %s does not run here: %s\n", tok, why);
+					return 2;
+				}
+				ntiers++;
+			}
+			break;
+		case 'L':
+			if (strcmp(optarg, "packed") && strcmp(optarg, "plain")) {
+				fprintf(stderr, "bench-kernels: --layout packed or plain\n");
+				return 2;
+			}
+			packed = strcmp(optarg, "packed") == 0;
+			break;
+		case 'S':
+			shape_on[0] = strstr(optarg, "gpt-oss") != NULL;
+			shape_on[1] = strstr(optarg, "qwen3") != NULL;
+			break;
+		case 'M': masked_on = 0; break;
+		case 'O':
+			op_on[0] = strstr(optarg, "ffn") != NULL;
+			op_on[1] = strstr(optarg, "mmid") != NULL;
+			break;
 		case 'h':
-			printf("usage: bench-kernels [--quick] [--json] [--threads 1,2] [--seconds S]\n"
+			printf("usage: bench-kernels [--quick] [--json] [--threads 1,2] [--seconds S] [--tiers LIST]\n"
+			       "                     [--layout packed|plain] [--ns 1,8,32,128,512] [--shapes gpt-oss,qwen3]\n"
+			       "                     [--ops ffn,mmid] [--no-masked]\n"
 			       "Measures memory read bandwidth, then the fused expert FFN and mul_mat_id on the\n"
 			       "gpt-oss-120b (2880x2880 MXFP4, 4 of 128) and Qwen3-30B-A3B (2048x768 Q8_0, 8 of\n"
-			       "128) expert shapes for n = 1, 8, 32, 128, 512 tokens, and the masked-skip scaling.\n");
+			       "128) expert shapes for n = 1, 8, 32, 128, 512 tokens, and the masked-skip scaling.\n"
+			       "Experts are in the host copy's layout (row-interleaved) unless --layout plain.\n"
+			       "--tiers runs every case on each listed CPU tier (ref, avx2, avx-vnni,\n"
+			       "avx512-vnni, amx) back to back; by default the tier this machine runs.\n");
 			return 0;
 		default: return 2;
 		}
@@ -216,55 +321,86 @@ int main(int argc, char **argv)
 		{ "gpt-oss-120b 2880x2880", &hs__arch_gpt_oss, HS_TYPE_MXFP4, 2880, 2880, 128, 4 },
 		{ "qwen3-30b-a3b 2048x768", &hs__arch_qwen3moe, HS_TYPE_Q8_0, 2048, 768, 128, 8 },
 	};
-	const int *ns = quick ? ns_quick : ns_full, nn = quick ? 3 : 5;
+	static const int ns_full[5] = { 1, 8, 32, 128, 512 }, ns_quick[3] = { 1, 32, 512 };
+	if (!nn) {
+		nn = quick ? 3 : 5;
+		memcpy(ns, quick ? ns_quick : ns_full, sizeof(int) * nn);
+	}
+	if (!ntiers) {
+		tier_id[ntiers] = hs__cpu_features()->tier;
+		tiers[ntiers++] = hs__kernels_best();
+	}
 	json_t *root = json_object(), *cases = json_array(), *masked = json_array(), *rb = json_object();
 	FILE *o = json ? stderr : stdout; /* the table goes to stderr with --json */
 
 	fprintf(o, "kernels: %s; %s\n", hs__kernels_best()->name, hs_build_info());
+	if (*hs__cpu_features()->note)
+		fprintf(o, "%s\n", hs__cpu_features()->note);
+	fprintf(o, "tiers measured:");
+	for (int i = 0; i < ntiers; i++)
+		fprintf(o, " %s", tiers[i]->name);
+	fprintf(o, "; experts: %s\n", packed ? "host-copy layout (packed blocks, rows interleaved)" : "plain ggml rows");
 	if (!__builtin_cpu_supports("avx2")) {
-		fprintf(stderr, "bench-kernels: this CPU has no AVX2; the benchmark measures the AVX2 kernels\n");
+		fprintf(stderr, "bench-kernels: this CPU has no AVX2; the read test needs it\n");
 		return 1;
 	}
-	/* (a) read bandwidth over 1 GiB */
+	/* (a) read bandwidth over 1 GiB, and the buffer kept to measure it
+	 * again before each n */
+	size_t words = (1ull << 30) / 8;
 	double read[8];
-	if (measure_read((size_t)1 << 30, thr, nthr, read, o, rb) != 0) {
+	if (measure_read(words * 8, thr, nthr, read, o, rb) != 0) {
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;
 	}
+	uint64_t *buf = aligned_alloc(64, words * 8);
+	if (!buf) {
+		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
+		return 1;
+	}
+	for (size_t i = 0; i < words; i++)
+		buf[i] = i * 0x9e3779b97f4a7c15ull;
 	json_object_set_new(root, "read_gbps_by_threads", rb);
 	json_object_set_new(root, "read_gbps", json_real(read[nthr - 1]));
+	json_object_set_new(root, "layout", json_string(packed ? "packed" : "plain"));
 
-	fprintf(o, "\n%-24s %-5s %-6s %5s %4s %9s %8s %9s %7s\n", "shape", "type", "op", "n", "thr", "ms/step", "GB/s",
-		"GFLOP/s", "ratio");
+	fprintf(o, "\nratio = GB/s of expert weights / the read bandwidth with the same threads, measured again\n"
+		   "just before each n (column 'read'); this machine's speed drifts by the minute\n");
+	fprintf(o, "\n%-24s %-5s %-6s %5s %4s %-13s %9s %8s %9s %6s %7s\n", "shape", "type", "op", "n", "thr", "tier",
+		"ms/step", "GB/s", "GFLOP/s", "read", "ratio");
 	for (int si = 0; si < 2; si++) {
 		struct bench_layer b;
-		if (make_layer(&b, &shapes[si]) != 0) {
+		if (!shape_on[si])
+			continue;
+		if (make_layer(&b, &shapes[si], packed) != 0) {
 			fprintf(stderr, "bench-kernels: out of memory for %s\n", shapes[si].name);
 			return 1;
 		}
 		for (int op = 0; op < 2; op++)
-			for (int ni = 0; ni < nn; ni++)
+			for (int ni = 0; ni < nn && op_on[op]; ni++)
 				for (int t = 0; t < nthr; t++) {
-					struct result r = run_case(&b, &shapes[si], ns[ni], thr[t], op == 0, secs, 0);
-					double ratio = r.gbps / read[t];
-					fprintf(o, "%-24s %-5s %-6s %5d %4d %9.2f %8.2f %9.1f %7.2f\n", shapes[si].name,
-						hs__type_name(shapes[si].type), op == 0 ? "ffn" : "mmid", ns[ni], thr[t],
-						r.seconds * 1e3, r.gbps, r.gflops, ratio);
-					fflush(o);
-					json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}",
-						"shape", shapes[si].name, "type", hs__type_name(shapes[si].type),
-						"op", op == 0 ? "ffn" : "mul_mat_id", "n_tokens", ns[ni], "threads", thr[t],
-						"ms_per_step", r.seconds * 1e3, "gbps", r.gbps, "gflops", r.gflops,
-						"ratio_to_read", ratio));
+					read[t] = read_gbps(buf, words, thr[t]);
+					for (int ti = 0; ti < ntiers; ti++) {
+						struct result r = run_case(tiers[ti], &b, &shapes[si], ns[ni], thr[t], op == 0, secs, 0);
+						double ratio = r.gbps / read[t];
+						fprintf(o, "%-24s %-5s %-6s %5d %4d %-13s %9.2f %8.2f %9.1f %6.1f %7.2f\n", shapes[si].name,
+							hs__type_name(shapes[si].type), op == 0 ? "ffn" : "mmid", ns[ni], thr[t],
+							hs__cpu_tier_name(tier_id[ti]), r.seconds * 1e3, r.gbps, r.gflops, read[t], ratio);
+						fflush(o);
+						json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f}",
+							"shape", shapes[si].name, "type", hs__type_name(shapes[si].type),
+							"op", op == 0 ? "ffn" : "mul_mat_id", "n_tokens", ns[ni], "threads", thr[t],
+							"tier", hs__cpu_tier_name(tier_id[ti]), "ms_per_step", r.seconds * 1e3, "gbps", r.gbps,
+							"gflops", r.gflops, "read_gbps", read[t], "ratio_to_read", ratio));
+					}
 				}
-		if (si == 0) {
+		if (si == 0 && masked_on) {
 			/* masked skip: decode, 4 of 128, a share of the slots masked */
 			double t_full = 0;
-			fprintf(o, "\nmasked skip (%s ffn, n = 1, %d threads): time against all unmasked\n", shapes[0].name,
-				thr[nthr - 1]);
+			fprintf(o, "\nmasked skip (%s ffn, n = 1, %d threads, %s): time against all unmasked\n", shapes[0].name,
+				thr[nthr - 1], tiers[0]->name);
 			for (int m = 0; m < 4; m++) {
 				double frac = m * 0.25;
-				struct result r = run_case(&b, &shapes[0], 1, thr[nthr - 1], 1, secs, frac);
+				struct result r = run_case(tiers[0], &b, &shapes[0], 1, thr[nthr - 1], 1, secs, frac);
 				if (m == 0)
 					t_full = r.seconds;
 				fprintf(o, "  unmasked %3.0f%%: %7.2f ms/step, time ratio %.3f (proportional: %.2f)\n",
@@ -275,14 +411,15 @@ int main(int argc, char **argv)
 			}
 			fprintf(o, "\n");
 		}
-		free(b.mem);
+		free_layer(&b);
 	}
+	free(buf);
 	json_object_set_new(root, "cases", cases);
 	json_object_set_new(root, "masked", masked);
 	if (json) {
-		char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(5));
-		printf("%s\n", s);
-		free(s);
+		char *str = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(5));
+		printf("%s\n", str);
+		free(str);
 	}
 	json_decref(root);
 	return 0;
