@@ -17,6 +17,7 @@
 #include "cpu_kernels/formats.h"
 #include "model/arch.h"
 #include "cpu_kernels/kernels.h"
+#include "cpu_kernels/repack.h"
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
 #include "measure/calibrate.h"
@@ -119,41 +120,53 @@ double hs__read_bandwidth(int threads, size_t bytes, int reps)
 #define KK 4
 
 struct synth {
-	struct hs_moe_layer l;
+	struct hs_moe_layer l;  /* packed blocks in mem, as the runtime's host copy */
 	uint8_t *mem;
+	int32_t slot_of[512];
 	size_t bytes, expert_bytes;
 	int node;
 };
 
-/* Valid MXFP4 weights: random nibbles, small exponents so sums stay finite. */
-static void synth_fill(uint8_t *p, size_t rows, size_t row_bytes, uint64_t *s)
+/* Valid MXFP4 weights in the row-interleaved layout of the host copy
+ * (cpu_kernels/repack.h): per block group of 16 rows, 16 small exponents
+ * (so sums stay finite), then 256 bytes of random nibbles. */
+static void synth_fill(uint8_t *p, size_t bytes, uint64_t *s)
 {
-	for (size_t r = 0; r < rows; r++)
-		for (size_t b = 0; b < row_bytes; b += 17) {
-			for (int i = 1; i < 17; i++) {
-				*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-				p[r * row_bytes + b + i] = (uint8_t)(*s >> 56);
-			}
-			p[r * row_bytes + b] = (uint8_t)(118 + (*s >> 40) % 4);
+	const size_t gbb = hs__pack_group_block_bytes(HS_TYPE_MXFP4);
+	for (size_t g = 0; g + gbb <= bytes; g += gbb)
+		for (size_t i = 0; i < gbb; i++) {
+			*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+			p[g + i] = i < HS_PACK_ROWS ? (uint8_t)(118 + (*s >> 40) % 4) : (uint8_t)(*s >> 56);
 		}
 }
 
 static int synth_make(struct synth *s, int os_node, int n_experts)
 {
+	const struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_MXFP4, KD, KF, 1);
 	size_t rin = hs__type_row_bytes(HS_TYPE_MXFP4, KD), rout = hs__type_row_bytes(HS_TYPE_MXFP4, KF);
-	size_t gs = (size_t)KF * rin, ds = (size_t)KD * rout;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 
 	memset(s, 0, sizeof *s);
-	s->expert_bytes = 2 * gs + ds;
-	s->bytes = s->expert_bytes * (size_t)n_experts;
+	if (n_experts > (int)(sizeof s->slot_of / sizeof s->slot_of[0]))
+		return -EINVAL;
+	s->expert_bytes = 2 * (size_t)KF * rin + (size_t)KD * rout;
+	s->bytes = pack.bytes * (size_t)n_experts;
 	s->node = os_node;
-	s->mem = hs__numa_alloc_on(os_node, s->bytes);
+	s->mem = hs__numa_alloc_on(os_node, s->bytes); /* zeroed: biases 0 */
 	if (!s->mem)
 		return -ENOMEM;
-	synth_fill(s->mem, (size_t)KF * 2 * n_experts, rin, &seed);
-	synth_fill(s->mem + 2 * gs * n_experts, (size_t)KD * n_experts, rout, &seed);
-	hs__moe_layer_flat(&s->l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, s->mem, NULL);
+	for (int e = 0; e < n_experts; e++) {
+		uint8_t *b = s->mem + (size_t)e * pack.bytes;
+		synth_fill(b + pack.gate, (size_t)KF * rin, &seed);
+		synth_fill(b + pack.up, (size_t)KF * rin, &seed);
+		synth_fill(b + pack.down, (size_t)KD * rout, &seed);
+		s->slot_of[e] = e;
+	}
+	hs__moe_layer_flat(&s->l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, NULL, NULL);
+	s->l.pool = s->mem;
+	s->l.pool_stride = pack.bytes;
+	s->l.slot_of = s->slot_of;
+	s->l.pack = pack;
 	return 0;
 }
 

@@ -218,7 +218,11 @@ static int run_ffn(const struct hs_kernel_ops *ops, const struct hs_moe_layer *l
 
 /* ---- tests --------------------------------------------------------------- */
 
-static const struct hs_kernel_ops *fast;
+/* the tiers under test; each test computes its references once and runs
+ * every tier against them */
+static const struct hs_kernel_ops *tiers[HS_TIER_COUNT], *fast;
+static int ntiers;
+#define FOR_TIERS for (int ti_ = 0; ti_ < ntiers && (fast = tiers[ti_]); ti_++)
 
 static void test_quantize(void)
 {
@@ -231,8 +235,10 @@ static void test_quantize(void)
 	memset(x + 64, 0, 32 * sizeof *x); /* a zero block */
 	x[100] = 1e-30f;                   /* a tiny value in a block of its own scale */
 	hs__kernels_ref.quantize_q8_0(x, a, n);
-	fast->quantize_q8_0(x, b, n);
-	CHECK(memcmp(a, b, sizeof *a * (n / 32)) == 0, "%s quantize_q8_0 differs from the scalar twin", fast->name);
+	FOR_TIERS {
+		fast->quantize_q8_0(x, b, n);
+		CHECK(memcmp(a, b, sizeof *a * (n / 32)) == 0, "%s quantize_q8_0 differs from the scalar twin", fast->name);
+	}
 	free(x);
 	free(a);
 	free(b);
@@ -287,23 +293,30 @@ static void test_tiles(void)
 					oq[j] = alloc_guarded(p1 - p0);
 				}
 				hs__kernels_ref.tile_q(types[t], w, rb, r0, r1, C, xs, nt, oa);
-				fast->tile_q(types[t], w, rb, r0, r1, C, xs, nt, ob);
 				hs__kernels_ref.tile_q_packed(types[t], pw, p0, p1, C, xs, nt, op);
-				fast->tile_q_packed(types[t], pw, p0, p1, C, xs, nt, oq);
 				for (int j = 0; j < nt; j++) {
-					double e = rel_l2(ob[j], oa[j], r1 - r0, &nan);
-					CHECK(e <= 1e-5 && !nan, "tile %s cols %d nt %d token %d: error %.3g nan %d",
-					      hs__type_name(types[t]), C, nt, j, e, nan);
 					const int lo = p0 > r0 ? p0 : r0, hi = p1 < r1 ? p1 : r1;
 					CHECK(memcmp(op[j] + (lo - p0), oa[j] + (lo - r0), sizeof(float) * (hi - lo)) == 0,
 					      "packed twin %s cols %d nt %d token %d differs from the plain twin",
 					      hs__type_name(types[t]), C, nt, j);
-					e = rel_l2(oq[j], op[j], p1 - p0, &nan);
-					CHECK(e <= 1e-5 && !nan, "packed tile %s cols %d rows %d..%d nt %d token %d: error %.3g nan %d",
-					      hs__type_name(types[t]), C, p0, p1, nt, j, e, nan);
-					CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0) && guard_ok(op[j], p1 - p0) &&
-						      guard_ok(oq[j], p1 - p0),
-					      "tile wrote past its output");
+				}
+				FOR_TIERS {
+					fast->tile_q(types[t], w, rb, r0, r1, C, xs, nt, ob);
+					fast->tile_q_packed(types[t], pw, p0, p1, C, xs, nt, oq);
+					for (int j = 0; j < nt; j++) {
+						double e = rel_l2(ob[j], oa[j], r1 - r0, &nan);
+						CHECK(e <= 1e-5 && !nan, "%s: tile %s cols %d nt %d token %d: error %.3g nan %d",
+						      fast->name, hs__type_name(types[t]), C, nt, j, e, nan);
+						e = rel_l2(oq[j], op[j], p1 - p0, &nan);
+						CHECK(e <= 1e-5 && !nan,
+						      "%s: packed tile %s cols %d rows %d..%d nt %d token %d: error %.3g nan %d",
+						      fast->name, hs__type_name(types[t]), C, p0, p1, nt, j, e, nan);
+						CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0) &&
+							      guard_ok(op[j], p1 - p0) && guard_ok(oq[j], p1 - p0),
+						      "%s: tile wrote past its output", fast->name);
+					}
+				}
+				for (int j = 0; j < nt; j++) {
 					free(oa[j]);
 					free(ob[j]);
 					free(op[j]);
@@ -374,16 +387,18 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 	      arch->name, hs__type_name(type), D, F, K, n);
 	CHECK(hs__moe_forward_ref(&L.l, n, x, ids, w, y_dbl) == 0, "double ref");
 	/* float types keep plain rows in packed blocks too: one run says it all */
-	for (int packed = 0; packed < 1 + quant; packed++) {
-		CHECK(run_ffn(fast, packed ? &L.lp : &L.l, n, x, ids, w, y_fast, 2) == 0, "fast ffn: %s", hs_last_error());
+	FOR_TIERS for (int packed = 0; packed < 1 + quant; packed++) {
+		/* two threads on the first tier (the split is the same for all) */
+		CHECK(run_ffn(fast, packed ? &L.lp : &L.l, n, x, ids, w, y_fast, ti_ ? 1 : 2) == 0, "fast ffn: %s",
+		      hs_last_error());
 		double e_ab = rel_l2(y_fast, y_ref, (size_t)n * D, &nan);
 		double e_dbl = rel_l2(y_fast, y_dbl, (size_t)n * D, &nan);
 		CHECK(!nan, "NaN in outputs");
 		CHECK(guard_ok(y_fast, (size_t)n * D) && guard_ok(y_ref, (size_t)n * D), "ffn wrote past y");
-		CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s %s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", arch->name,
-		      hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_ab);
-		CHECK(e_dbl <= (quant ? 5e-2 : 1e-5), "%s %s %s D%d F%d E%d K%d n%d: vs double reference %.3g", arch->name,
-		      hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_dbl);
+		CHECK(e_ab <= (quant ? 1e-3 : 1e-5), "%s: %s %s %s D%d F%d E%d K%d n%d: fast vs scalar twin %.3g", fast->name,
+		      arch->name, hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_ab);
+		CHECK(e_dbl <= (quant ? 5e-2 : 1e-5), "%s: %s %s %s D%d F%d E%d K%d n%d: vs double reference %.3g",
+		      fast->name, arch->name, hs__type_name(type), packed ? "packed" : "plain", D, F, E, K, n, e_dbl);
 		if (masked_all) {
 			int nz = 0;
 			for (int i = 0; i < n * D; i++)
@@ -403,9 +418,7 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 	free(y_dbl);
 }
 
-/* small: quantized types only (the float types' path is the same in every
- * tier) and half the cases */
-static void test_ffn_grid(int small)
+static void test_ffn_grid(void)
 {
 	const struct hs_moe_arch *archs[2] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
 	const int types[4] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0, HS_TYPE_F16, HS_TYPE_BF16 };
@@ -413,20 +426,18 @@ static void test_ffn_grid(int small)
 	const int ks[4] = { 1, 3, 4, 8 }, ns[3] = { 1, 7, 33 };
 
 	for (int a = 0; a < 2; a++)
-		for (int t = 0; t < (small ? 2 : 4); t++)
+		for (int t = 0; t < 4; t++)
 			for (int s = 0; s < 3; s++)
 				for (int k = 0; k < 4; k++) {
 					int n = ns[(s + k) % 3];
-					if (small > 1 && (s + k + a) % 2)
-						continue;
 					ab_ffn(archs[a], types[t], shapes[s][0], shapes[s][1], 16, ks[k], n, k % 2, 0);
 				}
 	/* one prefill-sized batch, all ids masked, and top-8 of 8 */
-	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, small > 1 ? 128 : 512, 1, 0);
-	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, small > 1 ? 128 : 512, 0, 0);
+	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 96, 64, 16, 4, 512, 1, 0);
+	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, 512, 0, 0);
 	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 64, 8, 4, 5, 0, 1);
 	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_MXFP4, 64, 64, 8, 8, 3, 0, 0);
-	printf("  fused FFN vs double reference: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
+	printf("fused FFN vs double reference, all tiers: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
 }
 
 /* mul_mat_id alone, plain and packed experts, against the twin and a
@@ -463,7 +474,7 @@ static void test_mmid(int type)
 			od[s * R + r] = (float)acc;
 		}
 	}
-	for (int packed = 0; packed < 2; packed++) {
+	FOR_TIERS for (int packed = 0; packed < 2; packed++) {
 		memset(oa, 0, sizeof *oa * n * K * R);
 		memset(ob, 0, sizeof *ob * n * K * R);
 		for (int pass = 0; pass < 2; pass++) {
@@ -476,11 +487,11 @@ static void test_mmid(int type)
 			free(j.scratch);
 		}
 		double e_ab = rel_l2(ob, oa, n * K * R, &nan), e_d = rel_l2(ob, od, n * K * R, &nan);
-		CHECK(e_ab <= 1e-5 && e_d <= 3e-2 && !nan, "mul_mat_id %s %s: fast vs twin %.3g, vs double %.3g",
-		      hs__type_name(type), packed ? "packed" : "plain", e_ab, e_d);
+		CHECK(e_ab <= 1e-5 && e_d <= 3e-2 && !nan, "%s: mul_mat_id %s %s: fast vs twin %.3g, vs double %.3g",
+		      fast->name, hs__type_name(type), packed ? "packed" : "plain", e_ab, e_d);
 		CHECK(guard_ok(oa, n * K * R) && guard_ok(ob, n * K * R), "mul_mat_id wrote past out");
-		printf("  mul_mat_id %s %s vs double reference: normalised error %.3g (bound 3e-2)\n", hs__type_name(type),
-		       packed ? "packed" : "plain", e_d);
+		printf("%s: mul_mat_id %s %s vs double reference: normalised error %.3g (bound 3e-2)\n", fast->name,
+		       hs__type_name(type), packed ? "packed" : "plain", e_d);
 	}
 	munmap(reg.base, reg.len);
 	munmap(preg.base, preg.len);
@@ -504,7 +515,7 @@ static void test_masked_never_read(void)
 	int nan = 0;
 
 	make_layer(&L, &hs__arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K);
-	for (int n = 1; n <= 40; n += 39) {
+	FOR_TIERS for (int n = 1; n <= 40; n += 39) {
 		for (int i = 0; i < n * D; i++)
 			x[i] = gauss();
 		make_ids(ids, w, n, K, E, 0, 0);
@@ -525,58 +536,49 @@ static void test_masked_never_read(void)
 			protect_expert(&L, on_gpu[g], PROT_READ | PROT_WRITE);
 	}
 	free_layer(&L);
-	printf("  masked experts behind PROT_NONE pages (plain and packed): never read\n");
-}
-
-static void test_tier(int small)
-{
-	printf("tier %s (twin: %s)\n", fast->name, hs__kernels_ref.name);
-	worst_ffn_err = 0;
-	test_quantize();
-	test_tiles();
-	test_ffn_grid(small);
-	test_mmid(HS_TYPE_MXFP4);
-	test_mmid(HS_TYPE_Q8_0);
-	test_masked_never_read();
+	printf("masked experts behind PROT_NONE pages (plain and packed): never read\n");
 }
 
 int main(int argc, char **argv)
 {
 	const struct hs_cpu_features *f = hs__cpu_features();
-	/* under sanitizers every tier but the fastest takes a smaller grid */
-	const int san = getenv("HS_SANITIZER_BUILD") != NULL;
 	char why[160];
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
-	if (argc > 1) {
+	if (argc > 1) { /* one tier by name */
 		int t = hs__cpu_tier_from_name(argv[1]);
 		if (t < 0) {
 			fprintf(stderr, "test-kernels: no tier %s\n", argv[1]);
 			return 2;
 		}
-		if (!(fast = hs__kernels_tier(t))) {
+		if (!(tiers[0] = hs__kernels_tier(t))) {
 			hs__cpu_tier_why(&f->probe, t, why, sizeof why);
 			SKIP("the %s tier does not run here: %s", argv[1], why);
 		}
-		test_tier(0);
-		return hs_test_end();
-	}
-	/* the fastest tier takes the whole grid, the others the quantized part
-	 * (and, under sanitizers, half of it) */
-	int tested = 0;
-	for (int t = HS_TIER_COUNT - 1; t > HS_TIER_REF; t--) {
-		if (!(fast = hs__kernels_tier(t))) {
+		ntiers = 1;
+	} else {
+		for (int t = HS_TIER_COUNT - 1; t > HS_TIER_REF; t--) {
+			if ((tiers[ntiers] = hs__kernels_tier(t))) {
+				ntiers++;
+				continue;
+			}
 			hs__cpu_tier_why(&f->probe, t, why, sizeof why);
 			printf("tier %s: not tested here (%s)\n", hs__cpu_tier_name(t), why);
-			continue;
 		}
-		test_tier(tested ? 1 + san : 0);
-		tested++;
+		if (!ntiers) {
+			printf("note: no x86 tier here, the scalar set is compared with itself\n");
+			tiers[ntiers++] = &hs__kernels_ref;
+		}
 	}
-	if (!tested) {
-		printf("note: no x86 tier here, the scalar set is compared with itself\n");
-		fast = &hs__kernels_ref;
-		test_tier(0);
-	}
+	printf("tiers under test:");
+	for (int i = 0; i < ntiers; i++)
+		printf(" %s", tiers[i]->name);
+	printf(" (twin: %s)\n", hs__kernels_ref.name);
+	test_quantize();
+	test_tiles();
+	test_ffn_grid();
+	test_mmid(HS_TYPE_MXFP4);
+	test_mmid(HS_TYPE_Q8_0);
+	test_masked_never_read();
 	return hs_test_end();
 }
