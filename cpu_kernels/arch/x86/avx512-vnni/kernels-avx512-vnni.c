@@ -4,8 +4,10 @@
  * broadcast from memory, so a 16-row block group costs 4 (MXFP4) or 8
  * (Q8_0) loads and as many vpdpbusd per token pair of lanes, and one
  * vcvtdq2ps + vscalefps/vmulps + vfmadd for the block's scale.  Up to 8
- * tokens share each decoded weight register (prefill).  Plain-row tiles and
- * quantization are the 256-bit kernels with the EVEX vpdpbusd. */
+ * tokens share each decoded weight register (prefill).  Plain Q8_0 rows
+ * against 8 or more tokens (the dense products of prefill) put tokens in
+ * the lanes instead (tile_q8_lanes); other plain-row tiles and quantization
+ * are the 256-bit kernels with the EVEX vpdpbusd. */
 #include "config.h"
 
 #include <immintrin.h>
@@ -124,8 +126,108 @@ void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int nc
 	}
 }
 
-static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_256, hs__avx512_tile_q_packed };
+/* ---- plain Q8_0 rows, tokens in the lanes -------------------------------------
+ * For dense products (plain rows, not repacked) with many tokens: lane j
+ * of a register is token j of a tile of 15; the 16th lane's activation
+ * bytes are all 1, so that it sums the weights.  Per row and block, 8
+ * vpdpbusd multiply the tokens' (x + 128) bytes, prepared once per tile
+ * and block chunk, with 4 weight bytes broadcast straight from the row;
+ * the 16th lane's sum(w) times 128 then comes off every lane, leaving
+ * x . w exact in int32.  One vcvtdq2ps, one vmulps and one FMA per row and
+ * block serve the 15 tokens. */
+#define LANE_TOKENS 15
+#define LANE_ROWS 4     /* rows sharing each prepared activation register */
+#define LANE_CHUNK 64   /* blocks per prepared chunk: 64 x 512 bytes */
+#define LANE_ROW_BLOCK 256 /* rows whose partial sums live on the stack between chunks */
+#define LANES_MIN_TOKENS 8
 
+static inline __attribute__((always_inline)) void lane_rows(const uint8_t *w, size_t row_bytes, int NR, int b0, int kb,
+							     const int32_t *xs, const float *dxs, float *acc_mem,
+							     int first)
+{
+	const __m512i last = _mm512_set1_epi32(LANE_TOKENS);
+	__m512 acc[LANE_ROWS];
+
+	_Pragma("GCC unroll 4") for (int i = 0; i < NR; i++)
+		acc[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + 16 * i);
+	for (int k = 0; k < kb; k++) {
+		__m512i xv[8];
+		_Pragma("GCC unroll 8") for (int u = 0; u < 8; u++)
+			xv[u] = _mm512_loadu_si512((const void *)(xs + (k * 8 + u) * 16));
+		const __m512 d = _mm512_loadu_ps(dxs + k * 16);
+		_Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+			const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)(w + (size_t)i * row_bytes) + b0 + k;
+			__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+			_Pragma("GCC unroll 8") for (int u = 0; u < 8; u += 2) {
+				a0 = _mm512_dpbusd_epi32(a0, xv[u], _mm512_set1_epi32(load32(blk->qs + 4 * u)));
+				a1 = _mm512_dpbusd_epi32(a1, xv[u + 1], _mm512_set1_epi32(load32(blk->qs + 4 * u + 4)));
+			}
+			__m512i s = _mm512_add_epi32(a0, a1);
+			/* lane 15 holds sum(w): 128 sum(w) off every lane */
+			s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_permutexvar_epi32(last, s), 7));
+			acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(_cvtsh_ss(blk->d))),
+						 acc[i]);
+		}
+	}
+	_Pragma("GCC unroll 4") for (int i = 0; i < NR; i++)
+		_mm512_storeu_ps(acc_mem + 16 * i, acc[i]);
+}
+
+static void tile_q8_lanes(const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			  const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK;
+	_Alignas(64) int32_t xs[LANE_CHUNK * 8 * 16]; /* [block][unit][lane] */
+	_Alignas(64) float dxs[LANE_CHUNK * 16];      /* [block][lane] */
+	_Alignas(64) float acc[LANE_ROW_BLOCK * 16];  /* [row][lane] */
+
+	for (int j0 = 0; j0 < nt; j0 += LANE_TOKENS) {
+		const int jn = nt - j0 < LANE_TOKENS ? nt - j0 : LANE_TOKENS;
+		for (int rb0 = r0; rb0 < r1; rb0 += LANE_ROW_BLOCK) {
+			const int rn = r1 - rb0 < LANE_ROW_BLOCK ? r1 - rb0 : LANE_ROW_BLOCK;
+			for (int b0 = 0; b0 < nb; b0 += LANE_CHUNK) {
+				const int kb = nb - b0 < LANE_CHUNK ? nb - b0 : LANE_CHUNK;
+				/* the tokens' bytes + 128 (xor 0x80), absent tokens 0 + 128
+				 * with scale 0, and the all-ones lane */
+				for (int k = 0; k < kb; k++) {
+					for (int j = 0; j < 16; j++) {
+						const int real = j < jn;
+						for (int u = 0; u < 8; u++)
+							xs[(k * 8 + u) * 16 + j] =
+								j == LANE_TOKENS ? 0x01010101
+								: real ? load32(x[j0 + j][b0 + k].qs + 4 * u) ^ (int32_t)0x80808080
+								       : (int32_t)0x80808080;
+						dxs[k * 16 + j] = real ? _cvtsh_ss(x[j0 + j][b0 + k].d) : 0.0f;
+					}
+				}
+				int r = 0;
+				for (; r + LANE_ROWS <= rn; r += LANE_ROWS)
+					lane_rows(w + (size_t)(rb0 + r) * row_bytes, row_bytes, LANE_ROWS, b0, kb, xs, dxs,
+						  acc + 16 * r, b0 == 0);
+				for (; r < rn; r++)
+					lane_rows(w + (size_t)(rb0 + r) * row_bytes, row_bytes, 1, b0, kb, xs, dxs, acc + 16 * r,
+						  b0 == 0);
+			}
+			for (int r = 0; r < rn; r++)
+				for (int j = 0; j < jn; j++)
+					out[j0 + j][rb0 - r0 + r] = acc[16 * r + j];
+		}
+	}
+}
+
+static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	int lanes = 0; /* tokens that go in lanes: whole tiles, and a last one of 8 or more */
+	if (type == HS_TYPE_Q8_0 && nt >= LANES_MIN_TOKENS)
+		lanes = nt % LANE_TOKENS >= LANES_MIN_TOKENS ? nt : nt / LANE_TOKENS * LANE_TOKENS;
+	if (lanes)
+		tile_q8_lanes(w, row_bytes, r0, r1, ncols, x, lanes, out);
+	if (lanes < nt)
+		tile_q_256(type, w, row_bytes, r0, r1, ncols, x + lanes, nt - lanes, out + lanes);
+}
+
+static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed };
 const struct hs_kernel_ops *hs__kernels_avx512_vnni(void)
 {
 	pthread_once(&table_once, fill_table);
