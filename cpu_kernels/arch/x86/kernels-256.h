@@ -392,10 +392,18 @@ static inline __attribute__((always_inline)) void unit_dots_256(int type, const 
 	}
 }
 
-/* NH halves (half0, half0 + 1) of the 16-row group at g against NT tokens */
+/* Decode streams the weights once: a software prefetch this far ahead
+ * (never past the rows of the call, so no byte of another expert is
+ * touched) keeps more of them in flight than the hardware prefetcher alone
+ * (on the development VM, AMD EPYC, 1 thread: about 15-30% more GB/s). */
+#define PREFETCH_AHEAD 8192
+
+/* NH halves (half0, half0 + 1) of the 16-row group at g against NT tokens;
+ * end: where the call's rows end */
 static inline __attribute__((always_inline)) void packed_256(int type, const uint8_t *g, int half0, int NH, int nb,
 							      const struct hs_block_q8_0 *const *x, const float *dx,
-							      const int32_t *corr, int NT, float *const *out, int col)
+							      const int32_t *corr, int NT, float *const *out, int col,
+							      const uint8_t *end)
 {
 	const size_t gbb = HS_PACK_ROWS * hs__type_block_bytes(type);
 	__m256 acc[2][4];
@@ -405,6 +413,9 @@ static inline __attribute__((always_inline)) void packed_256(int type, const uin
 			acc[h][j] = _mm256_setzero_ps();
 	for (int b = 0; b < nb; b++) {
 		const uint8_t *bg = g + (size_t)b * gbb;
+		if (NT == 1 && bg + PREFETCH_AHEAD + gbb <= end)
+			for (size_t o = 0; o < gbb; o += 64)
+				_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T0);
 		_Pragma("GCC unroll 2") for (int h = 0; h < NH; h++) {
 			const int hh = half0 + h;
 			__m256i ai[4];
@@ -429,10 +440,10 @@ static inline __attribute__((always_inline)) void packed_256(int type, const uin
 			const uint8_t *gp = w + (size_t)g * gstride;                                       \
 			const int col = g * HS_PACK_ROWS - r0;                                               \
 			if (NT == 1) /* both halves at once: two independent chains */                      \
-				packed_256(TYPE, gp, 0, 2, nb, x + j0, dx, corr, 1, out + j0, col);          \
+				packed_256(TYPE, gp, 0, 2, nb, x + j0, dx, corr, 1, out + j0, col, end);     \
 			else                                                                                 \
 				for (int h = 0; h < 2; h++)                                                  \
-					packed_256(TYPE, gp, h, 1, nb, x + j0, dx, corr, NT, out + j0, col); \
+					packed_256(TYPE, gp, h, 1, nb, x + j0, dx, corr, NT, out + j0, col, end); \
 		}                                                                                            \
 	} while (0)
 #define PACKED_256_TYPES(NT)                               \
@@ -449,6 +460,7 @@ static __attribute__((unused)) void tile_q_packed_256(int type, const uint8_t *w
 {
 	const int nb = ncols / HS_QK;
 	const size_t gstride = HS_PACK_ROWS * hs__type_row_bytes(type, (uint64_t)ncols);
+	const uint8_t *end = w + (size_t)(r1 / HS_PACK_ROWS) * gstride;
 	/* 4 tokens' scales and corrections: at most 64 KiB */
 	float dx[4 * nb];
 	int32_t corr[4 * nb];

@@ -23,6 +23,7 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
 #include "cpu_kernels/arch/x86/kernels-256.h"
 
 #define TOKENS 8 /* tokens per pass over a group */
+/* (decode prefetches PREFETCH_AHEAD bytes ahead, as kernels-256.h says) */
 
 /* A 16-row group against NT (1..8) tokens over nb block groups.  Two int32
  * chains per token while registers allow (NT <= 4), so the dependent
@@ -31,7 +32,8 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
  * 16 + 4u..; Q8_0: units as w + 128 (xor 0x80). */
 static inline __attribute__((always_inline)) void packed_512(int type, const uint8_t *g, int nb,
 							      const struct hs_block_q8_0 *const *x, const float *dx,
-							      const int32_t *corr, int NT, float *const *out, int col)
+							      const int32_t *corr, int NT, float *const *out, int col,
+							      const uint8_t *end)
 {
 	const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)plus12));
 	const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
@@ -44,6 +46,9 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		const uint8_t *bg = g + (size_t)b * gbb;
 		__m512i a0[TOKENS], a1[TOKENS];
 		__m512 ws;
+		if (NT <= 2 && bg + PREFETCH_AHEAD + gbb <= end)
+			for (size_t o = 0; o < gbb; o += 64)
+				_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T0);
 		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
 			a0[j] = _mm512_set1_epi32(corr[j * nb + b]);
 			a1[j] = _mm512_setzero_si512();
@@ -95,9 +100,9 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		for (int g = r0 / HS_PACK_ROWS; g < r1 / HS_PACK_ROWS; g++) {                               \
 			const uint8_t *gp = w + (size_t)g * gstride;                                          \
 			if (type == HS_TYPE_MXFP4)                                                              \
-				packed_512(HS_TYPE_MXFP4, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0); \
+				packed_512(HS_TYPE_MXFP4, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
 			else                                                                                    \
-				packed_512(HS_TYPE_Q8_0, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0); \
+				packed_512(HS_TYPE_Q8_0, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0, end);\
 		}                                                                                               \
 	} while (0)
 
@@ -106,6 +111,7 @@ void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int nc
 {
 	const int nb = ncols / HS_QK;
 	const size_t gstride = HS_PACK_ROWS * hs__type_row_bytes(type, (uint64_t)ncols);
+	const uint8_t *end = w + (size_t)(r1 / HS_PACK_ROWS) * gstride;
 	/* TOKENS tokens' scales and corrections: at most 128 KiB */
 	float dx[TOKENS * nb];
 	int32_t corr[TOKENS * nb];
