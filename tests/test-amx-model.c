@@ -21,7 +21,8 @@
 int main(void)
 {
 	const int types[2] = { HS_TYPE_MXFP4, HS_TYPE_Q8_0 }, cols[5] = { 32, 96, 2080, 2880, 4128 };
-	const int nts[6] = { 1, 5, 8, 15, 16, 16 }, R = 48;
+	/* up to 70 tokens: several token tiles, a partial one, two passes of 64 */
+	const int nts[8] = { 1, 5, 8, 15, 16, 33, 64, 70 }, R = 48;
 	char why[160];
 	double worst = 0;
 
@@ -34,11 +35,11 @@ int main(void)
 			uint8_t *w = malloc(rb * R), *pw = malloc(rb * R);
 			fill_matrix(w, types[t], R, C);
 			hs__pack_matrix(types[t], R, C, w, rb, pw);
-			for (int k = 0; k < 6; k++) {
+			for (int k = 0; k < 8; k++) {
 				const int nt = nts[k], r0 = 16 * (k % 2), r1 = R - 16 * (k == 3);
 				struct hs_block_q8_0 *xq = malloc(sizeof *xq * nb * nt);
-				const struct hs_block_q8_0 *xs[16];
-				float *oa[16], *ob[16], *xrow = malloc(sizeof *xrow * C);
+				const struct hs_block_q8_0 *xs[70];
+				float *oa[70], *ob[70], *xrow = malloc(sizeof *xrow * C);
 				int products;
 				for (int j = 0; j < nt; j++) {
 					for (int i = 0; i < C; i++)
@@ -52,8 +53,10 @@ int main(void)
 				hs__kernels_ref.tile_q_packed(types[t], pw, r0, r1, C, xs, nt, oa);
 				int faults = hs__amx_model_tile(types[t], pw, r0, r1, C, xs, nt, ob, &products);
 				CHECK(faults == 0, "%s cols %d nt %d: %d faults", hs__type_name(types[t]), C, nt, faults);
-				CHECK(products == (r1 - r0) / 16 * nb, "%s cols %d: %d tile products for %d groups x %d blocks",
-				      hs__type_name(types[t]), C, products, (r1 - r0) / 16, nb);
+				const int tiles = (nt + 15) / 16; /* whole passes of 64 tokens: 4 tiles each */
+				CHECK(products == tiles * (r1 - r0) / 16 * nb,
+				      "%s cols %d nt %d: %d tile products for %d token tiles x %d groups x %d blocks",
+				      hs__type_name(types[t]), C, nt, products, tiles, (r1 - r0) / 16, nb);
 				for (int j = 0; j < nt; j++) {
 					double e = rel_l2(ob[j], oa[j], (size_t)(r1 - r0));
 					CHECK(e <= 1e-5 && !isnan(e), "%s cols %d rows %d..%d nt %d token %d: error %.3g",

@@ -104,35 +104,51 @@ static void amx_group(int type, const uint8_t *g, int b0, int kb, const int8_t *
 		_mm512_storeu_ps(out[j] + col, acc[j]);
 }
 
-/* rows [r0, r1) of a packed matrix against nt <= 16 tokens, on tiles;
- * the caller has loaded nothing: the configuration is loaded here and the
- * tiles released at the end */
+/* rows [r0, r1) of a packed matrix against nt tokens, on tiles.  Up to
+ * AMX_MAX_TILES token tiles have their A tiles built per chunk of blocks
+ * (128 KiB of stack), and groups go in passes of AMX_GROUPS over those
+ * token tiles, so that a group's weights stay in L2 between them.  The
+ * configuration is loaded here and the tiles released at the end. */
+#define AMX_MAX_TILES 4
+#define AMX_GROUPS 8
+
 static void amx_tile(int type, const uint8_t *w, int r0, int r1, int ncols, const struct hs_block_q8_0 *const *x,
 		     int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK;
+	const int nb = ncols / HS_QK, g1 = r1 / HS_PACK_ROWS;
 	const size_t gstride = HS_PACK_ROWS * hs__type_row_bytes(type, (uint64_t)ncols);
-	_Alignas(64) int8_t a[CHUNK * AMX_TOKENS * HS_QK];
-	float dx[AMX_TOKENS * CHUNK];
+	_Alignas(64) int8_t a[AMX_MAX_TILES][CHUNK * AMX_TOKENS * HS_QK];
+	float dx[AMX_MAX_TILES][AMX_TOKENS * CHUNK];
 	struct amx_cfg cfg;
 
 	amx_cfg_init(&cfg);
 	AMX_CONFIG(&cfg);
-	for (int b0 = 0; b0 < nb; b0 += CHUNK) {
-		const int kb = nb - b0 < CHUNK ? nb - b0 : CHUNK;
-		for (int k = 0; k < kb; k++)
-			for (int j = 0; j < AMX_TOKENS; j++) {
-				int8_t *row = a + ((size_t)k * AMX_TOKENS + j) * HS_QK;
-				if (j < nt) {
-					memcpy(row, x[j][b0 + k].qs, HS_QK);
-					dx[j * CHUNK + k] = _cvtsh_ss(x[j][b0 + k].d);
-				} else {
-					memset(row, 0, HS_QK);
-					dx[j * CHUNK + k] = 0;
+	for (int j00 = 0; j00 < nt; j00 += AMX_MAX_TILES * AMX_TOKENS) {
+		const int jall = nt - j00 < AMX_MAX_TILES * AMX_TOKENS ? nt - j00 : AMX_MAX_TILES * AMX_TOKENS;
+		const int tiles = (jall + AMX_TOKENS - 1) / AMX_TOKENS;
+		for (int b0 = 0; b0 < nb; b0 += CHUNK) {
+			const int kb = nb - b0 < CHUNK ? nb - b0 : CHUNK;
+			for (int t = 0; t < tiles; t++)
+				for (int k = 0; k < kb; k++)
+					for (int j = 0; j < AMX_TOKENS; j++) {
+						const int tok = t * AMX_TOKENS + j;
+						int8_t *row = a[t] + ((size_t)k * AMX_TOKENS + j) * HS_QK;
+						if (tok < jall) {
+							memcpy(row, x[j00 + tok][b0 + k].qs, HS_QK);
+							dx[t][j * CHUNK + k] = _cvtsh_ss(x[j00 + tok][b0 + k].d);
+						} else {
+							memset(row, 0, HS_QK);
+							dx[t][j * CHUNK + k] = 0;
+						}
+					}
+			for (int ga = r0 / HS_PACK_ROWS; ga < g1; ga += AMX_GROUPS)
+				for (int t = 0; t < tiles; t++) {
+					const int n_t = jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+					for (int g = ga; g < g1 && g < ga + AMX_GROUPS; g++)
+						amx_group(type, w + (size_t)g * gstride, b0, kb, a[t], dx[t], n_t,
+							  out + j00 + t * AMX_TOKENS, g * HS_PACK_ROWS - r0, b0 == 0);
 				}
-			}
-		for (int g = r0 / HS_PACK_ROWS; g < r1 / HS_PACK_ROWS; g++)
-			amx_group(type, w + (size_t)g * gstride, b0, kb, a, dx, nt, out, g * HS_PACK_ROWS - r0, b0 == 0);
+		}
 	}
 	AMX_RELEASE();
 }

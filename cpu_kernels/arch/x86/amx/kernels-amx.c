@@ -38,13 +38,12 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
 		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x, nt, out);
 		return;
 	}
-	for (int j0 = 0; j0 < nt; j0 += AMX_TOKENS) {
-		const int jn = nt - j0 < AMX_TOKENS ? nt - j0 : AMX_TOKENS;
-		if (jn < AMX_MIN_TOKENS)
-			hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + j0, jn, out + j0);
-		else
-			amx_tile(type, w, r0, r1, ncols, x + j0, jn, out + j0);
-	}
+	/* whole tiles of 16 tokens, and a last one of AMX_MIN_TOKENS or more,
+	 * on tiles; a smaller rest on AVX-512 */
+	const int on_tiles = nt % AMX_TOKENS >= AMX_MIN_TOKENS ? nt : nt / AMX_TOKENS * AMX_TOKENS;
+	amx_tile(type, w, r0, r1, ncols, x, on_tiles, out);
+	if (on_tiles < nt)
+		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
 }
 
 static struct hs_kernel_ops ops = { "AMX-INT8", NULL, NULL, tile_q_packed_amx };

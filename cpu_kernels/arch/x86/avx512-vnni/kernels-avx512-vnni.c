@@ -97,37 +97,46 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 
 #define PACKED_512(NT)                                                                                        \
 	do {                                                                                                  \
-		for (int g = r0 / HS_PACK_ROWS; g < r1 / HS_PACK_ROWS; g++) {                               \
+		for (int g = ga; g < gz; g++) {                                                               \
 			const uint8_t *gp = w + (size_t)g * gstride;                                          \
 			if (type == HS_TYPE_MXFP4)                                                              \
-				packed_512(HS_TYPE_MXFP4, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
+				packed_512(HS_TYPE_MXFP4, gp, nb, x + j0, d, c, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
 			else                                                                                    \
-				packed_512(HS_TYPE_Q8_0, gp, nb, x + j0, dx, corr, NT, out + j0, g * HS_PACK_ROWS - r0, end);\
+				packed_512(HS_TYPE_Q8_0, gp, nb, x + j0, d, c, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
 		}                                                                                               \
 	} while (0)
 
 void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK;
+	const int nb = ncols / HS_QK, all = nt * nb <= PREP_ALL;
 	const size_t gstride = HS_PACK_ROWS * hs__type_row_bytes(type, (uint64_t)ncols);
 	const uint8_t *end = w + (size_t)(r1 / HS_PACK_ROWS) * gstride;
-	/* TOKENS tokens' scales and corrections: at most 128 KiB */
-	float dx[TOKENS * nb];
-	int32_t corr[TOKENS * nb];
+	/* every token's, or TOKENS tokens', scales and corrections: at most 128 KiB */
+	float dx[(all ? nt : TOKENS) * nb];
+	int32_t corr[(all ? nt : TOKENS) * nb];
 
-	for (int j0 = 0; j0 < nt; j0 += TOKENS) {
-		int jn = nt - j0 < TOKENS ? nt - j0 : TOKENS;
-		prepare_tokens(packed_offset(type), x + j0, jn, nb, dx, corr);
-		switch (jn) {
-		case 8: PACKED_512(8); break;
-		case 7: PACKED_512(7); break;
-		case 6: PACKED_512(6); break;
-		case 5: PACKED_512(5); break;
-		case 4: PACKED_512(4); break;
-		case 3: PACKED_512(3); break;
-		case 2: PACKED_512(2); break;
-		default: PACKED_512(1); break;
+	if (all)
+		prepare_tokens(packed_offset(type), x, nt, nb, dx, corr);
+	/* a few groups per pass over the token tiles: their weights stay in L2 */
+	for (int ga = r0 / HS_PACK_ROWS; ga < r1 / HS_PACK_ROWS; ga += GROUPS_PER_PASS) {
+		const int gz = ga + GROUPS_PER_PASS < r1 / HS_PACK_ROWS ? ga + GROUPS_PER_PASS : r1 / HS_PACK_ROWS;
+		for (int j0 = 0; j0 < nt; j0 += TOKENS) {
+			const int jn = nt - j0 < TOKENS ? nt - j0 : TOKENS;
+			const float *d = all ? dx + (size_t)j0 * nb : dx;
+			const int32_t *c = all ? corr + (size_t)j0 * nb : corr;
+			if (!all)
+				prepare_tokens(packed_offset(type), x + j0, jn, nb, dx, corr);
+			switch (jn) {
+			case 8: PACKED_512(8); break;
+			case 7: PACKED_512(7); break;
+			case 6: PACKED_512(6); break;
+			case 5: PACKED_512(5); break;
+			case 4: PACKED_512(4); break;
+			case 3: PACKED_512(3); break;
+			case 2: PACKED_512(2); break;
+			default: PACKED_512(1); break;
+			}
 		}
 	}
 }
