@@ -12,7 +12,9 @@
  *  - a tier vs scalar twin, one tile or mul_mat_id: 1e-5.  Both compute the
  *    same integer block dots and per-block float scales; only the order of
  *    float additions differs (8 lanes vs one sum, FMA), about 1e-7.  The
- *    twin on the packed layout equals the twin on plain rows bit for bit.
+ *    twin on the packed layout equals the twin on plain rows bit for bit,
+ *    and in every tier a token's outputs are the same bits alone as in a
+ *    batch.
  *  - the same for the fused FFN: 1e-3.  h is quantized again before the down
  *    product, and a 1e-7 difference can move an h value across a rounding
  *    boundary: one step of its block (amax/127) in one element, seen as
@@ -314,6 +316,22 @@ static void test_tiles(void)
 						CHECK(guard_ok(oa[j], r1 - r0) && guard_ok(ob[j], r1 - r0) &&
 							      guard_ok(op[j], p1 - p0) && guard_ok(oq[j], p1 - p0),
 						      "%s: tile wrote past its output", fast->name);
+					}
+					/* a token alone gives the same bits as in the batch (the
+					 * forward pass's batched sequences rely on it); plain MXFP4
+					 * rows past 512 blocks take a fallback that does not */
+					for (int j = 0; j < nt; j += nt > 1 ? nt - 1 : 1) {
+						float *one = alloc_guarded(r1 - r0 > p1 - p0 ? r1 - r0 : p1 - p0);
+						fast->tile_q(types[t], w, rb, r0, r1, C, xs + j, 1, &one);
+						CHECK(memcmp(one, ob[j], sizeof(float) * (r1 - r0)) == 0 ||
+							      (types[t] == HS_TYPE_MXFP4 && C > 16384),
+						      "%s: tile %s cols %d: token %d of %d differs from the token alone", fast->name,
+						      hs__type_name(types[t]), C, j, nt);
+						fast->tile_q_packed(types[t], pw, p0, p1, C, xs + j, 1, &one);
+						CHECK(memcmp(one, oq[j], sizeof(float) * (p1 - p0)) == 0,
+						      "%s: packed tile %s cols %d: token %d of %d differs from the token alone",
+						      fast->name, hs__type_name(types[t]), C, j, nt);
+						free(one);
 					}
 				}
 				for (int j = 0; j < nt; j++) {

@@ -195,26 +195,18 @@ static void rows_mxfp4_one(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 
 	for (int r = r0; r < r1; r++) {
 		const struct hs_block_mxfp4 *blk = (const struct hs_block_mxfp4 *)(w + (size_t)r * row_bytes);
-		__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-#define BLOCK(b, acc)                                                                                        \
-	do {                                                                                                 \
-		__m128i q = _mm_loadu_si128((const __m128i *)blk[b].qs);                                     \
-		__m256i wu = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4)); \
-		__m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);                                   \
-		__m256i p = dpbusd256(tcorr[b], wu, xv);                                                     \
-		__m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(&e8m0_half[blk[b].e]), tscale[b]);            \
-		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);                                       \
-	} while (0)
-		/* two accumulators, so the FMA latency is not on the critical path */
-		int b = 0;
-		for (; b + 2 <= nb; b += 2) {
-			BLOCK(b, acc0);
-			BLOCK(b + 1, acc1);
+		/* one accumulator, as the prefill tile has: a token's result is
+		 * then the same whatever the batch it came in */
+		__m256 acc = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			__m128i q = _mm_loadu_si128((const __m128i *)blk[b].qs);
+			__m256i wu = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+			__m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+			__m256i p = dpbusd256(tcorr[b], wu, xv);
+			__m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(&e8m0_half[blk[b].e]), tscale[b]);
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc);
 		}
-		if (b < nb)
-			BLOCK(b, acc0);
-#undef BLOCK
-		out[r - r0] = hsum(_mm256_add_ps(acc0, acc1));
+		out[r - r0] = hsum(acc);
 	}
 }
 

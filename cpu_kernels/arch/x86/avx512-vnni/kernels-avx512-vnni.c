@@ -6,8 +6,10 @@
  * vcvtdq2ps + vscalefps/vmulps + vfmadd for the block's scale.  Up to 8
  * tokens share each decoded weight register (prefill).  Plain Q8_0 rows
  * against 8 or more tokens (the dense products of prefill) put tokens in
- * the lanes instead (tile_q8_lanes); other plain-row tiles and quantization
- * are the 256-bit kernels with the EVEX vpdpbusd. */
+ * the lanes instead (tile_q8_lanes), fewer tokens take rows8_q8_exact (the
+ * same arithmetic per token, so a token's result does not depend on its
+ * batch); MXFP4 plain-row tiles and quantization are the 256-bit kernels
+ * with the EVEX vpdpbusd. */
 #include "config.h"
 
 #include <immintrin.h>
@@ -230,16 +232,72 @@ static void tile_q8_lanes(const uint8_t *w, size_t row_bytes, int r0, int r1, in
 	}
 }
 
+/* Plain Q8_0 rows against fewer tokens than the lanes path takes (decode,
+ * and the tokens left over from whole lane tiles), with the lanes path's
+ * arithmetic per row and token: each block's dot summed exactly in int32,
+ * then acc = fma(float(dot), dx * ws, acc) block after block; so a token's
+ * result has the same bits whether it came in a batch of 1 or of 64 (the
+ * forward pass's batched sequences rely on it).  8 rows at a time: their
+ * 8 partial-sum registers meet in one by a horizontal-add tree. */
+static inline __m256i row_block_dot(const struct hs_block_q8_0 *blk, __m256i xv)
+{
+	const __m256i w = _mm256_loadu_si256((const __m256i *)blk->qs);
+	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+}
+
+static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
+			   const struct hs_block_q8_0 *x, float *out)
+{
+	int r = r0;
+	for (; r + 8 <= r1; r += 8) {
+		__m256 acc = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+			__m256i v[8];
+			uint16_t d[8];
+			_Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+				const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)(w + (size_t)(r + i) * row_bytes) + b;
+				v[i] = row_block_dot(blk, xv);
+				d[i] = blk->d;
+			}
+			const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+			const __m256i g2 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+			const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(g1, g2, 0x20),
+							     _mm256_permute2x128_si256(g1, g2, 0x31));
+			const __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(x[b].d)), ws), acc);
+		}
+		_mm256_storeu_ps(out + (r - r0), acc);
+	}
+	for (; r < r1; r++) {
+		const struct hs_block_q8_0 *blk = (const struct hs_block_q8_0 *)(w + (size_t)r * row_bytes);
+		__m128 acc = _mm_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			__m256i v = row_block_dot(blk + b, _mm256_loadu_si256((const __m256i *)x[b].qs));
+			__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+			s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+			acc = _mm_fmadd_ss(_mm_cvtepi32_ps(s), _mm_set_ss(_cvtsh_ss(x[b].d) * _cvtsh_ss(blk[b].d)), acc);
+		}
+		out[r - r0] = _mm_cvtss_f32(acc);
+	}
+}
+
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	int lanes = 0; /* tokens that go in lanes: whole tiles, and a last one of 8 or more */
-	if (type == HS_TYPE_Q8_0 && nt >= LANES_MIN_TOKENS)
+	if (type != HS_TYPE_Q8_0) {
+		tile_q_256(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+		return;
+	}
+	/* tokens that go in lanes: whole tiles, and a last one of 8 or more */
+	int lanes = 0;
+	if (nt >= LANES_MIN_TOKENS)
 		lanes = nt % LANE_TOKENS >= LANES_MIN_TOKENS ? nt : nt / LANE_TOKENS * LANE_TOKENS;
 	if (lanes)
 		tile_q8_lanes(w, row_bytes, r0, r1, ncols, x, lanes, out);
-	if (lanes < nt)
-		tile_q_256(type, w, row_bytes, r0, r1, ncols, x + lanes, nt - lanes, out + lanes);
+	for (int j = lanes; j < nt; j++)
+		rows8_q8_exact(w, row_bytes, r0, r1, ncols / HS_QK, x[j], out[j]);
 }
 
 static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed };
