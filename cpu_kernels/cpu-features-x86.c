@@ -80,9 +80,15 @@ static void detect(void)
 	probe(&features.probe);
 	features.tier = hs__cpu_tier_choose(&features.probe, getenv("HOTSET_CPU_TIER"), getenv("HS_USE_REF"),
 					    &features.best, features.note, sizeof features.note);
+	/* the dense ops' AVX-512 set needs F/BW/VL/DQ, not VNNI: it runs on
+	 * such CPUs (Skylake-X) too, unless HOTSET_CPU_TIER asked for a tier
+	 * below AVX-512 */
+	const struct hs_cpu_probe *p = &features.probe;
+	const int dense512 = p->avx512f && p->avx512bw && p->avx512vl && p->avx512dq && (p->xcr0 & 0xe6) == 0xe6;
 	features.avx512_built = hs__dense_avx512() != NULL;
 	features.use_avx2 = features.tier >= HS_TIER_AVX2;
-	features.use_avx512 = features.tier >= HS_TIER_AVX512_VNNI && features.probe.avx512dq && features.avx512_built;
+	features.use_avx512 = features.use_avx2 && dense512 && features.avx512_built &&
+			      (features.tier == features.best || features.tier >= HS_TIER_AVX512_VNNI);
 	/* one line: the tier, and why a faster one was refused or what
 	 * HOTSET_CPU_TIER changed */
 	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s", hs__cpu_tier_name(features.tier),

@@ -44,8 +44,9 @@ struct hs_cpu_features {
 	char note[256];  /* why a faster tier was refused, or a forced one not
 			    taken; "" when nothing was (for the CLI's -v) */
 	/* the dense ops' sets (dense.h), from the same choice: AVX2 where the
-	 * tier is AVX2 or above; AVX-512 (F/BW/VL/DQ) where it is AVX-512 VNNI
-	 * or above, the CPU has DQ and the build its AVX-512 dense file */
+	 * tier is AVX2 or above; AVX-512 (F/BW/VL/DQ, no VNNI needed) where the
+	 * CPU, the OS and the build have it, unless HOTSET_CPU_TIER asked for a
+	 * tier below AVX-512 VNNI */
 	int use_avx2, use_avx512, avx512_built;
 };
 
