@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cpu_kernels/dense.h"
+#include "cpu_kernels/repack.h"
 #include "base/error.h"
 
 #define CHUNK 64 /* tokens per tile call (pointer arrays on the stack) */
@@ -48,6 +49,10 @@ static int matmul_check(const struct hs_matmul_job *j)
 				 hs__type_name(j->type), hs__type_block_values(j->type));
 	if (j->row_bytes < rb)
 		return hs__error(EINVAL, "matmul: row_bytes %zu under the %zu bytes of a row", j->row_bytes, rb);
+	if (j->packed && (!hs__pack_supported(j->type, j->rows, j->cols) || j->row_bytes != rb))
+		return hs__error(EINVAL, "matmul: a packed %s matrix of %d x %d, rows %zu bytes apart (Q8_0 or MXFP4, "
+				 "rows a multiple of %d, no gaps)",
+				 hs__type_name(j->type), j->rows, j->cols, j->row_bytes, HS_PACK_ROWS);
 	if (j->n > 1 && (j->x_stride < (size_t)j->cols || j->y_stride < (size_t)j->rows))
 		return hs__error(EINVAL, "matmul: token strides %zu (x) and %zu (y) under a row", j->x_stride,
 				 j->y_stride);
@@ -111,7 +116,9 @@ void hs__matmul_step_mul(struct hs_matmul_job *job, int ith, int nth)
 			if (job->xq)
 				xs[j] = job->xq + (size_t)(t0 + j) * nbq;
 		}
-		if (job->xq)
+		if (job->xq && job->packed)
+			job->ops->tile_q_packed(job->type, job->w, r0, r1, job->cols, xs, m, out);
+		else if (job->xq)
 			job->ops->tile_q(job->type, job->w, job->row_bytes, r0, r1, job->cols, xs, m, out);
 		else
 			job->dops->tile_f(job->type, job->w, job->row_bytes, r0, r1, job->cols, xf, m, out);
@@ -161,10 +168,16 @@ int hs__matmul_ref(const struct hs_matmul_job *job)
 
 	if (rc)
 		return rc;
-	if (!(row = malloc(sizeof *row * (size_t)job->cols)))
+	uint8_t *plain = job->packed ? malloc(job->row_bytes) : NULL;
+	if (!(row = malloc(sizeof *row * (size_t)job->cols)) || (job->packed && !plain)) {
+		free(row);
 		return hs__error(ENOMEM, "matmul reference: out of memory");
+	}
 	for (int r = 0; r < job->rows; r++) {
-		hs__dequantize_row_ref(job->type, job->w + (size_t)r * job->row_bytes, row, (size_t)job->cols);
+		if (job->packed) /* the row as the file had it */
+			hs__packed_row(job->type, job->cols, job->w, r, plain);
+		hs__dequantize_row_ref(job->type, job->packed ? plain : job->w + (size_t)r * job->row_bytes, row,
+				       (size_t)job->cols);
 		for (int t = 0; t < job->n; t++) {
 			const float *x = job->x + (size_t)t * job->x_stride;
 			double s = job->bias ? job->bias[r] : 0;
@@ -174,6 +187,7 @@ int hs__matmul_ref(const struct hs_matmul_job *job)
 		}
 	}
 	free(row);
+	free(plain);
 	return 0;
 }
 

@@ -19,6 +19,8 @@ struct hs_weight {
 	size_t row_bytes;
 	const uint8_t *data;
 	const char *name;          /* the tensor's name, owned by the model */
+	int packed;                /* data is in the row-interleaved layout (cpu_kernels/repack.h): a
+				      copy the CPU backend made; the file's rows are plain */
 };
 
 struct hs_hparams {

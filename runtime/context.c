@@ -131,7 +131,8 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 		snprintf(c->dense_desc, sizeof c->dense_desc, "%s", rt->d->ops->describe(rt->d->dev));
 	} else {
 		f->be = &hs__fwd_cpu;
-		f->w = w;
+		if ((rc = hs__fwd_cpu_open(f)))
+			goto out_free;
 		snprintf(c->dense_desc, sizeof c->dense_desc, "cpu");
 	}
 	if ((rc = hs__fwd_init(f)))

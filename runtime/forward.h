@@ -108,6 +108,9 @@ int hs__fwd_init(struct hs_fwd *f);
 void hs__fwd_free(struct hs_fwd *f);
 /* Empties the cells of seq holding positions >= from (every layer). */
 int hs__fwd_forget(struct hs_fwd *f, int seq, int from);
+/* The CPU backend's view of the weights: its Q8_0/MXFP4 matrices repacked
+ * (made by the first context, kept by the runtime). */
+int hs__fwd_cpu_open(struct hs_fwd *f);
 /* The device backend: its queue and staging buffer, and the dense weights
  * on the device (uploaded by the first context, kept by the runtime). */
 int hs__fwd_dev_open(struct hs_fwd *f);

@@ -3,10 +3,14 @@
  * as the kernels' (ith, nth) steps, synchronous. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "cpu_kernels/repack.h"
+#include "model/model.h"
+#include "runtime/numa.h"
 #include "runtime/forward.h"
 #include "runtime/pool.h"
 
@@ -61,6 +65,7 @@ static int c_matmul(struct hs_fwd *f, const struct hs_weight *w, const float *bi
 {
 	struct hs_matmul_job job = { .ops = hs__kernels_best(), .dops = hs__dense_best(), .type = w->type,
 				     .rows = w->rows, .cols = w->cols, .w = w->data, .row_bytes = w->row_bytes,
+				     .packed = w->packed,
 				     .bias = bias, .n = n, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
 				     .scratch = f->scratch };
 	int rc = hs__matmul_prepare(&job);
@@ -225,3 +230,76 @@ const struct hs_fwd_be hs__fwd_cpu = {
 	.add = c_add,
 	.sync = c_sync,
 };
+
+/* ---- the weights the CPU reads ----------------------------------------------------
+ * Q8_0 and MXFP4 matrices (attention, output) repacked once into the
+ * row-interleaved layout the expert kernels read (repack.h): the decode
+ * product streams them at the speed the expert tiles reach (the plain-row
+ * path is about half as fast per byte), and a token's outputs keep the same
+ * bits alone or batched.  A copy in memory on the plan's CPU node; the
+ * file's pages are no longer touched.  Other types are read in place. */
+
+static int pack_weight(struct hs_fwd *f, struct hs_weight *w)
+{
+	hs_runtime *rt = f->rt;
+	if (!hs__pack_supported(w->type, w->rows, w->cols) || w->row_bytes != hs__type_row_bytes(w->type, (uint64_t)w->cols))
+		return 0;
+	size_t bytes = (size_t)w->rows * w->row_bytes;
+	void **bufs = realloc(rt->cwhole_bufs, sizeof *bufs * (size_t)(rt->n_cwhole_bufs + 1));
+	if (bufs)
+		rt->cwhole_bufs = bufs;
+	size_t *sizes = bufs ? realloc(rt->cwhole_bytes, sizeof *sizes * (size_t)(rt->n_cwhole_bufs + 1)) : NULL;
+	if (!bufs || !sizes)
+		return hs__error(ENOMEM, "context: out of memory");
+	rt->cwhole_bytes = sizes;
+	uint8_t *p = hs__numa_alloc_on(rt->plan.cpu_node, bytes);
+	if (!p)
+		return -ENOMEM;
+	rt->cwhole_bufs[rt->n_cwhole_bufs] = p;
+	rt->cwhole_bytes[rt->n_cwhole_bufs++] = bytes;
+	hs__pack_matrix(w->type, w->rows, w->cols, w->data, w->row_bytes, p);
+	w->data = p;
+	w->packed = 1;
+	return 0;
+}
+
+int hs__fwd_cpu_open(struct hs_fwd *f)
+{
+	hs_runtime *rt = f->rt;
+	const struct hs_whole *hw = hs__model_whole(rt->m);
+	int rc;
+
+	if (rt->cwhole) {
+		f->w = rt->cwhole;
+		return 0;
+	}
+	struct hs_whole *cw = calloc(1, sizeof *cw);
+	if (!cw || !(cw->layers = calloc(hw->hp.n_layers, sizeof *cw->layers))) {
+		free(cw);
+		return hs__error(ENOMEM, "context: out of memory");
+	}
+	struct hs_dense_layer *layers = cw->layers;
+	*cw = *hw;
+	cw->layers = layers;
+	memcpy(cw->layers, hw->layers, sizeof *cw->layers * (size_t)hw->hp.n_layers);
+	/* what is packed before a failure stays in the runtime's list, freed at its close */
+	if ((rc = pack_weight(f, &cw->output)))
+		goto out_free;
+	for (int l = 0; l < hw->hp.n_layers; l++) {
+		struct hs_dense_layer *L = &cw->layers[l];
+		if (rt->o.progress) {
+			char what[64];
+			snprintf(what, sizeof what, "dense layer %d repacked", l);
+			rt->o.progress(what, (double)l / hw->hp.n_layers, rt->o.progress_ctx);
+		}
+		if ((rc = pack_weight(f, &L->wq)) || (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) ||
+		    (rc = pack_weight(f, &L->wo)))
+			goto out_free;
+	}
+	rt->cwhole = cw;
+	f->w = cw;
+	return 0;
+out_free:
+	hs__whole_free(cw);
+	return rc;
+}

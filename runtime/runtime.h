@@ -47,6 +47,10 @@ struct hs_runtime {
 	struct hs_whole *dwhole;       /* the same on the device (dense weights in device memory), or NULL */
 	void **dwhole_bufs;            /* device buffers behind dwhole */
 	int n_dwhole_bufs;
+	struct hs_whole *cwhole;       /* the CPU backend's view: Q8_0/MXFP4 matrices repacked, or NULL */
+	void **cwhole_bufs;            /* host buffers behind cwhole (NUMA-placed), and their sizes */
+	size_t *cwhole_bytes;
+	int n_cwhole_bufs;
 	int n_contexts;
 };
 

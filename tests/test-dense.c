@@ -44,6 +44,7 @@
 
 #include "cpu_kernels/attention.h"
 #include "cpu_kernels/cpu-features.h"
+#include "cpu_kernels/repack.h"
 #include "cpu_kernels/router.h"
 #include "model/arch.h"
 #include "hotset.h"
@@ -165,6 +166,53 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad)
 	free(y);
 }
 
+/* The same product on a matrix in the row-interleaved layout (repack.h):
+ * against the double twin on the plain rows with Q8_0-rounded activations,
+ * every tier; and the twin reads the packed matrix as the plain one. */
+static void ab_matmul_packed(int type, int rows, int cols, int n, int bias)
+{
+	const size_t rb = hs__type_row_bytes(type, (uint64_t)cols), ny = (size_t)n * rows;
+	uint8_t *w = du_matrix(type, rows, cols, rb), *wp = du_alloc(rb * rows);
+	float *x = du_alloc(sizeof(float) * n * cols), *xd = du_alloc(sizeof(float) * n * cols);
+	float *b = du_alloc(sizeof(float) * rows), *y_q = du_alloc(sizeof(float) * ny);
+	float *y = du_alloc(sizeof(float) * ny), *y2 = du_alloc(sizeof(float) * ny);
+
+	hs__pack_matrix(type, rows, cols, w, rb, wp);
+	du_fill(x, (size_t)n * cols, 0, 1);
+	du_fill(b, rows, 0, 0.1f);
+	q8_roundtrip(x, xd, n, cols, cols);
+	struct hs_matmul_job j = { .type = type, .rows = rows, .cols = cols, .w = w, .row_bytes = rb,
+				   .bias = bias ? b : NULL, .n = n, .x = xd, .x_stride = cols, .y = y_q,
+				   .y_stride = rows };
+	CHECK(hs__matmul_ref(&j) == 0, "matmul reference: %s", hs_last_error());
+	j.w = wp;
+	j.packed = 1;
+	j.y = y2;
+	CHECK(hs__matmul_ref(&j) == 0 && memcmp(y2, y_q, sizeof(float) * ny) == 0,
+	      "matmul reference reads the packed %s %dx%d differently", hs__type_name(type), rows, cols);
+	j.x = x;
+	for (int pass = 0; pass < 2; pass++) {
+		int nan = 0;
+		j.y = y;
+		if (pass == 0)
+			run_mm(&j, fast, kfast, 3);
+		else
+			run_mm(&j, &hs__dense_ref, &hs__kernels_ref, 2);
+		double e = du_rel_l2_rows(y, y_q, n, rows, rows, &nan);
+		CHECK(e <= 1e-5 && !nan, "packed matmul %s %s %dx%d n%d: %.3g against rounded x (bound 1e-5), %d NaN",
+		      pass ? "scalar" : kfast->name, hs__type_name(type), rows, cols, n, e, nan);
+		worst_mm_qtight = e > worst_mm_qtight ? e : worst_mm_qtight;
+	}
+	free(w);
+	free(wp);
+	free(x);
+	free(xd);
+	free(b);
+	free(y_q);
+	free(y);
+	free(y2);
+}
+
 static void test_matmul(void)
 {
 	const int types[5] = { HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_BF16, HS_TYPE_Q8_0, HS_TYPE_MXFP4 };
@@ -180,6 +228,15 @@ static void test_matmul(void)
 					continue;
 				ab_matmul(types[t], sh[s][0], sh[s][1], ns[k], (s + k) % 2, (s * k) % 3);
 			}
+	/* packed matrices: rows in groups of 16, decode and prefill */
+	static const int pshape[4][2] = { { 16, 32 }, { 48, 96 }, { 1024, 256 }, { 64, 2880 } };
+	for (int t = 3; t < 5; t++)
+		for (int s2 = 0; s2 < 4; s2++)
+			for (int k = 0; k < 6; k++)
+				if (!small || (k % 2 == 0 && s2 < 3))
+					ab_matmul_packed(types[t], pshape[s2][0], pshape[s2][1], ns[k], k % 2);
+	struct hs_matmul_job badp = { .type = HS_TYPE_Q8_0, .rows = 20, .cols = 64, .row_bytes = 68, .n = 1, .packed = 1 };
+	CHECK(hs__matmul_prepare(&badp) == -EINVAL, "matmul accepted a packed matrix of 20 rows");
 	/* a decode-sized product over many rows (row blocks split unevenly) */
 	ab_matmul(HS_TYPE_F16, 1001, 64, 1, 1, 0);
 	ab_matmul(HS_TYPE_Q8_0, 1001, 64, 1, 0, 1);
