@@ -300,7 +300,7 @@ static double fwd_bytes(const struct hs_model_desc *m, const struct hs_plan_opts
 	const int U = o->ubatch, qd = m->n_head * m->head_dim;
 	const double d = m->n_embd, kvd = (double)m->n_head_kv * m->head_dim;
 	double b = 3 * dev_buf(4.0 * U * d) + 2 * dev_buf(4.0 * U * qd) + 2 * dev_buf(4.0 * U * kvd) +
-		   dev_buf(4.0 * U * m->n_vocab) + dev_buf(4.0 * U * m->n_rot) + 3 * dev_buf(4.0 * U);
+		   dev_buf(4.0 * (U < HS_LOGITS_ROWS ? U : HS_LOGITS_ROWS) * m->n_vocab) + dev_buf(4.0 * U * m->n_rot) + 3 * dev_buf(4.0 * U);
 	size_t s = mm_scratch(o, m->output_type, m->n_embd, U), t;
 	if ((t = mm_scratch(o, m->dense_type, m->n_embd, U)) > s)
 		s = t;

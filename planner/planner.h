@@ -4,6 +4,11 @@
 
 #include "hotset.h"
 
+/* Rows of logits a context computes at once (runtime/forward.c keeps a
+ * buffer of this many; a whole ubatch of gpt-oss's vocabulary would be
+ * 393 MiB). */
+#define HS_LOGITS_ROWS 32
+
 /* The Zipf exponent a for which the top_n of n items (weights (i+1)^-a)
  * take `share` of the total: the default skew and `trace gen` use it. */
 double hs__zipf_alpha(int n, int top_n, double share);

@@ -27,7 +27,7 @@ struct hs_context {
 	/* one ubatch, sorted by sequence */
 	int32_t *u_tok, *u_pos, *u_seq;
 	int *u_want, *u_dst, *order;
-	float *u_logits;
+	float **u_rows;          /* where each wanted row's logits go */
 	/* statistics */
 	long prompt_tokens, decode_tokens;
 	double prompt_s, decode_s;
@@ -58,7 +58,7 @@ void hs_context_free(hs_context *c)
 	free(c->u_want);
 	free(c->u_dst);
 	free(c->order);
-	free(c->u_logits);
+	free(c->u_rows);
 	free(c);
 }
 
@@ -146,9 +146,9 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	c->u_want = malloc(ub * sizeof *c->u_want);
 	c->u_dst = malloc(ub * sizeof *c->u_dst);
 	c->order = malloc(ub * sizeof *c->order);
-	c->u_logits = malloc(ub * (size_t)c->n_vocab * sizeof *c->u_logits);
+	c->u_rows = malloc(ub * sizeof *c->u_rows);
 	if (!c->next_pos || !c->pos_before || !c->u_tok || !c->u_pos || !c->u_seq || !c->u_want || !c->u_dst ||
-	    !c->order || !c->u_logits) {
+	    !c->order || !c->u_rows) {
 		rc = hs__error(ENOMEM, "context: out of memory");
 		goto out_free;
 	}
@@ -218,15 +218,17 @@ static int run_ubatch(hs_context *c, const struct hs_token *batch, int a, int b,
 	for (int i = a, j = first_logit; i < b; i++)
 		if (batch[i].logits)
 			c->u_dst[i - a] = j++;
-	for (int t = 0; t < n; t++) {
+	for (int t = 0, j = 0; t < n; t++) {
 		const struct hs_token *e = &batch[c->order[t]];
 		c->u_tok[t] = e->id;
 		c->u_pos[t] = e->pos;
 		c->u_seq[t] = e->seq;
 		c->u_want[t] = e->logits != 0;
+		if (e->logits) /* its row of the call's logits, in batch order */
+			c->u_rows[j++] = c->logits + (size_t)c->u_dst[c->order[t] - a] * c->n_vocab;
 	}
 	double t0 = now_s();
-	int rc = hs__fwd_ubatch(&c->f, n, c->u_tok, c->u_pos, c->u_seq, c->u_want, c->u_logits);
+	int rc = hs__fwd_ubatch(&c->f, n, c->u_tok, c->u_pos, c->u_seq, c->u_want, c->u_rows);
 	if (rc)
 		return rc;
 	double dt = now_s() - t0;
@@ -236,13 +238,6 @@ static int run_ubatch(hs_context *c, const struct hs_token *batch, int a, int b,
 	} else {
 		c->decode_tokens += n;
 		c->decode_s += dt;
-	}
-	for (int t = 0, j = 0; t < n; t++) {
-		if (!c->u_want[t])
-			continue;
-		memcpy(c->logits + (size_t)c->u_dst[c->order[t] - a] * c->n_vocab, c->u_logits + (size_t)j * c->n_vocab,
-		       sizeof(float) * c->n_vocab);
-		j++;
 	}
 	for (int t = 0; t < n; t++)
 		c->next_pos[c->u_seq[t]] = c->u_pos[t] + 1;

@@ -85,7 +85,7 @@ int hs__fwd_init(struct hs_fwd *f)
 	if (!f->kv_row_bytes)
 		return hs__error(EINVAL, "KV cache %s: a head of %d values does not fit its blocks of %zu",
 				 hs__type_name(f->kv_type), hp->head_dim, hs__type_block_values(f->kv_type));
-	f->max_logits = f->ubatch;
+	f->max_logits = f->ubatch < HS_LOGITS_ROWS ? f->ubatch : HS_LOGITS_ROWS;
 	if (!(f->kv = calloc(hp->n_layers, sizeof *f->kv)))
 		return hs__error(ENOMEM, "context: out of memory");
 	const size_t cell_bytes = (size_t)hp->n_head_kv * f->kv_row_bytes;
@@ -270,7 +270,7 @@ static int layer_moe(struct hs_fwd *f, int l, int n)
 }
 
 int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
-		   const int *want, float *logits_host)
+		   const int *want, float *const *logits_rows)
 {
 	const struct hs_fwd_be *be = f->be;
 	const struct hs_hparams *hp = f->hp;
@@ -320,28 +320,27 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 		f->t_moe += now_s() - b;
 	}
 	t0 = now_s();
-	/* logits of the wanted rows: all at once when every row wants them */
-	int n_want = 0;
-	for (int t = 0; t < n; t++)
-		n_want += want[t] != 0;
-	if (n_want == n) {
-		if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->output_norm, hp->eps)) ||
-		    (rc = be->matmul(f, &f->w->output, NULL, n, f->h, d, f->logits, hp->n_vocab)))
-			return rc;
-	} else {
-		for (int t = 0, j = 0; t < n; t++) {
-			if (!want[t])
-				continue;
-			if ((rc = be->rmsnorm(f, f->x + t * d, d, f->h + t * d, d, 1, 1, hp->n_embd, f->w->output_norm,
-					      hp->eps)) ||
-			    (rc = be->matmul(f, &f->w->output, NULL, 1, f->h + t * d, d, f->logits + (size_t)j * hp->n_vocab,
-					     hp->n_vocab)))
-				return rc;
-			j++;
-		}
-	}
-	if (n_want && (rc = be->download(f, logits_host, f->logits, sizeof(float) * n_want * hp->n_vocab)))
+	/* logits of the wanted rows: runs of consecutive ones through the
+	 * output matrix together, at most max_logits rows at a time */
+	int j = 0;
+	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->output_norm, hp->eps)))
 		return rc;
+	for (int t = 0; t < n;) {
+		if (!want[t]) {
+			t++;
+			continue;
+		}
+		int m = 1;
+		while (t + m < n && want[t + m] && m < f->max_logits)
+			m++;
+		if ((rc = be->matmul(f, &f->w->output, NULL, m, f->h + (size_t)t * d, d, f->logits, hp->n_vocab)))
+			return rc;
+		for (int i = 0; i < m; i++, j++)
+			if ((rc = be->download(f, logits_rows[j], f->logits + (size_t)i * hp->n_vocab,
+					       sizeof(float) * hp->n_vocab)))
+				return rc;
+		t += m;
+	}
 	f->t_other += now_s() - t0;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include "cpu_kernels/dense.h"
 #include "hotset.h"
 #include "model/whole.h"
+#include "planner/planner.h"
 #include "runtime/runtime.h"
 
 struct hs_fwd;
@@ -87,7 +88,7 @@ struct hs_fwd {
 	int32_t *hpos, *hcells_full, *hcells_swa, *hids;
 	float *hw;
 	void *route_scratch;
-	int max_logits;            /* rows of logits */
+	int max_logits;            /* rows of the logits buffer (HS_FWD_LOGITS_ROWS or the ubatch) */
 	/* device backend */
 	struct hs_device *d;
 	hs_queue *q_dev;
@@ -98,10 +99,10 @@ struct hs_fwd {
 };
 
 /* One ubatch: n tokens (sorted by sequence, positions consecutive within
- * each), want[t] = 1 for the rows whose logits are wanted (written to
- * logits_host, n_want rows of n_vocab, in token order). */
+ * each), want[t] = 1 for the rows whose logits are wanted; the j-th of them
+ * (in token order) is written to logits_rows[j] (n_vocab floats, host). */
 int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
-		   const int *want, float *logits_host);
+		   const int *want, float *const *logits_rows);
 
 /* Sets up the buffers and the KV cache (all cells empty).  -ENOMEM. */
 int hs__fwd_init(struct hs_fwd *f);
