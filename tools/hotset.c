@@ -30,6 +30,7 @@ static const struct {
 	{ "bench", hs_cmd_bench, "compare cpu-compute, pcie-stream and hybrid here, measured against predicted" },
 	{ "trace", hs_cmd_trace, "routing traces: generate, statistics and cache hit rates, project a plan" },
 	{ "tokenize", hs_cmd_tokenize, "encode a text with a GGUF file's tokenizer: ids and pieces" },
+	{ "serve", hs_cmd_serve, "an OpenAI-compatible HTTP server: streaming, parallel requests, a chat page" },
 };
 
 static void usage(FILE *f)

@@ -52,5 +52,7 @@ int hs_cmd_trace(int argc, char **argv);
 int hs_cmd_bench(int argc, char **argv);
 int hs_cmd_tokenize(int argc, char **argv);
 int hs_cmd_bench_e2e(int argc, char **argv);
+/* `hotset serve`: defined in server/serve.c (the server includes only hotset.h) */
+int hs_cmd_serve(int argc, char **argv);
 
 #endif

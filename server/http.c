@@ -1,0 +1,532 @@
+/* HTTP through libmicrohttpd, one thread per connection: routes, the API
+ * key, the body cap, answers and Server-Sent Events.  A connection's
+ * thread waits for its request's output (condition variable, 200 ms at a
+ * time) and looks at its socket meanwhile: a client that hung up cancels
+ * its request, which frees its sequence at the scheduler's next step. */
+#include "config.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "server/server.h"
+
+enum route { R_ROOT, R_HEALTH, R_MODELS, R_CHAT, R_COMPL, R_METRICS, R_OTHER };
+
+static const struct {
+	const char *path;
+	enum route route;
+	int post, auth;
+} routes[] = {
+	{ "/", R_ROOT, 0, 0 },
+	{ "/index.html", R_ROOT, 0, 0 },
+	{ "/health", R_HEALTH, 0, 0 },
+	{ "/v1/health", R_HEALTH, 0, 0 },
+	{ "/v1/models", R_MODELS, 0, 1 },
+	{ "/models", R_MODELS, 0, 1 },
+	{ "/v1/chat/completions", R_CHAT, 1, 1 },
+	{ "/chat/completions", R_CHAT, 1, 1 },
+	{ "/v1/completions", R_COMPL, 1, 1 },
+	{ "/completions", R_COMPL, 1, 1 },
+	{ "/metrics", R_METRICS, 0, 1 },
+};
+
+/* One HTTP request (MHD's con_cls). */
+struct conn {
+	struct srv *s;
+	int r; /* index in routes[], -1: unknown path */
+	struct sbuf body;
+	int too_big;
+	size_t discarded;
+	struct srv_req *req; /* one reference while set */
+	int fd;
+};
+
+/* The reader of a streamed answer (its own reference on the request). */
+struct stream {
+	struct srv *s;
+	struct srv_req *req;
+	int fd;
+};
+
+static MHD_socket quiesced = MHD_INVALID_SOCKET;
+
+static int code_index(int code)
+{
+	static const int codes[] = { 200, 204, 400, 401, 404, 405, 413, 500, 503 };
+	for (int i = 0; i < (int)(sizeof codes / sizeof codes[0]); i++)
+		if (codes[i] == code)
+			return i;
+	return SRV_N_CODES - 1;
+}
+
+static void count(struct srv *s, struct conn *k, int code)
+{
+	int route = k->r < 0 ? R_OTHER : (int)routes[k->r].route;
+	pthread_mutex_lock(&s->mu);
+	s->m.http[route][code_index(code)]++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether the client closed its side (or the socket broke). */
+static int client_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	if (fd < 0)
+		return 0;
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void common_headers(struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+	MHD_add_response_header(resp, "Server", "hotset");
+}
+
+/* Queues resp (MHD keeps its own reference) and counts the status. */
+static enum MHD_Result queue(struct conn *k, struct MHD_Connection *c, int code, struct MHD_Response *resp)
+{
+	enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, resp);
+	MHD_destroy_response(resp);
+	count(k->s, k, code);
+	return ret;
+}
+
+/* 200 ms from now, for pthread_cond_timedwait */
+static struct timespec soon(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
+static enum MHD_Result reply(struct conn *k, struct MHD_Connection *c, int code, const char *type, const char *body,
+			     size_t len, int retry_after)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	char ra[16];
+
+	if (!resp)
+		return MHD_NO;
+	common_headers(resp);
+	if (type)
+		MHD_add_response_header(resp, "Content-Type", type);
+	if (retry_after > 0) {
+		snprintf(ra, sizeof ra, "%d", retry_after);
+		MHD_add_response_header(resp, "Retry-After", ra);
+	}
+	if (code == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	if (code == 405 && k->r >= 0)
+		MHD_add_response_header(resp, "Allow", routes[k->r].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+	return queue(k, c, code, resp);
+}
+
+static const char ctype_json[] = "application/json; charset=utf-8";
+
+static enum MHD_Result reply_json(struct conn *k, struct MHD_Connection *c, int code, char *body, int retry_after)
+{
+	if (!body)
+		return reply(k, c, 500, "text/plain", "out of memory\n", 14, 0);
+	enum MHD_Result ret = reply(k, c, code, ctype_json, body, strlen(body), retry_after);
+	free(body);
+	return ret;
+}
+
+static enum MHD_Result reply_error(struct conn *k, struct MHD_Connection *c, int code, const char *type,
+				   const char *ecode, int retry_after, const char *msg)
+{
+	return reply_json(k, c, code, hs_srv_error_json(code, type, NULL, ecode, "%s", msg), retry_after);
+}
+
+/* Constant-time comparison of the bearer token with the key. */
+static int authorized(struct srv *s, struct MHD_Connection *c)
+{
+	if (!s->o.api_key)
+		return 1;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7))
+		return 0;
+	h += 7;
+	while (*h == ' ')
+		h++;
+	size_t a = strlen(h), b = strlen(s->o.api_key);
+	unsigned diff = a != b;
+	for (size_t i = 0; i < a; i++)
+		diff |= (unsigned char)h[i] ^ (unsigned char)s->o.api_key[i % (b ? b : 1)];
+	return diff == 0;
+}
+
+static enum MHD_Result health(struct conn *k, struct MHD_Connection *c)
+{
+	struct srv *s = k->s;
+	char msg[300];
+
+	pthread_mutex_lock(&s->mu);
+	enum srv_state st = s->state;
+	int stopping = s->stopping;
+	snprintf(msg, sizeof msg, "%s", s->state_msg);
+	pthread_mutex_unlock(&s->mu);
+	if (stopping)
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+	if (st == SRV_READY) {
+		static const char ok[] = "{\"status\":\"ok\"}";
+		return reply(k, c, 200, ctype_json, ok, sizeof ok - 1, 0);
+	}
+	return reply_error(k, c, 503, "unavailable_error", st == SRV_WAITING_VRAM ? "waiting_for_vram" : "loading", 5,
+			   *msg ? msg : "loading the model");
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	struct srv *s = st->s;
+	struct srv_req *r = st->req;
+
+	(void)pos;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		size_t avail = r->out.len - r->out_sent;
+		if (avail) {
+			size_t n = avail < max ? avail : max;
+			memcpy(buf, r->out.p + r->out_sent, n);
+			r->out_sent += n;
+			if (r->out_sent == r->out.len)
+				r->out.len = r->out_sent = 0;
+			pthread_mutex_unlock(&s->mu);
+			return (ssize_t)n;
+		}
+		if (r->out.err || s->closing) {
+			pthread_mutex_unlock(&s->mu);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		if (r->finished) {
+			pthread_mutex_unlock(&s->mu);
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		struct timespec ts = soon();
+		if (pthread_cond_timedwait(&r->cv, &s->mu, &ts) == ETIMEDOUT && client_gone(st->fd)) {
+			r->cancel = 1;
+			pthread_cond_signal(&s->sched_cv);
+			pthread_mutex_unlock(&s->mu);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	struct srv *s = st->s;
+
+	pthread_mutex_lock(&s->mu);
+	if (!st->req->finished) {
+		st->req->cancel = 1;
+		pthread_cond_signal(&s->sched_cv);
+	}
+	hs_srv_req_unref_locked(st->req);
+	pthread_mutex_unlock(&s->mu);
+	free(st);
+}
+
+static enum MHD_Result start_stream(struct conn *k, struct MHD_Connection *c)
+{
+	struct srv *s = k->s;
+	struct stream *st = malloc(sizeof *st);
+
+	if (!st)
+		return MHD_NO;
+	*st = (struct stream){ s, k->req, k->fd };
+	pthread_mutex_lock(&s->mu);
+	k->req->refs++;
+	pthread_mutex_unlock(&s->mu);
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st,
+								      stream_free);
+	if (!resp) {
+		stream_free(st);
+		return MHD_NO;
+	}
+	common_headers(resp);
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	return queue(k, c, 200, resp);
+}
+
+/* A non-streamed answer: wait for the whole of it, watching the socket. */
+static enum MHD_Result wait_whole(struct conn *k, struct MHD_Connection *c)
+{
+	struct srv *s = k->s;
+	struct srv_req *r = k->req;
+
+	pthread_mutex_lock(&s->mu);
+	while (!r->finished && !s->closing) {
+		struct timespec ts = soon();
+		if (pthread_cond_timedwait(&r->cv, &s->mu, &ts) == ETIMEDOUT && !r->finished) {
+			pthread_mutex_unlock(&s->mu);
+			int gone = client_gone(k->fd);
+			pthread_mutex_lock(&s->mu);
+			if (gone && !r->finished) {
+				r->cancel = 1;
+				pthread_cond_signal(&s->sched_cv);
+				pthread_mutex_unlock(&s->mu);
+				return MHD_NO; /* nobody to answer: close */
+			}
+		}
+	}
+	if (!r->finished || r->out.err) {
+		pthread_mutex_unlock(&s->mu);
+		return reply_error(k, c, r->finished ? 500 : 503, r->finished ? "server_error" : "unavailable_error",
+				   NULL, 0, r->finished ? "out of memory" : "the server is shutting down");
+	}
+	char *body = r->out.p;
+	size_t len = r->out.len;
+	int status = r->status;
+	r->out.p = NULL;
+	r->out.len = r->out.cap = 0;
+	pthread_mutex_unlock(&s->mu);
+	enum MHD_Result ret = reply(k, c, status, ctype_json, body ? body : "", len, 0);
+	free(body);
+	return ret;
+}
+
+static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
+{
+	struct srv *s = k->s;
+	int status = 0;
+	char *err = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	enum srv_state st = s->state;
+	int stopping = s->stopping;
+	pthread_mutex_unlock(&s->mu);
+	if (stopping)
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+	if (st != SRV_READY)
+		return reply_error(k, c, 503, "unavailable_error", st == SRV_WAITING_VRAM ? "waiting_for_vram" : "loading",
+				   5, "the model is loading");
+	struct srv_req *r =
+		hs_srv_parse_request(s, routes[k->r].route == R_CHAT, k->body.p ? k->body.p : "", k->body.len, &status, &err);
+	if (!r)
+		return reply_json(k, c, status, err, 0);
+	k->req = r;
+	switch (hs_srv_enqueue(s, r)) {
+	case 0: break;
+	case -EAGAIN: {
+		pthread_mutex_lock(&s->mu);
+		int after = hs_srv_retry_after(s), q = s->q_len;
+		pthread_mutex_unlock(&s->mu);
+		char msg[160];
+		snprintf(msg, sizeof msg, "all %d sequences are busy and %d requests wait (--max-queue %d): retry later",
+			 s->o.parallel, q, s->o.max_queue);
+		return reply_error(k, c, 503, "unavailable_error", "queue_full", after, msg);
+	}
+	case -EBUSY:
+		return reply_error(k, c, 503, "unavailable_error", "loading", 5, "the model is loading");
+	default:
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+	}
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	k->fd = ci ? ci->connect_fd : -1;
+	return r->stream ? start_stream(k, c) : wait_whole(k, c);
+}
+
+static enum MHD_Result get(struct conn *k, struct MHD_Connection *c)
+{
+	switch (routes[k->r].route) {
+	case R_ROOT: return reply(k, c, 200, "text/html; charset=utf-8", hs_srv_chat_page, hs_srv_chat_page_len, 0);
+	case R_HEALTH: return health(k, c);
+	case R_MODELS: return reply_json(k, c, 200, hs_srv_models_json(k->s), 0);
+	case R_METRICS: {
+		char *t = hs_srv_metrics_text(k->s);
+		if (!t)
+			return reply(k, c, 500, "text/plain", "out of memory\n", 14, 0);
+		enum MHD_Result ret = reply(k, c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), 0);
+		free(t);
+		return ret;
+	}
+	default: return MHD_NO;
+	}
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			       const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct srv *s = cls;
+	struct conn *k = *con_cls;
+
+	(void)version;
+	if (!k) { /* headers are in: everything that needs no body is answered now */
+		if (!(k = calloc(1, sizeof *k)))
+			return MHD_NO;
+		k->s = s;
+		k->r = -1;
+		k->fd = -1;
+		*con_cls = k;
+		pthread_mutex_lock(&s->mu);
+		s->http_active++;
+		pthread_mutex_unlock(&s->mu);
+		for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
+			if (strcmp(url, routes[i].path) == 0)
+				k->r = i;
+		if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
+			struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+			if (!resp)
+				return MHD_NO;
+			common_headers(resp);
+			MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+			MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+			MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+			return queue(k, c, 204, resp);
+		}
+		if (k->r < 0) {
+			char msg[300];
+			snprintf(msg, sizeof msg, "no route %.200s (see GET /v1/models, POST /v1/chat/completions)", url);
+			return reply_error(k, c, 404, "invalid_request_error", "not_found", 0, msg);
+		}
+		int post = strcmp(method, "POST") == 0, get_ = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+		if (routes[k->r].post ? !post : !get_) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "%.20s %s: use %s", method, routes[k->r].path,
+				 routes[k->r].post ? "POST" : "GET");
+			return reply_error(k, c, 405, "invalid_request_error", "method_not_allowed", 0, msg);
+		}
+		if (routes[k->r].auth && !authorized(s, c))
+			return reply_error(k, c, 401, "authentication_error", "invalid_api_key", 0,
+					   "a valid API key is needed: \"Authorization: Bearer KEY\"");
+		if (!post)
+			return get(k, c);
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+		if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "the body is %.20s bytes, more than %zu (--max-body)", cl, s->o.max_body);
+			return reply_error(k, c, 413, "invalid_request_error", "body_too_large", 0, msg);
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) { /* a piece of the body (chunked bodies have no Content-Length) */
+		if (k->too_big || k->body.len + *upload_size > s->o.max_body) {
+			k->too_big = 1;
+			k->discarded += *upload_size;
+			*upload_size = 0;
+			return k->discarded > 4 * s->o.max_body ? MHD_NO : MHD_YES;
+		}
+		hs_srv_sbuf_add(&k->body, upload, *upload_size);
+		*upload_size = 0;
+		return k->body.err ? MHD_NO : MHD_YES;
+	}
+	if (k->req) /* called again after the answer was queued */
+		return MHD_YES;
+	if (k->too_big) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "the body is more than %zu bytes (--max-body)", s->o.max_body);
+		return reply_error(k, c, 413, "invalid_request_error", "body_too_large", 0, msg);
+	}
+	return completion(k, c);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct srv *s = cls;
+	struct conn *k = *con_cls;
+
+	(void)c;
+	(void)toe;
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->mu);
+	if (k->req) {
+		if (!k->req->finished) {
+			k->req->cancel = 1;
+			pthread_cond_signal(&s->sched_cv);
+		}
+		hs_srv_req_unref_locked(k->req);
+	}
+	s->http_active--;
+	pthread_mutex_unlock(&s->mu);
+	hs_srv_sbuf_free(&k->body);
+	free(k);
+	*con_cls = NULL;
+}
+
+/* The listening socket, made here so that a busy port or a bad address
+ * gets a clear message. */
+static int listen_on(const char *host, int port, int *bound, int *v6)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
+	struct addrinfo *ai = NULL;
+	char ps[16];
+	int fd = -1, one = 1;
+
+	snprintf(ps, sizeof ps, "%d", port);
+	int g = getaddrinfo(host, ps, &hints, &ai);
+	if (g) {
+		fprintf(stderr, "hotset serve: --host %s: %s\n", host, gai_strerror(g));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 256)) {
+		fprintf(stderr, "hotset serve: cannot listen on %s port %d: %s\n", host, port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	*v6 = ai->ai_family == AF_INET6;
+	freeaddrinfo(ai);
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof sa;
+	*bound = port;
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+		*bound = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+							: ((struct sockaddr_in *)&sa)->sin_port);
+	return fd;
+}
+
+struct MHD_Daemon *hs_srv_http_start(struct srv *s, int *port)
+{
+	int v6 = 0, fd = listen_on(s->o.host, s->o.port, port, &v6);
+	if (fd < 0)
+		return NULL;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
+	if (v6)
+		flags |= MHD_USE_IPv6;
+	/* every waiting client holds a connection: room for the queue and more */
+	long limit = (long)s->o.parallel + s->o.max_queue + 256;
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed,
+		s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(limit < 4096 ? limit : 4096), MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)300, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "hotset serve: libmicrohttpd could not start on %s port %d\n", s->o.host, *port);
+		close(fd);
+	}
+	return d;
+}
+
+void hs_srv_http_quiesce(struct MHD_Daemon *d)
+{
+	quiesced = MHD_quiesce_daemon(d);
+}
+
+void hs_srv_http_stop(struct MHD_Daemon *d)
+{
+	MHD_stop_daemon(d);
+	if (quiesced != MHD_INVALID_SOCKET)
+		close(quiesced);
+	quiesced = MHD_INVALID_SOCKET;
+}

@@ -1,0 +1,783 @@
+/* The scheduler thread: it loads the model, then runs continuous batching
+ * over the context's sequences.  Each step: one hs_decode with the next
+ * token of every running sequence, then one hs_decode with up to --ubatch
+ * prompt tokens of newly admitted requests (oldest first), so running
+ * streams keep flowing while a long prompt is read.  A sequence's KV cells
+ * are freed (hs_context_seq_clear) as soon as its request ends. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+struct sched {
+	struct srv *s;
+	hs_runtime *rt;
+	hs_context *ctx;
+	struct srv_req *slot[HS_MAX_SEQ];
+	struct srv_req *active[HS_MAX_SEQ]; /* in admission order */
+	int n_active;
+	struct hs_token *batch;
+	struct srv_req **who;
+	int *take;
+	double last_report;
+};
+
+/* ---- requests ------------------------------------------------------------- */
+
+struct srv_req *hs_srv_req_new(void)
+{
+	struct srv_req *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	pthread_cond_init(&r->cv, NULL);
+	r->slot = -1;
+	r->refs = 1;
+	return r;
+}
+
+/* What only the scheduler uses, freed when the request leaves it. */
+static void req_release_private(struct srv_req *r)
+{
+	hs_sampler_free(r->smp);
+	hs_reply_parser_free(r->rp);
+	hs_detok_free(r->dt);
+	r->smp = NULL;
+	r->rp = NULL;
+	r->dt = NULL;
+	hs_srv_sbuf_free(&r->content);
+	hs_srv_sbuf_free(&r->reasoning);
+	hs_srv_sbuf_free(&r->tool);
+	hs_srv_sbuf_free(&r->held);
+	hs_srv_sbuf_free(&r->pend);
+}
+
+void hs_srv_req_unref_locked(struct srv_req *r)
+{
+	if (--r->refs > 0)
+		return;
+	req_release_private(r);
+	free(r->prompt);
+	free(r->gen);
+	for (int i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	hs_srv_sbuf_free(&r->out);
+	pthread_cond_destroy(&r->cv);
+	free(r);
+}
+
+int hs_srv_retry_after(struct srv *s)
+{
+	/* the queue ahead, spread over the sequences, at the mean service time */
+	double per = s->m.service_s_avg > 0 ? s->m.service_s_avg : 1;
+	double t = ceil(per * (s->q_len + 1) / s->o.parallel);
+	return t < 1 ? 1 : t > 60 ? 60 : (int)t;
+}
+
+int hs_srv_enqueue(struct srv *s, struct srv_req *r)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	int free_slots = s->o.parallel - s->m.busy;
+	if (s->stopping)
+		rc = -ESHUTDOWN;
+	else if (s->state != SRV_READY)
+		rc = -EBUSY;
+	else if (s->q_len + 1 > s->o.max_queue + (free_slots > 0 ? free_slots : 0))
+		rc = -EAGAIN;
+	if (!rc) {
+		r->state = RQ_QUEUED;
+		r->t_queued = hs_srv_now();
+		r->refs++;
+		r->next = NULL;
+		if (s->q_tail)
+			s->q_tail->next = r;
+		else
+			s->q_head = r;
+		s->q_tail = r;
+		s->q_len++;
+		pthread_cond_signal(&s->sched_cv);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+static struct srv_req *queue_pop_locked(struct srv *s)
+{
+	struct srv_req *r = s->q_head;
+	if (!r)
+		return NULL;
+	s->q_head = r->next;
+	if (!s->q_head)
+		s->q_tail = NULL;
+	s->q_len--;
+	r->next = NULL;
+	return r;
+}
+
+/* Queued requests whose client left are dropped; while stopping, every
+ * queued request is answered 503. */
+static void reap_queue_locked(struct sched *k)
+{
+	struct srv *s = k->s;
+	struct srv_req *keep = NULL, *tail = NULL, *r;
+	int n = 0;
+
+	while ((r = queue_pop_locked(s))) {
+		if (r->cancel) {
+			s->m.cancelled++;
+			hs_srv_req_unref_locked(r);
+		} else if (s->stopping) {
+			hs_srv_emit_error(s, r, 503, "unavailable_error", "the server is shutting down");
+			hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
+			r->pend.len = 0;
+			r->finished = 1;
+			r->status = 503;
+			s->m.failed++;
+			pthread_cond_broadcast(&r->cv);
+			hs_srv_req_unref_locked(r);
+		} else {
+			if (tail)
+				tail->next = r;
+			else
+				keep = r;
+			tail = r;
+			n++;
+		}
+	}
+	s->q_head = keep;
+	s->q_tail = tail;
+	s->q_len = n;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+
+static void set_state(struct srv *s, enum srv_state st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_state(struct srv *s, enum srv_state st, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&s->mu);
+	s->state = st;
+	va_start(ap, fmt);
+	vsnprintf(s->state_msg, sizeof s->state_msg, fmt, ap);
+	va_end(ap);
+	pthread_cond_broadcast(&s->state_cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void load_progress(const char *what, double f, void *ctx)
+{
+	struct srv *s = ctx;
+	pthread_mutex_lock(&s->mu);
+	snprintf(s->state_msg, sizeof s->state_msg, "loading the model: %.0f%% (%s)", 100 * f, what);
+	pthread_mutex_unlock(&s->mu);
+	if (!s->o.quiet && isatty(2))
+		fprintf(stderr, "\rload: %3.0f%% %-40s%s", 100 * f, what, f >= 1 ? "\n" : "");
+}
+
+static void vram_progress(const char *what, double f, void *ctx)
+{
+	struct srv *s = ctx;
+	(void)f;
+	pthread_mutex_lock(&s->mu);
+	snprintf(s->state_msg, sizeof s->state_msg, "waiting for GPU memory: %s", what);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Test hook (HOTSET_SERVE_FAKE_VRAM_WAIT=S): a GPU whose 2 GiB are all
+ * taken for S seconds after start, so /health can be seen while waiting. */
+struct fake_gpu {
+	double until;
+};
+static int fake_reporter(int device, uint64_t *free_bytes, uint64_t *total_bytes, void *ctx)
+{
+	const struct fake_gpu *g = ctx;
+	(void)device;
+	*total_bytes = 2ull << 30;
+	*free_bytes = hs_srv_now() < g->until ? 0 : *total_bytes;
+	return 0;
+}
+
+/* The plan's GPU memory and the CUDA device it is on; 0 with *budget = 0
+ * when the plan uses no GPU. */
+static int plan_vram(struct srv *s, struct hs_plan *plan, int *have_plan, int *dev, uint64_t *budget)
+{
+	hs_model *m = NULL;
+	hs_topology *t = NULL;
+	struct hs_model_desc *md = calloc(1, sizeof *md);
+	struct hs_profile *pf = calloc(1, sizeof *pf);
+	int rc = -ENOMEM;
+
+	*budget = 0;
+	*dev = -1;
+	if (!md || !pf)
+		goto out_free;
+	if ((rc = hs_topology_open(NULL, &t)) || (rc = hs_profile_from_topology(t, pf)))
+		goto out_free;
+	if (s->o.plan) {
+		if ((rc = hs_plan_load(s->o.plan, plan)))
+			goto out_free;
+	} else {
+		struct hs_plan_opts po = { .gpu = pf->n_gpus ? 0 : -1, .ctx = s->o.ctx ? s->o.ctx : 4096,
+					   .kv_type = s->o.kv, .ubatch = s->o.ubatch, .host_layers = -1 };
+		if ((rc = hs_model_open(s->o.model, &m)) || (rc = hs_model_desc_from_model(m, md)) ||
+		    (rc = hs_plan_make(md, pf, &po, plan)))
+			goto out_free;
+	}
+	*have_plan = 1;
+	if (plan->gpu >= 0 && plan->gpu < pf->n_gpus && pf->gpus[plan->gpu].cuda_index >= 0) {
+		*dev = pf->gpus[plan->gpu].cuda_index;
+		*budget = plan->memory.vram_bytes;
+	}
+	rc = 0;
+out_free:
+	hs_model_free(m);
+	hs_topology_free(t);
+	free(md);
+	free(pf);
+	return rc;
+}
+
+/* Waits politely for the GPU memory the plan needs (1 s at a time, so a
+ * stop is seen); 0 when it is free or there is nothing to wait for. */
+static int wait_vram(struct srv *s, struct hs_plan *plan, int *have_plan)
+{
+	struct fake_gpu fake;
+	hs_vram_reporter reporter = NULL;
+	const char *hook = getenv("HOTSET_SERVE_FAKE_VRAM_WAIT");
+	uint64_t budget = 0;
+	int dev = -1, rc;
+
+	if (hook && *hook) {
+		fake.until = hs_srv_now() + atof(hook);
+		reporter = fake_reporter;
+		budget = 1ull << 30;
+		dev = 0;
+	} else {
+		const char *d = s->o.device ? s->o.device : hs_cuda_device_count() > 0 ? "cuda" : "cpu";
+		if (strcmp(d, "cuda") || s->o.vram_wait_s <= 0)
+			return 0;
+		if ((rc = plan_vram(s, plan, have_plan, &dev, &budget)))
+			return rc;
+		if (!budget)
+			return 0;
+	}
+	set_state(s, SRV_WAITING_VRAM, "waiting for GPU memory");
+	double t0 = hs_srv_now(), limit = reporter ? 3600 : s->o.vram_wait_s;
+	for (;;) {
+		rc = hs_vram_wait(dev, budget, 1.0, 250, reporter, reporter ? &fake : NULL, vram_progress, s);
+		if (rc != -ETIMEDOUT)
+			return rc;
+		pthread_mutex_lock(&s->mu);
+		int stop = s->stopping;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			return -ECANCELED;
+		if (hs_srv_now() - t0 >= limit) {
+			char msg[200];
+			snprintf(msg, sizeof msg, "%s", hs_last_error());
+			pthread_mutex_lock(&s->mu);
+			snprintf(s->state_msg, sizeof s->state_msg, "%s (--vram-wait %.0f s)", msg, limit);
+			pthread_mutex_unlock(&s->mu);
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+static int load(struct sched *k)
+{
+	struct srv *s = k->s;
+	struct hs_runtime_opts ro = { 0 };
+	struct hs_plan *plan = calloc(1, sizeof *plan);
+	int have_plan = 0, rc;
+
+	if (!plan) {
+		set_state(s, SRV_FAILED, "out of memory");
+		return -ENOMEM;
+	}
+	set_state(s, SRV_LOADING, "loading the model");
+	if ((rc = wait_vram(s, plan, &have_plan))) {
+		pthread_mutex_lock(&s->mu);
+		int stop = s->stopping;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			set_state(s, SRV_STOPPED, "stopped while waiting for GPU memory");
+		else if (rc == -ETIMEDOUT)
+			set_state(s, SRV_FAILED, "%s", s->state_msg);
+		else
+			set_state(s, SRV_FAILED, "%s", hs_last_error());
+		free(plan);
+		return rc;
+	}
+	set_state(s, SRV_LOADING, "loading the model");
+	ro.device = s->o.device ? s->o.device : hs_cuda_device_count() > 0 ? "cuda" : "cpu";
+	ro.plan = have_plan ? plan : NULL;
+	ro.plan_path = have_plan ? NULL : s->o.plan;
+	ro.q = -1;
+	ro.max_tokens = s->o.ubatch;
+	ro.threads = s->o.threads;
+	ro.progress = load_progress;
+	ro.progress_ctx = s;
+	if (s->o.mode) {
+		static const char *const names[] = { "auto", "cpu", "stream", "hybrid" };
+		static const enum hs_mode modes[] = { HS_MODE_NONE, HS_MODE_CPU_COMPUTE, HS_MODE_PCIE_STREAM,
+						      HS_MODE_HYBRID };
+		for (int i = 0; i < 4; i++)
+			if (strcmp(s->o.mode, names[i]) == 0)
+				ro.mode = modes[i];
+	}
+	rc = hs_runtime_open(s->o.model, &ro, &k->rt);
+	free(plan);
+	if (rc) {
+		set_state(s, SRV_FAILED, "%s", hs_last_error());
+		return rc;
+	}
+	struct hs_context_opts co = { .n_ctx = s->o.ctx, .kv_type = s->o.kv, .n_seq = s->o.parallel,
+				      .n_ubatch = s->o.ubatch };
+	if ((rc = hs_context_create(k->rt, &co, &k->ctx))) {
+		set_state(s, SRV_FAILED, "%s", hs_last_error());
+		return rc;
+	}
+	const struct hs_model_info *in = hs_runtime_model_info(k->rt);
+	struct hs_context_stats st;
+	hs_context_stats(k->ctx, &st);
+	if (in->n_vocab != s->n_vocab) {
+		set_state(s, SRV_FAILED, "%s: the tokenizer has %d tokens, the model's embeddings %d rows", s->o.model,
+			  s->n_vocab, in->n_vocab);
+		return -EINVAL;
+	}
+	size_t nb = (size_t)(s->o.parallel > s->o.ubatch ? s->o.parallel : s->o.ubatch);
+	k->batch = malloc(nb * sizeof *k->batch);
+	k->who = malloc(nb * sizeof *k->who);
+	k->take = malloc(nb * sizeof *k->take);
+	json_t *meta = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:s, s:s}", "arch", in->arch,
+				 "name", in->name, "n_vocab", in->n_vocab, "n_ctx", st.n_ctx, "n_ctx_train",
+				 in->n_ctx_train, "n_embd", in->n_embd, "n_layers", in->n_layers, "n_experts",
+				 in->n_experts, "n_parallel", st.n_seq, "size", (json_int_t)in->file_bytes, "dense",
+				 st.dense, "kv_type", st.kv_type == HS_KV_Q8_0 ? "q8_0" : "f16", "chat_format",
+				 hs_chat_format_name(s->fmt));
+	char *meta_s = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+	json_decref(meta);
+	if (!k->batch || !k->who || !k->take || !meta_s) {
+		free(meta_s);
+		set_state(s, SRV_FAILED, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->model_meta = meta_s;
+	s->n_ctx = st.n_ctx;
+	s->m.kv_cells_total = st.kv_cells_total;
+	s->m.kv_bytes = st.kv_bytes;
+	pthread_mutex_unlock(&s->mu);
+	if (!s->o.quiet)
+		fprintf(stderr, "hotset serve: ready: %d sequences of %d positions, KV %s (%.1f MiB), dense part on %s\n",
+			st.n_seq, st.n_ctx, st.kv_type == HS_KV_Q8_0 ? "q8_0" : "f16", st.kv_bytes / 1048576.0,
+			st.dense);
+	set_state(s, SRV_READY, "ok");
+	return 0;
+}
+
+/* ---- generation ---------------------------------------------------------------- */
+
+/* Longest suffix of text[0..n) that begins some stop string (a stop may be
+ * starting there: keep it back). */
+static size_t stop_prefix_tail(const struct srv_req *r, const char *text, size_t n)
+{
+	size_t best = 0;
+	for (int i = 0; i < r->n_stop; i++) {
+		size_t sl = strlen(r->stop[i]);
+		for (size_t k = sl - 1 < n ? sl - 1 : n; k > best; k--)
+			if (memcmp(text + n - k, r->stop[i], k) == 0) {
+				best = k;
+				break;
+			}
+	}
+	return best;
+}
+
+/* Passes a piece of the reply on; content goes through the stop strings.
+ * Returns 1 when a stop string ended the content. */
+static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
+{
+	if (!len)
+		return 0;
+	if (kind == HS_REPLY_TOOL_CALL) { /* sent whole at the end: ChatML names the function inside it */
+		hs_srv_sbuf_add(&r->tool, text, len);
+		return 0;
+	}
+	if (kind != HS_REPLY_CONTENT || !r->n_stop) {
+		hs_srv_emit_delta(s, r, kind, text, len);
+		return 0;
+	}
+	if (r->stopped_by_string)
+		return 1;
+	hs_srv_sbuf_add(&r->held, text, len);
+	if (r->held.err)
+		return 0;
+	size_t cut = (size_t)-1;
+	for (int i = 0; i < r->n_stop; i++) {
+		const char *hit = memmem(r->held.p, r->held.len, r->stop[i], strlen(r->stop[i]));
+		if (hit && (size_t)(hit - r->held.p) < cut)
+			cut = (size_t)(hit - r->held.p);
+	}
+	if (cut != (size_t)-1) {
+		hs_srv_emit_delta(s, r, kind, r->held.p, cut);
+		r->held.len = 0;
+		r->stopped_by_string = 1;
+		return 1;
+	}
+	size_t keep = stop_prefix_tail(r, r->held.p, r->held.len), emit = r->held.len - keep;
+	if (emit) {
+		hs_srv_emit_delta(s, r, kind, r->held.p, emit);
+		memmove(r->held.p, r->held.p + emit, keep);
+		r->held.len = keep;
+	}
+	return 0;
+}
+
+static void finish(struct sched *k, struct srv_req *r, const char *reason)
+{
+	struct srv *s = k->s;
+	const struct hs_reply_delta *d;
+	const char *text;
+	size_t len;
+	int nd = 0;
+
+	if (r->state == RQ_DONE)
+		return;
+	if (r->rp && hs_reply_parser_finish(r->rp, &d, &nd) == 0)
+		for (int i = 0; i < nd && !r->stopped_by_string; i++)
+			deliver(s, r, d[i].kind, d[i].text, d[i].len);
+	if (r->dt && hs_detok_flush(r->dt, &text, &len) == 0)
+		deliver(s, r, HS_REPLY_CONTENT, text, len);
+	if (r->stopped_by_string)
+		reason = "stop";
+	else if (r->held.len)
+		hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, r->held.p, r->held.len);
+	r->held.len = 0;
+	if (r->tool.len && strcmp(reason, "stop") == 0)
+		reason = "tool_calls";
+	r->t_end = hs_srv_now();
+	hs_srv_emit_finish(s, r, reason);
+	r->fin = 1;
+	r->fin_status = 200;
+	r->state = RQ_DONE;
+	if (r->slot >= 0) {
+		hs_context_seq_clear(k->ctx, r->slot);
+		k->slot[r->slot] = NULL;
+	}
+	r->reason = reason;
+}
+
+/* A request that cannot go on: an error object instead of the rest. */
+static void fail_req(struct sched *k, struct srv_req *r, int status, const char *type, const char *msg)
+{
+	if (r->state == RQ_DONE)
+		return;
+	hs_srv_emit_error(k->s, r, status, type, msg);
+	r->fin = 1;
+	r->fin_status = status;
+	r->state = RQ_DONE;
+	r->t_end = hs_srv_now();
+	if (r->slot >= 0) {
+		hs_context_seq_clear(k->ctx, r->slot);
+		k->slot[r->slot] = NULL;
+	}
+}
+
+/* One generated token: through the reply parser (chat) or the
+ * detokenizer (completions), then the length limit. */
+static void accept(struct sched *k, struct srv_req *r, int32_t id)
+{
+	struct srv *s = k->s;
+
+	r->gen[r->n_gen++] = id;
+	r->last = id;
+	if (r->rp) {
+		const struct hs_reply_delta *d;
+		int nd = 0, rc = hs_reply_parser_push(r->rp, id, &d, &nd);
+		for (int i = 0; i < nd; i++)
+			if (deliver(s, r, d[i].kind, d[i].text, d[i].len)) {
+				finish(k, r, "stop");
+				return;
+			}
+		if (rc == 1) {
+			finish(k, r, "stop");
+			return;
+		}
+	} else {
+		const char *text;
+		size_t len;
+		if (!r->ignore_eos && (id == s->eos || id == s->eot)) {
+			finish(k, r, "stop");
+			return;
+		}
+		if (hs_detok_push(r->dt, id, &text, &len) == 0 && deliver(s, r, HS_REPLY_CONTENT, text, len)) {
+			finish(k, r, "stop");
+			return;
+		}
+	}
+	if (r->n_gen >= r->max_tokens)
+		finish(k, r, "length");
+}
+
+/* The scheduler's own state of a newly admitted request. */
+static int admit(struct sched *k, struct srv_req *r)
+{
+	struct srv *s = k->s;
+	int slot = 0;
+
+	while (k->slot[slot])
+		slot++;
+	r->slot = slot;
+	k->slot[slot] = r;
+	k->active[k->n_active++] = r;
+	r->state = RQ_PREFILL;
+	r->n_past = 0;
+	r->n_gen = 0;
+	if (hs_context_seq_pos(k->ctx, slot) != 0)
+		hs_context_seq_clear(k->ctx, slot);
+	if (!(r->gen = malloc(sizeof *r->gen * (size_t)r->max_tokens)) ||
+	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) ||
+	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) : hs_detok_new(s->tok, 0, &r->dt))) {
+		fail_req(k, r, 500, "server_error", "out of memory for a new request");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void fail_batch(struct sched *k, int n)
+{
+	char msg[512];
+	snprintf(msg, sizeof msg, "decoding failed: %s", hs_last_error());
+	for (int i = 0; i < n; i++)
+		fail_req(k, k->who[i], 500, "server_error", msg);
+}
+
+static void step(struct sched *k)
+{
+	struct srv *s = k->s;
+	int n = 0;
+
+	/* every running sequence's next token, in one call */
+	for (int i = 0; i < k->n_active; i++) {
+		struct srv_req *r = k->active[i];
+		if (r->state != RQ_DECODE)
+			continue;
+		k->batch[n] = (struct hs_token){ r->last, r->n_prompt + r->n_gen - 1, r->slot, 1 };
+		k->who[n++] = r;
+	}
+	if (n) {
+		if (hs_decode(k->ctx, n, k->batch))
+			fail_batch(k, n);
+		else
+			for (int j = 0; j < n; j++)
+				accept(k, k->who[j], hs_sampler_sample(k->who[j]->smp, hs_context_logits(k->ctx, j)));
+	}
+	/* then up to a ubatch of prompt tokens, oldest request first */
+	int m = 0, nw = 0, budget = s->o.ubatch;
+	double now = hs_srv_now();
+	for (int i = 0; i < k->n_active && budget > 0; i++) {
+		struct srv_req *r = k->active[i];
+		if (r->state != RQ_PREFILL)
+			continue;
+		int take = r->n_prompt - r->n_past < budget ? r->n_prompt - r->n_past : budget;
+		if (r->n_past == 0)
+			r->t_prompt0 = now;
+		for (int t = r->n_past; t < r->n_past + take; t++)
+			k->batch[m++] = (struct hs_token){ r->prompt[t], t, r->slot, t == r->n_prompt - 1 };
+		k->who[nw] = r;
+		k->take[nw++] = take;
+		budget -= take;
+	}
+	if (!m)
+		return;
+	if (hs_decode(k->ctx, m, k->batch)) {
+		fail_batch(k, nw);
+		return;
+	}
+	now = hs_srv_now();
+	for (int i = 0, li = 0; i < nw; i++) {
+		struct srv_req *r = k->who[i];
+		r->n_past += k->take[i];
+		if (r->n_past < r->n_prompt)
+			continue;
+		r->t_prompt1 = now;
+		r->state = RQ_DECODE;
+		accept(k, r, hs_sampler_sample(r->smp, hs_context_logits(k->ctx, li++)));
+	}
+}
+
+/* The MoE hit share over every layer so far. */
+static void moe_share(struct sched *k, double *share, long *pairs)
+{
+	const struct hs_model_info *in = hs_runtime_model_info(k->rt);
+	long p = 0, h = 0;
+	for (int l = 0; l < in->n_layers; l++) {
+		struct hs_layer_report rep;
+		if (hs_runtime_layer_report(k->rt, l, &rep))
+			continue;
+		p += rep.pairs;
+		h += rep.hits;
+	}
+	*share = p ? (double)h / p : 0;
+	*pairs = p;
+}
+
+/* Hands what the step wrote to the HTTP side, drops finished requests and
+ * refreshes the metrics snapshot. */
+static void publish(struct sched *k)
+{
+	struct srv *s = k->s;
+	struct hs_context_stats st;
+	double share = 0;
+	long pairs = 0;
+	int refresh = hs_srv_now() - k->last_report > 0.25;
+
+	hs_context_stats(k->ctx, &st);
+	if (refresh) {
+		moe_share(k, &share, &pairs);
+		k->last_report = hs_srv_now();
+	}
+	pthread_mutex_lock(&s->mu);
+	int w = 0;
+	for (int i = 0; i < k->n_active; i++) {
+		struct srv_req *r = k->active[i];
+		if (r->pend.len || r->pend.err) {
+			hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
+			if (r->pend.err)
+				r->out.err = 1;
+			r->pend.len = 0;
+			pthread_cond_broadcast(&r->cv);
+		}
+		if (!r->fin) {
+			k->active[w++] = r;
+			continue;
+		}
+		r->finished = 1;
+		r->status = r->fin_status;
+		s->m.prompt_tokens += r->n_past;
+		s->m.completion_tokens += r->n_gen;
+		if (r->fin_status != 200)
+			s->m.failed++;
+		else if (strcmp(r->reason, "length") == 0)
+			s->m.finished_length++;
+		else if (strcmp(r->reason, "tool_calls") == 0)
+			s->m.finished_tool++;
+		else
+			s->m.finished_stop++;
+		if (r->t_prompt0 > 0) {
+			double held = r->t_end - r->t_prompt0;
+			s->m.service_s_avg = s->m.service_s_avg > 0 ? 0.9 * s->m.service_s_avg + 0.1 * held : held;
+		}
+		s->m.busy--;
+		pthread_cond_broadcast(&r->cv);
+		req_release_private(r);
+		hs_srv_req_unref_locked(r);
+	}
+	k->n_active = w;
+	s->m.kv_cells_used = st.kv_cells_used;
+	s->m.ctx_prompt_tokens = st.prompt_tokens;
+	s->m.ctx_decode_tokens = st.decode_tokens;
+	s->m.ctx_prompt_s = st.prompt_s;
+	s->m.ctx_decode_s = st.decode_s;
+	if (refresh) {
+		s->m.moe_hit_share = share;
+		s->m.moe_pairs = pairs;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Under srv.mu: cancelled running requests leave at once (their KV cells
+ * are freed); past the stop deadline, the others end with an error. */
+static void reap_active_locked(struct sched *k)
+{
+	struct srv *s = k->s;
+	int cut = s->stopping == 2 || (s->stopping && hs_srv_now() >= s->stop_deadline);
+	int w = 0;
+
+	for (int i = 0; i < k->n_active; i++) {
+		struct srv_req *r = k->active[i];
+		if (r->cancel && !r->fin) {
+			if (r->slot >= 0) {
+				hs_context_seq_clear(k->ctx, r->slot);
+				k->slot[r->slot] = NULL;
+			}
+			s->m.cancelled++;
+			s->m.prompt_tokens += r->n_past;
+			s->m.completion_tokens += r->n_gen;
+			s->m.busy--;
+			req_release_private(r);
+			hs_srv_req_unref_locked(r);
+			continue;
+		}
+		if (cut && !r->fin)
+			fail_req(k, r, 503, "unavailable_error", "the server is shutting down");
+		k->active[w++] = r;
+	}
+	if (w < k->n_active) { /* /metrics shows the freed cells at once */
+		struct hs_context_stats st;
+		hs_context_stats(k->ctx, &st);
+		s->m.kv_cells_used = st.kv_cells_used;
+	}
+	k->n_active = w;
+}
+
+static void run(struct sched *k)
+{
+	struct srv *s = k->s;
+
+	for (;;) {
+		struct srv_req *fresh[HS_MAX_SEQ];
+		int n_fresh = 0;
+
+		int stopping;
+
+		pthread_mutex_lock(&s->mu);
+		for (;;) {
+			reap_queue_locked(k);
+			reap_active_locked(k);
+			while (s->m.busy < s->o.parallel && s->q_head) {
+				fresh[n_fresh++] = queue_pop_locked(s);
+				s->m.busy++;
+			}
+			if (k->n_active + n_fresh > 0 || s->stopping)
+				break;
+			pthread_cond_wait(&s->sched_cv, &s->mu);
+		}
+		stopping = s->stopping;
+		pthread_mutex_unlock(&s->mu);
+		if (stopping && k->n_active + n_fresh == 0)
+			break;
+		for (int i = 0; i < n_fresh; i++)
+			admit(k, fresh[i]);
+		step(k);
+		publish(k);
+	}
+}
+
+void *hs_srv_sched_main(void *arg)
+{
+	struct sched k = { .s = arg };
+	struct srv *s = k.s;
+
+	if (load(&k) == 0) {
+		run(&k);
+		set_state(s, SRV_STOPPED, "stopped");
+	}
+	hs_context_free(k.ctx);
+	hs_runtime_close(k.rt);
+	free(k.batch);
+	free(k.who);
+	free(k.take);
+	return NULL;
+}

@@ -1,0 +1,167 @@
+/* `hotset serve`: an OpenAI-compatible HTTP server over one runtime and
+ * one context.  A client of hotset.h only (it is not part of libhotset).
+ *
+ * Threads: libmicrohttpd runs one thread per connection; those threads
+ * parse and check requests (the tokenizer may be used from any thread),
+ * put them in the queue and stream what the scheduler writes.  One
+ * scheduler thread owns the runtime and the context (neither is
+ * thread-safe): it loads the model, admits queued requests into free
+ * sequences, decodes every running sequence in one hs_decode per step and
+ * prefills new prompts in chunks between steps.  They meet under one
+ * mutex (struct srv.mu); each request has its own condition variable. */
+#ifndef HS_SERVER_H
+#define HS_SERVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "hotset.h"
+
+/* A growing byte buffer; a failed allocation sets err and later appends
+ * do nothing (checked once at the end). */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+void hs_srv_sbuf_add(struct sbuf *b, const char *s, size_t n);
+void hs_srv_sbuf_addf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hs_srv_sbuf_free(struct sbuf *b);
+
+struct srv_opts {
+	const char *model, *host, *plan, *api_key, *device, *mode, *alias, *chat_format;
+	int port, parallel, ctx, ubatch, threads, max_queue, quiet;
+	enum hs_kv_type kv;
+	size_t max_body;
+	double vram_wait_s, grace_s;
+};
+
+enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
+
+/* One completion request.  The HTTP thread fills the first part and puts
+ * it in the queue; the scheduler owns the middle part; `out`, `finished`,
+ * `cancel` and `refs` are shared under srv.mu. */
+struct srv_req {
+	/* ---- set before it is queued, read-only after */
+	int chat, stream, include_usage, return_tokens, ignore_eos;
+	int32_t *prompt;
+	int n_prompt, max_tokens;
+	struct hs_sampler_params sp;
+	char *stop[16];
+	int n_stop;
+	char id[48];
+	long long created;
+	double t_queued;
+	/* ---- the scheduler's */
+	enum req_state state;
+	int slot, n_past, n_gen;
+	int32_t last, *gen;
+	hs_sampler *smp;
+	hs_reply_parser *rp;
+	hs_detok *dt;
+	struct sbuf content, reasoning, tool, held; /* held: content kept back while a stop string may start */
+	struct sbuf pend;     /* written this step, handed to `out` under srv.mu after it */
+	int role_sent, stopped_by_string;
+	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */
+	const char *reason;   /* finish_reason */
+	double t_prompt0, t_prompt1, t_end;
+	struct srv_req *next; /* queue link */
+	/* ---- shared under srv.mu */
+	struct sbuf out;      /* stream: SSE bytes not yet sent; else the whole body once finished */
+	size_t out_sent;
+	int finished, status; /* status: the HTTP status of a non-streamed answer */
+	int cancel;           /* the client went away: the scheduler drops it */
+	int refs;
+	pthread_cond_t cv;
+};
+
+enum srv_state { SRV_LOADING, SRV_WAITING_VRAM, SRV_READY, SRV_FAILED, SRV_STOPPED };
+
+/* Counters for /metrics (under srv.mu). */
+#define SRV_N_ROUTES 8
+#define SRV_N_CODES 12
+struct srv_metrics {
+	long http[SRV_N_ROUTES][SRV_N_CODES];
+	long prompt_tokens, completion_tokens;
+	long finished_stop, finished_length, finished_tool, cancelled, failed;
+	/* a snapshot the scheduler refreshes after each step */
+	long kv_cells_used, kv_cells_total;
+	uint64_t kv_bytes;
+	long ctx_prompt_tokens, ctx_decode_tokens;
+	double ctx_prompt_s, ctx_decode_s;
+	double moe_hit_share;
+	long moe_pairs;
+	int busy;
+	double service_s_avg; /* mean time a request holds a slot (Retry-After) */
+};
+
+struct srv {
+	struct srv_opts o;
+	hs_tokenizer *tok;
+	enum hs_chat_format fmt;
+	int32_t eos, eot;
+	int n_vocab, n_ctx;
+	char model_name[256];
+	char *model_meta;       /* /v1/models "meta" object as JSON text, once loaded */
+	pthread_mutex_t mu;
+	pthread_cond_t sched_cv; /* wakes the scheduler: new request, cancel, stop */
+	pthread_cond_t state_cv; /* the main thread waits here for load / end */
+	enum srv_state state;
+	char state_msg[256];     /* loading / VRAM wait progress, or the load error */
+	struct srv_req *q_head, *q_tail;
+	int q_len;
+	int stopping;            /* 1: drain (finish running requests), 2: cancel them now */
+	double stop_deadline;
+	int closing;             /* the HTTP side stops waiting */
+	int http_active;         /* requests the HTTP side holds */
+	struct srv_metrics m;
+	long long started;
+	char fingerprint[64];
+};
+
+/* serve.c */
+int hs_cmd_serve(int argc, char **argv);
+double hs_srv_now(void);
+void hs_srv_random_id(struct srv *s, const char *prefix, char *buf, size_t n);
+
+/* sched.c: the scheduler thread (loads the model first) */
+void *hs_srv_sched_main(void *arg);
+/* Puts r in the queue; 0, or -EAGAIN when the queue is full, -ESHUTDOWN
+ * while stopping, -EBUSY while loading.  Takes a reference for the
+ * scheduler on success.  Called without srv.mu held. */
+int hs_srv_enqueue(struct srv *s, struct srv_req *r);
+/* Drops one reference (under srv.mu); frees r at zero. */
+void hs_srv_req_unref_locked(struct srv_req *r);
+struct srv_req *hs_srv_req_new(void);
+/* Seconds a client should wait before retrying (queue full). */
+int hs_srv_retry_after(struct srv *s);
+
+/* api.c: requests in, JSON out */
+/* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. */
+char *hs_srv_error_json(int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* Parses and checks a /v1/chat/completions (chat = 1) or /v1/completions
+ * body into a new request; on bad input returns NULL with *status (400)
+ * and *err (an error body, malloc'd). */
+struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err);
+/* The JSON texts the scheduler writes: stream chunks and whole answers. */
+void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len);
+void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason);
+void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg);
+char *hs_srv_models_json(struct srv *s);
+char *hs_srv_metrics_text(struct srv *s);
+
+/* http.c */
+struct MHD_Daemon;
+struct MHD_Daemon *hs_srv_http_start(struct srv *s, int *port);
+void hs_srv_http_quiesce(struct MHD_Daemon *d);
+void hs_srv_http_stop(struct MHD_Daemon *d);
+
+/* the chat page (chat-page.c, made from server/chat.html at build time) */
+extern const char hs_srv_chat_page[];
+extern const size_t hs_srv_chat_page_len;
+
+#endif

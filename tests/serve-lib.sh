@@ -1,0 +1,95 @@
+# Helpers for the `hotset serve` tests (sourced after tests/lib.sh): a tiny
+# generated model, a server on a free port of 127.0.0.1, curl with a time
+# limit, and a stop that must end in exit 0.
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+SRV_PID=
+trap '[ -n "$SRV_PID" ] && kill -9 "$SRV_PID" 2>/dev/null; rm -rf "$TMP"' EXIT
+# sanitizer builds run several times slower: tests scale their work down
+SLOW=1
+[ "${HS_SANITIZER_BUILD:-}" = yes ] && SLOW=4
+
+# gen_model FILE [ARCH]: the small whole model the server tests use
+gen_model() {
+	"$HOTSET" gen -q --arch "${2:-gpt-oss}" --layers 2 --experts 8 --used 2 --embd 128 --ff 128 --heads 4 \
+		--kv-heads 2 --head-dim 32 --window 16 --vocab 300 -o "$1" || { echo "gen failed"; exit 1; }
+}
+
+# start_server NAME ARGS...: `hotset serve --port 0 ARGS` in the background
+# (stdout in $TMP/NAME.out, stderr in $TMP/NAME.err); sets SRV_PID and URL
+# once the port is printed.  Returns 1 if the server exits first.
+start_server() {
+	name=$1
+	shift
+	: >"$TMP/$name.out"
+	"$HOTSET" serve --port 0 "$@" >>"$TMP/$name.out" 2>"$TMP/$name.err" &
+	SRV_PID=$!
+	port=
+	for _ in $(seq 1 $((300 * SLOW))); do
+		port=$(sed -n 's/^hotset serve: listening on http:\/\/[^ ]*:\([0-9][0-9]*\) .*/\1/p' "$TMP/$name.out")
+		[ -n "$port" ] && break
+		kill -0 "$SRV_PID" 2>/dev/null || { SRV_PID=; return 1; }
+		sleep 0.1
+	done
+	[ -n "$port" ] || { fail "$name: no port printed: $(cat "$TMP/$name.err")"; return 1; }
+	URL=http://127.0.0.1:$port
+}
+
+# wait_ready: /health answers 200 (at most 60 s)
+wait_ready() {
+	for _ in $(seq 1 $((600 * SLOW))); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/health")" = 200 ] && return 0
+		kill -0 "$SRV_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# stop_server DESC: SIGTERM, and the server must exit 0 within 30 s
+stop_server() {
+	kill -TERM "$SRV_PID" 2>/dev/null
+	for _ in $(seq 1 $((300 * SLOW))); do
+		kill -0 "$SRV_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$SRV_PID" 2>/dev/null; then
+		fail "$1: still running 30 s after SIGTERM"
+		kill -9 "$SRV_PID"
+	fi
+	wait "$SRV_PID"
+	rc=$?
+	[ $rc -eq 0 ] || fail "$1: exit status $rc after SIGTERM"
+	SRV_PID=
+}
+
+# req METHOD PATH [BODY [CURL-ARGS...]]: body in $TMP/out, headers in
+# $TMP/hdr, status in $code
+req() {
+	m=$1 p=$2
+	shift 2
+	if [ $# -gt 0 ]; then
+		b=$1
+		shift
+		code=$(curl -s -X "$m" --max-time $((60 * SLOW)) -D "$TMP/hdr" -o "$TMP/out" -w '%{http_code}' \
+			-H 'Content-Type: application/json' --data-binary "$b" "$@" "$URL$p")
+	else
+		code=$(curl -s -X "$m" --max-time $((60 * SLOW)) -D "$TMP/hdr" -o "$TMP/out" -w '%{http_code}' "$URL$p")
+	fi
+}
+
+# expect_status DESC CODE: the last req answered CODE
+expect_status() {
+	[ "$code" = "$2" ] || { fail "$1: status $code, expected $2: $(head -c 400 "$TMP/out")"; return 1; }
+}
+
+# expect_error DESC CODE TYPE: an OpenAI error object with that status and type
+expect_error() {
+	expect_status "$1" "$2" || return 1
+	expect_grep "$1 error object" "^\{\"error\":\{\"message\":\".+\",\"type\":\"$3\",\"param\":"
+	grep -qi '^content-type: application/json' "$TMP/hdr" || fail "$1: not JSON: $(cat "$TMP/hdr")"
+}
+
+# metric NAME: its value in /metrics (labels included in NAME)
+metric() {
+	curl -s --max-time 10 "$URL/metrics" $SRV_AUTH | awk -v n="$1" '$1 == n {print $2}'
+}
+SRV_AUTH=
