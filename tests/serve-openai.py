@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The official OpenAI Python client against `hotset serve` (run by
+tests/serve-openai.sh): models.list, chat and completions whole and
+streamed (with usage), greedy streamed text equal to the whole answer, and
+the errors the client raises for 400 and 401.
+
+usage: serve-openai.py BASE_URL API_KEY"""
+import sys
+
+import openai
+
+base, key = sys.argv[1], sys.argv[2]
+problems = []
+
+
+def check(cond, msg):
+    if not cond:
+        problems.append(msg)
+
+
+cl = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0, timeout=60)
+models = cl.models.list()
+check(len(models.data) == 1 and models.data[0].id == "m.gguf", f"models: {models}")
+
+msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+r = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=12, temperature=0)
+check(r.object == "chat.completion" and r.choices[0].message.role == "assistant", f"chat: {r}")
+check(r.choices[0].finish_reason in ("stop", "length"), f"chat finish: {r.choices[0].finish_reason}")
+check(r.usage.completion_tokens >= 1 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens,
+      f"chat usage: {r.usage}")
+whole = r.choices[0].message.content or ""
+
+parts, roles, finish, usage = [], [], [], None
+for ch in cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=12, temperature=0, stream=True,
+                                     stream_options={"include_usage": True}):
+    check(ch.object == "chat.completion.chunk", f"chunk object {ch.object}")
+    if ch.usage:
+        usage = ch.usage
+    for c in ch.choices:
+        if c.delta.role:
+            roles.append(c.delta.role)
+        if c.delta.content:
+            parts.append(c.delta.content)
+        if c.finish_reason:
+            finish.append(c.finish_reason)
+check(roles == ["assistant"], f"stream roles {roles}")
+check(len(finish) == 1, f"stream finish reasons {finish}")
+check("".join(parts) == whole, f"streamed chat {''.join(parts)!r} vs whole {whole!r}")
+check(usage is not None and usage.completion_tokens == r.usage.completion_tokens, f"stream usage {usage}")
+
+c = cl.completions.create(model="m.gguf", prompt="Once upon a time", max_tokens=10, temperature=0,
+                          extra_body={"ignore_eos": True})
+check(c.object == "text_completion" and c.usage.completion_tokens == 10, f"completion: {c}")
+text = "".join(ch.choices[0].text for ch in cl.completions.create(
+    model="m.gguf", prompt="Once upon a time", max_tokens=10, temperature=0, stream=True,
+    extra_body={"ignore_eos": True}) if ch.choices)
+check(text == c.choices[0].text, f"streamed completion {text!r} vs {c.choices[0].text!r}")
+# seeded sampling: the same seed, the same text
+a = cl.completions.create(model="m.gguf", prompt="abc", max_tokens=16, temperature=1, seed=42).choices[0].text
+b = cl.completions.create(model="m.gguf", prompt="abc", max_tokens=16, temperature=1, seed=42).choices[0].text
+check(a == b, f"seed 42 twice: {a!r} vs {b!r}")
+
+try:
+    cl.chat.completions.create(model="m.gguf", messages=[], max_tokens=4)
+    check(False, "empty messages accepted")
+except openai.BadRequestError as e:
+    check(e.status_code == 400 and "messages" in str(e), f"empty messages: {e}")
+try:
+    cl.completions.create(model="m.gguf", prompt="x" * 10, max_tokens=100000)
+    check(False, "over-context request accepted")
+except openai.BadRequestError as e:
+    check("exceed the context" in str(e), f"over context: {e}")
+try:
+    openai.OpenAI(base_url=base + "/v1", api_key="wrong", max_retries=0).models.list()
+    check(False, "wrong key accepted")
+except openai.AuthenticationError as e:
+    check(e.status_code == 401, f"wrong key: {e}")
+
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)

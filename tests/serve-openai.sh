@@ -1,0 +1,21 @@
+# Checks `hotset serve` with the official OpenAI Python client (streaming
+# and not, chat and completions, errors), from a virtual environment with
+# `openai` installed from PyPI; skips (77) where it cannot be installed.
+. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/serve-lib.sh"
+command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+PY=python3
+if ! python3 -c 'import openai' 2>/dev/null; then
+	venv="${XDG_CACHE_HOME:-$HOME/.cache}/hotset/venv-openai"
+	if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai' 2>/dev/null; then
+		{ python3 -m venv "$venv" && "$venv/bin/pip" install -q openai; } >"$TMP/pip.log" 2>&1 ||
+			{ echo "SKIP: cannot make a venv with openai: $(tail -2 "$TMP/pip.log")"; exit 77; }
+	fi
+	PY="$venv/bin/python"
+fi
+gen_model "$TMP/m.gguf"
+start_server oa --model "$TMP/m.gguf" --device cpu --parallel 2 --api-key k3y -q || fail "no server"
+wait_ready || fail "not ready: $(cat "$TMP/oa.err")"
+"$PY" "$top_srcdir/tests/serve-openai.py" "$URL" k3y || fail "the OpenAI client found problems (above)"
+stop_server "openai server"
+finish
