@@ -323,6 +323,12 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 	if (!r)
 		return reply_json(k, c, status, err, 0);
 	k->req = r;
+	if (r->stream && r->chat) { /* the role goes out at once: headers and a first event before the prompt is read */
+		hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
+		hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
+		r->out.err |= r->pend.err;
+		r->pend.len = 0;
+	}
 	switch (hs_srv_enqueue(s, r)) {
 	case 0: break;
 	case -EAGAIN: {

@@ -51,7 +51,7 @@ static void help(void)
 	       "                   before they are cancelled (default 10)\n"
 	       "  --vram-wait S    with a GPU, wait up to S seconds for the plan's memory to be free\n"
 	       "                   before loading (default 600; 0: do not wait)\n"
-	       "  -q, --quiet      no progress and no request log on stderr\n"
+	       "  -q, --quiet      no progress and no messages on stderr\n"
 	       "  -h, --help       this text\n");
 }
 

@@ -205,7 +205,7 @@ stop_server "server 1"
 grep -q '^hotset serve: stopped$' "$TMP/s1.err" || fail "no stop line: $(cat "$TMP/s1.err")"
 
 # ---- the API key; a full queue answers 503 with Retry-After
-start_server s2 --model "$M" --device cpu --parallel 1 --max-queue 0 --api-key sekrit --ctx 1024 || fail "server 2"
+start_server s2 --model "$M" --device cpu --parallel 1 --max-queue 0 --api-key sekrit --ctx 1024 --grace $((30 * SLOW)) || fail "server 2"
 SRV_AUTH="--oauth2-bearer sekrit"
 wait_ready || fail "server 2 not ready"
 req GET /health && expect_status "health needs no key" 200
@@ -232,7 +232,7 @@ if [ "$(metric hotset_requests_running)" = 1 ]; then
 else
 	echo "note: the long request ended before the queue test; 503 not checked"
 fi
-# SIGTERM while the stream runs: it finishes (within --grace 10) and the server exits 0
+# SIGTERM while the stream runs: it finishes (within --grace) and the server exits 0
 stop_server "server 2 with a stream running"
 wait $long_pid
 grep -q '"finish_reason":"length"' "$TMP/long" && tail -c 20 "$TMP/long" | grep -q 'data: \[DONE\]' ||

@@ -9,8 +9,10 @@ SLOW=1
 [ "${HS_SANITIZER_BUILD:-}" = yes ] && SLOW=4
 
 # gen_model FILE [ARCH]: the small whole model the server tests use
+# ($HOTSET_GEN, when set, makes it: a ThreadSanitizer run of the server
+# takes an uninstrumented build there, as gen's OpenMP is not instrumented)
 gen_model() {
-	"$HOTSET" gen -q --arch "${2:-gpt-oss}" --layers 2 --experts 8 --used 2 --embd 128 --ff 128 --heads 4 \
+	"${HOTSET_GEN:-$HOTSET}" gen -q --arch "${2:-gpt-oss}" --layers 2 --experts 8 --used 2 --embd 128 --ff 128 --heads 4 \
 		--kv-heads 2 --head-dim 32 --window 16 --vocab 300 -o "$1" || { echo "gen failed"; exit 1; }
 }
 
@@ -44,15 +46,15 @@ wait_ready() {
 	return 1
 }
 
-# stop_server DESC: SIGTERM, and the server must exit 0 within 30 s
+# stop_server DESC: SIGTERM, and the server must exit 0 within 60 s
 stop_server() {
 	kill -TERM "$SRV_PID" 2>/dev/null
-	for _ in $(seq 1 $((300 * SLOW))); do
+	for _ in $(seq 1 $((600 * SLOW))); do
 		kill -0 "$SRV_PID" 2>/dev/null || break
 		sleep 0.1
 	done
 	if kill -0 "$SRV_PID" 2>/dev/null; then
-		fail "$1: still running 30 s after SIGTERM"
+		fail "$1: still running $((60 * SLOW)) s after SIGTERM"
 		kill -9 "$SRV_PID"
 	fi
 	wait "$SRV_PID"
