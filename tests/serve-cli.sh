@@ -140,6 +140,14 @@ req POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"i
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_tokens":2}' &&
 	expect_status "text parts" 200
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":7}]}' && expect_error "content type" 400 invalid_request_error
+# hostile bodies: bytes that are not UTF-8, U+0000, deep nesting, huge numbers
+req POST /v1/completions "$(printf '{"prompt":"\377\376"}')" && expect_error "not UTF-8" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"a\u0000b"}' && expect_error "U+0000" 400 invalid_request_error
+deep=$(awk 'BEGIN { for (i = 0; i < 1000; i++) printf "["; for (i = 0; i < 1000; i++) printf "]" }')
+req POST /v1/completions "{\"prompt\":$deep}" && expect_error "deep nesting" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"Hi","max_tokens":1e400}' && expect_error "huge number" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"Hi","max_tokens":99999999999999999999}' && expect_error "huge integer" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"Hi","seed":-1,"top_k":-1,"temperature":0}' && expect_status "seed -1, top_k -1" 200
 # over the context: refused before any work, with the numbers
 long=$(awk 'BEGIN { for (i = 0; i < 600; i++) printf "%s%d", i ? "," : "", 65 + i % 26 }')
 req POST /v1/completions "{\"prompt\":[$long]}" && expect_error "prompt over ctx" 400 invalid_request_error && {
