@@ -20,6 +20,7 @@ flock 9
 results_open serve "hotset serve: aggregate generated tokens/s at 1, 2, 4, 8 parallel streams" \
 	"bench/run-serve.sh $* (model $model; $rounds rounds of N streams, prompt $plen tokens, $gen generated each)"
 echo "note: measured on a shared machine; other work may have run beside it. Compare ratios within this file." >>"$out.txt"
+echo "load average at the start: $(cat /proc/loadavg)" >>"$out.txt"
 for dev in cpu sim; do
 	for n in 1 2 4 8; do
 		log=$(mktemp)
