@@ -20,6 +20,7 @@ threads=${LLAMA_THREADS:-2}
 model=$("$build/hotset" bench --e2e --devices cpu --reps 1 --pp 8 --tg 2 -q "$@" | sed -n 's/^model: \([^ ]*\) .*/\1/p')
 {
 	echo "model file: $model"
+	env | grep '^HOTSET_' | sed 's/^/environment: /' || true
 	[ -n "${LLAMA_BENCH:-}" ] && echo "llama-bench: $LLAMA_BENCH (threads $threads, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default})"
 	echo
 } >>"$out.txt"
