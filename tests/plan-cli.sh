@@ -76,6 +76,14 @@ expect_grep "wait message" '--wait needs a GPU of this machine' "$TMP/err"
 
 # bad input: one line each, nothing written
 expect_fail "kv" "$HOTSET" plan --kv q4
+expect_fail "unknown profile" "$HOTSET" plan --profile no-such-card
+expect_grep "unknown profile named" "no-such-card: no such file, and no shipped profile" "$TMP/err"
+# uninstalled, with no HOTSET_PROFILES, the list says where it looked
+# (where an install put profiles in the configured folder, it lists them)
+if ! env HOTSET_PROFILES= "$HOTSET" plan --profile list >/dev/null 2>&1; then
+	expect_fail "no profile folder" env HOTSET_PROFILES= "$HOTSET" plan --profile list
+	expect_grep "no profile folder named" "no shipped profiles in .*HOTSET_PROFILES" "$TMP/err"
+fi
 expect_fail "vram" "$HOTSET" plan --vram lots
 expect_fail "ctx" "$HOTSET" plan --ctx 0
 expect_fail "preset" "$HOTSET" plan --preset gpt-oss-999b

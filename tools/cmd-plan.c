@@ -66,12 +66,15 @@ static int list_profiles(void)
 	char path[1024];
 	struct hs_profile p;
 
+	int listed = 0;
+
 	set_dirs();
 	for (int i = 0; i < 2; i++) {
 		DIR *d = profile_dirs[i] && *profile_dirs[i] ? opendir(profile_dirs[i]) : NULL;
 		struct dirent *e;
 		if (!d)
 			continue;
+		listed++;
 		printf("%s:\n", profile_dirs[i]);
 		while ((e = readdir(d))) {
 			size_t n = strlen(e->d_name);
@@ -82,6 +85,13 @@ static int list_profiles(void)
 				printf("  %-20.*s %s: %s\n", (int)(n - 5), e->d_name, p.source, p.machine);
 		}
 		closedir(d);
+	}
+	if (!listed) {
+		/* An uninstalled build has no profile folder yet: say where to look. */
+		fprintf(stderr, "hotset plan: no shipped profiles in %s (not installed?); set HOTSET_PROFILES to a folder "
+				"of profiles, e.g. the source tree's profiles/\n",
+			HS_PROFILES_DIR);
+		return 1;
 	}
 	return 0;
 }
@@ -105,7 +115,11 @@ static int load_profile(const char *arg, struct hs_profile *p, char *used, size_
 				return hs_profile_load(path, p);
 			}
 		}
-		return hs_profile_load(arg, p); /* says the file is missing */
+		/* Neither a file nor a shipped name: say both were tried. */
+		hs_cli_fail("plan", "--profile %s: no such file, and no shipped profile of that name "
+				    "(`hotset plan --profile list` shows them)",
+			    arg);
+		return 2;
 	}
 	return 1; /* no --profile: the caller decides */
 }
@@ -360,8 +374,9 @@ int hs_cmd_plan(int argc, char **argv)
 
 	/* the machine */
 	int lp = load_profile(profile_arg, pf, profile_name, sizeof profile_name);
-	if (lp < 0) {
-		hs_cli_fail("plan", "%s", hs_last_error());
+	if (lp < 0 || lp == 2) {
+		if (lp < 0)
+			hs_cli_fail("plan", "%s", hs_last_error());
 		goto out_free;
 	}
 	if (lp == 0 && hs_cli.topology && (rc = on_topology(pf, profile_name, sizeof profile_name)) != 0) {
