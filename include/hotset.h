@@ -615,6 +615,16 @@ struct hs_plan {
 		uint64_t expert_bytes;          /* one expert, and the routing shape, for projections */
 		int n_experts, n_used;          /* (0 in plans written before they were recorded) */
 		char bound[48];                 /* what limits decode */
+		/* The whole model: the MoE part above plus the dense part (attention
+		 * and output matrices, read once a step where the plan puts them: the
+		 * GPU, else the CPU) and attention over the KV cache.  0 when the
+		 * model has no dense part (a file of MoE layers only). */
+		double model_decode_tok_s;      /* one sequence at an empty context */
+		double model_decode_ctx_tok_s;  /* the same with ctx tokens already in the cache */
+		double model_prefill_tok_s;     /* a ubatch prompt from an empty context */
+		uint64_t dense_bytes_per_token; /* dense weights a step reads */
+		uint64_t kv_bytes_at_ctx;       /* K and V a token reads at ctx */
+		double dense_gbps;              /* the read rate used for both */
 	} predicted;
 	struct hs_plan_memory {
 		uint64_t vram_bytes, vram_budget, ram_bytes, ram_budget;

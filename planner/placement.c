@@ -14,6 +14,7 @@
 #include "planner/placement.h"
 #include "planner/planner.h"
 #include "base/error.h"
+#include "cpu_kernels/formats.h"
 
 #define T_LAUNCH_S 5e-6 /* one GPU expert launch */
 
@@ -207,6 +208,50 @@ int hs__plan_build(const struct ctx *c, const struct hs_plan_opts *o, int n, str
 	return 0;
 }
 
+/* Positions layer i attends to when it holds `pos` tokens. */
+static double visible(const struct hs_model_desc *m, int i, double pos)
+{
+	int full = m->swa_window <= 0 || m->swa_every <= 0 || i % m->swa_every == m->swa_every - 1;
+	return full ? pos : fmin(pos, m->swa_window);
+}
+
+/* The whole model's figures: the MoE part's times (t_dec for one token,
+ * t_pre for a ubatch) plus the dense part where the forward pass runs it
+ * (the GPU when the plan has one, else the CPU).  Decode reads every dense
+ * matrix once and, at a context, the K and V of the positions each layer
+ * sees; prefill is the larger of that read and the FLOPs of the ubatch's
+ * projections and attention scores (the logits of its last token only, as
+ * a prompt needs). */
+static void whole_model(const struct ctx *c, struct hs_plan *p, double t_dec, double t_pre)
+{
+	const struct hs_model_desc *m = c->m;
+	struct hs_plan_predicted *q = &p->predicted;
+
+	if (!m->dense_device_bytes || m->n_head <= 0 || m->head_dim <= 0 || t_dec <= 0 || t_pre <= 0)
+		return;
+	const double B = c->g ? c->Bg : c->Bc[c->cpu_node], F = c->g ? c->Fg : c->Fc[c->cpu_node];
+	if (B <= 0 || F <= 0)
+		return;
+	const double D = m->n_embd, Q = (double)m->n_head * m->head_dim, KV = (double)m->n_head_kv * m->head_dim;
+	const double U = p->ubatch, dense = (double)m->dense_device_bytes;
+	const int kvt = p->kv_type == HS_KV_Q8_0 ? HS_TYPE_Q8_0 : HS_TYPE_F16;
+	const double cell = m->n_head_kv > 0 ? 2.0 * m->n_head_kv * (double)hs__type_row_bytes(kvt, (uint64_t)m->head_dim) : 0;
+	double kv_ctx = 0, score_flops = 0;
+	for (int i = 0; i < m->n_layers; i++) {
+		kv_ctx += cell * visible(m, i, p->ctx);
+		/* sum over the ubatch's positions t = 1..U of what each sees */
+		const double w = visible(m, i, U), seen = w >= U ? U * (U + 1) / 2 : w * (w + 1) / 2 + (U - w) * w;
+		score_flops += 4.0 * Q * seen;
+	}
+	const double proj_flops = 2.0 * U * m->n_layers * (D * (Q + 2 * KV) + Q * D) + 2.0 * D * m->n_vocab;
+	q->dense_bytes_per_token = m->dense_device_bytes;
+	q->kv_bytes_at_ctx = (uint64_t)llround(kv_ctx);
+	q->dense_gbps = B / 1e9;
+	q->model_decode_tok_s = 1.0 / (t_dec + dense / B);
+	q->model_decode_ctx_tok_s = 1.0 / (t_dec + (dense + kv_ctx) / B);
+	q->model_prefill_tok_s = U / (t_pre + fmax(dense / B, (proj_flops + score_flops) / F));
+}
+
 void hs__plan_fill(const struct ctx *c, const struct hs_plan_opts *o, const struct cand *k)
 {
 	struct hs_plan *p = c->out;
@@ -281,6 +326,7 @@ void hs__plan_fill(const struct ctx *c, const struct hs_plan_opts *o, const stru
 	p->predicted.cpu_kernel_gbps = c->Bc[c->cpu_node] / 1e9;
 	p->predicted.pcie_gbps = c->g ? c->Bp[c->cpu_node] / 1e9 : 0;
 	p->predicted.gpu_mem_gbps = c->g ? c->Bg / 1e9 : 0;
+	whole_model(c, p, k->t_best, t_pre);
 	double t_gpu_side = 0, t_host_side = 0;
 	for (int l = 0; l < c->L; l++)
 		*(k->host[l] ? &t_host_side : &t_gpu_side) += p->layers[l].decode_ms;

@@ -61,6 +61,13 @@ char *hs_plan_to_json(const struct hs_plan *p)
 	json_object_set_new(json_object_get(root, "predicted"), "expert",
 			    json_pack("{s:I, s:i, s:i}", "bytes", (json_int_t)q->expert_bytes, "n_experts", q->n_experts,
 				      "n_used", q->n_used));
+	if (q->model_decode_tok_s > 0)
+		json_object_set_new(json_object_get(root, "predicted"), "whole_model",
+				    json_pack("{s:f, s:f, s:f, s:I, s:I, s:f}", "decode_tok_s", q->model_decode_tok_s,
+					      "decode_ctx_tok_s", q->model_decode_ctx_tok_s, "prefill_tok_s",
+					      q->model_prefill_tok_s, "dense_bytes_per_token",
+					      (json_int_t)q->dense_bytes_per_token, "kv_bytes_at_ctx",
+					      (json_int_t)q->kv_bytes_at_ctx, "dense_gbps", q->dense_gbps));
 	for (int j = 0; j < p->memory.n_nodes; j++)
 		json_array_append_new(nodes, json_pack("{s:i, s:I}", "node", p->memory.node_os_index[j], "bytes",
 						       (json_int_t)p->memory.ram_node_bytes[j]));
@@ -208,6 +215,15 @@ static int parse(struct hs_json_in *in, json_t *root, struct hs_plan *p)
 		   (rc = hs__json_num(in, f, "cpu_kernel_gbps", "predicted.figures", 0, 1e6, 0, &q->cpu_kernel_gbps)) ||
 		   (rc = hs__json_num(in, f, "pcie_gbps", "predicted.figures", 0, 1e6, 0, &q->pcie_gbps)) ||
 		   (rc = hs__json_num(in, f, "gpu_mem_gbps", "predicted.figures", 0, 1e6, 0, &q->gpu_mem_gbps)))))
+		return rc;
+	json_t *wm = json_object_get(o, "whole_model"); /* plans of MoE-only files have none */
+	if (wm && ((rc = hs__json_num(in, wm, "decode_tok_s", "predicted.whole_model", 0, 1e12, 1, &q->model_decode_tok_s)) ||
+		   (rc = hs__json_num(in, wm, "decode_ctx_tok_s", "predicted.whole_model", 0, 1e12, 1,
+				      &q->model_decode_ctx_tok_s)) ||
+		   (rc = hs__json_num(in, wm, "prefill_tok_s", "predicted.whole_model", 0, 1e12, 1, &q->model_prefill_tok_s)) ||
+		   (rc = hs__json_u64(in, wm, "dense_bytes_per_token", "predicted.whole_model", 1, &q->dense_bytes_per_token)) ||
+		   (rc = hs__json_u64(in, wm, "kv_bytes_at_ctx", "predicted.whole_model", 1, &q->kv_bytes_at_ctx)) ||
+		   (rc = hs__json_num(in, wm, "dense_gbps", "predicted.whole_model", 0, 1e6, 1, &q->dense_gbps))))
 		return rc;
 	json_t *ex = json_object_get(o, "expert");
 	if (ex && ((rc = hs__json_u64(in, ex, "bytes", "predicted.expert", 1, &q->expert_bytes)) ||

@@ -28,12 +28,14 @@ expect_grep "a6000 bound" 'host-read bound +(38\.9|39\.[0-9]|40\.[0-9]|41\.[0-9]
 expect_grep "a6000 KV ring" "KV: 18 of 36 layers slide over 128 positions and keep a ring of 640 cells"
 expect_grep "a6000 vram" 'VRAM 46\.96 GiB of 47\.49: '
 expect_grep "a6000 vram parts" 'staging 0\.79, workspace 0\.10'
+expect_grep "a6000 whole model" 'decode, empty context +33\.[0-9] tok/s \(MoE 27\.[0-9] ms \+ dense weights 1\.52 GiB at 768 GB/s'
+expect_grep "a6000 whole model at ctx" 'decode at 8192 tokens +33\.[0-9] tok/s \(\+ K and V 0\.29 GiB'
 grep -q '\[vram_over\]' "$TMP/out" && fail "a6000: llama.cpp's split said to be over the VRAM budget"
 expect_ok "a6000 json" "$HOTSET" plan --preset gpt-oss-120b --profile a6000-48g-pcie3 --host-layers 8 --json
 cmp -s "$TMP/out" "$TMP/plan.json" || fail "-o FILE differs from --json output"
 for k in '"layers"' '"placement": "host"' '"placement": "gpu"' '"slots"' '"numa_nodes"' '"decode_tok_s"' \
 	'"decode_host_bound_tok_s"' '"prefill_tok_s"' '"host_bytes_per_token": 424120320' '"vram_bytes"' \
-	'"ram_bytes"' '"warnings"' '"code"' '"message"'; do
+	'"ram_bytes"' '"warnings"' '"code"' '"message"' '"whole_model"' '"decode_ctx_tok_s"'; do
 	expect_grep "json $k" "$k" "$TMP/plan.json"
 done
 [ ! -e "$TMP/plan.json.part" ] || fail "-o left a .part file"

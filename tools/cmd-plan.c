@@ -19,8 +19,9 @@ static void help(void)
 	printf("usage: hotset plan [--model FILE | --preset NAME] [--profile FILE|NAME] [OPTIONS]\n\n"
 	       "Decides where every expert lives (resident on the GPU, in host memory with GPU\n"
 	       "cache slots, or host only), which NUMA node holds host experts, the decode and\n"
-	       "prefill modes, and predicts tokens/s of the MoE part and VRAM/RAM use, with the\n"
-	       "bound that limits it.  Nothing is loaded; the model file is only read for its shape.\n\n"
+	       "prefill modes, and predicts tokens/s (the MoE part, then the whole model) and\n"
+	       "VRAM/RAM use, with the bound that limits it.  Nothing is loaded; the model file\n"
+	       "is only read for its shape.\n\n"
 	       "  --model FILE       a GGUF model file\n"
 	       "  --preset NAME      a known model: gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b,\n"
 	       "                     qwen3-235b-a22b (default gpt-oss-120b)\n"
@@ -172,11 +173,11 @@ static void layer_line(const struct hs_plan *p, int a, int b)
 		snprintf(range, sizeof range, "%d-%d", l->layer, p->layers[b].layer);
 	if (l->n_numa_nodes)
 		snprintf(nodes, sizeof nodes, "node %d", l->numa_nodes[0]);
-	printf("  layers %-8s %-11s", range, hs_placement_name(l->placement));
 	if (l->placement == HS_PLACEMENT_GPU)
-		printf("\n");
+		printf("  layers %-8s %s\n", range, hs_placement_name(l->placement));
 	else
-		printf(" %-7s %4d slots/layer, hit %3.0f%%\n", nodes, l->slots, 100 * l->hit_rate);
+		printf("  layers %-8s %-11s %-7s %4d slots/layer, hit %3.0f%%\n", range, hs_placement_name(l->placement), nodes,
+		       l->slots, 100 * l->hit_rate);
 }
 
 static void print_text(const struct hs_plan *p, const struct hs_model_desc *m, const char *profile_name)
@@ -232,6 +233,19 @@ static void print_text(const struct hs_plan *p, const struct hs_model_desc *m, c
 	if (p->gpu >= 0)
 		printf(", PCIe %.1f, GPU memory %.0f", q->pcie_gbps, q->gpu_mem_gbps);
 	printf(" GB/s\n");
+	if (q->model_decode_tok_s > 0) {
+		const double dense_ms = q->dense_bytes_per_token / (q->dense_gbps * 1e6);
+		printf("\nprediction, whole model (the MoE part above, plus the dense part on the %s):\n",
+		       p->gpu >= 0 ? "GPU" : "CPU");
+		printf("  decode, empty context        %.1f tok/s (MoE %.1f ms + dense weights %.2f GiB at %.0f GB/s %.1f ms)\n",
+		       q->model_decode_tok_s, 1e3 / q->decode_tok_s, q->dense_bytes_per_token / GiB, q->dense_gbps, dense_ms);
+		char at[32];
+		snprintf(at, sizeof at, "decode at %d tokens", p->ctx);
+		printf("  %-28s %.1f tok/s (+ K and V %.2f GiB, %.1f ms)\n", at, q->model_decode_ctx_tok_s, q->kv_bytes_at_ctx / GiB, q->kv_bytes_at_ctx / (q->dense_gbps * 1e6));
+		printf("  prefill (%d tokens)         %.0f tok/s\n", p->ubatch, q->model_prefill_tok_s);
+	} else {
+		printf("\nprediction, whole model: none (the file has MoE layers only)\n");
+	}
 	printf("\nmemory (prediction):\n");
 	if (p->gpu >= 0)
 		printf("  VRAM %.2f GiB of %.2f: non-expert %.2f, KV %.2f (%d tokens %s), experts %.2f, slots %.2f,\n"
