@@ -214,7 +214,9 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
  * -ENODEV (no such device), -EINVAL (other expert types), -ENOMEM. */
 int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
 			  const float *weights, float *y, const char *backend, char *desc, size_t desc_len);
-/* Name of the kernel set hs_moe_forward_cpu() uses: "AVX2" or "scalar reference". */
+/* Name of the kernel set hs_moe_forward_cpu() uses: the tier this CPU runs
+ * ("AVX2", "AVX-VNNI", "AVX-512 VNNI", ...; $HOTSET_CPU_TIER can lower it)
+ * or "scalar reference". */
 const char *hs_cpu_kernels_name(void);
 
 /* The router and gating alone: ids[n][n_used], weights[n][n_used]. */
@@ -678,6 +680,11 @@ struct hs_runtime_opts {
 				      a forced hybrid mode the cost model's share from live estimates of
 				      the CPU, copy and device speeds and each step's hits and misses */
 	int max_tokens;            /* the largest batch forward() gets (default 512) */
+	/* The contexts it will serve, for a plan made now (their KV cache's device
+	 * memory): ctx tokens (default 4096, as a context's) of kv_type for n_seq sequences
+	 * (default 1); the prediction's prefill batch is max_tokens. */
+	int ctx, n_seq;
+	enum hs_kv_type kv_type;
 	int threads;               /* CPU workers (default: the plan's) */
 	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */
 	const char *cache_policy;  /* "lru" (NULL), "lfu", "lfru", "static" or "none" */

@@ -130,7 +130,12 @@ static int get_plan(hs_runtime *rt)
 		if ((rc = hs_topology_open(NULL, &t)) || (rc = hs_profile_from_topology(t, pf)))
 			goto out_free;
 	}
-	struct hs_plan_opts po = { .gpu = -1, .ctx = 8192, .kv_type = HS_KV_F16, .ubatch = 512, .host_layers = -1 };
+	struct hs_plan_opts po = { .gpu = -1,
+				   .ctx = rt->o.ctx > 0 ? rt->o.ctx : 4096,
+				   .kv_type = rt->o.kv_type,
+				   .n_seq = rt->o.n_seq > 0 ? rt->o.n_seq : 1,
+				   .ubatch = rt->o.max_tokens,
+				   .host_layers = -1 };
 	if (rt->d) { /* plan for the device actually opened */
 		uint64_t fr = 0, tot = 0;
 		rt->d->ops->mem_info(rt->d->dev, &fr, &tot);

@@ -228,7 +228,8 @@ static int plan_vram(struct srv *s, struct hs_plan *plan, int *have_plan, int *d
 			goto out_free;
 	} else {
 		struct hs_plan_opts po = { .gpu = pf->n_gpus ? 0 : -1, .ctx = s->o.ctx ? s->o.ctx : 4096,
-					   .kv_type = s->o.kv, .ubatch = s->o.ubatch, .host_layers = -1 };
+					   .kv_type = s->o.kv, .n_seq = s->o.parallel, .ubatch = s->o.ubatch,
+					   .host_layers = -1 };
 		if ((rc = hs_model_open(s->o.model, &m)) || (rc = hs_model_desc_from_model(m, md)) ||
 		    (rc = hs_plan_make(md, pf, &po, plan)))
 			goto out_free;
@@ -324,6 +325,9 @@ static int load(struct sched *k)
 	ro.plan_path = have_plan ? NULL : s->o.plan;
 	ro.q = -1;
 	ro.max_tokens = s->o.ubatch;
+	ro.ctx = s->o.ctx;
+	ro.kv_type = s->o.kv;
+	ro.n_seq = s->o.parallel;
 	ro.threads = s->o.threads;
 	ro.progress = load_progress;
 	ro.progress_ctx = s;

@@ -38,6 +38,9 @@ expect_ok "run json" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e16k4-
 	expect_grep "json tokens" '"tokens": \['
 	expect_grep "json eval" '"eval_tokens": 3'
 	expect_grep "json prompt" '"prompt_tokens": 3'
+# a one-token prompt is the prompt, not a generated token
+expect_ok "run json 1" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e16k4-q8.gguf" --tokens 5 -n 4 \
+	--device cpu && expect_grep "json 1 prompt" '"prompt_eval_tokens": 1,' && expect_grep "json 1 eval" '"eval_tokens": 3,'
 }
 # text in and out through the model's tokenizer and chat format: whatever a
 # random model writes comes out as valid UTF-8, reasoning and answer apart
@@ -61,6 +64,10 @@ expect_fail "run empty tokens" "$HOTSET" run --model "$TMP/w.gguf" --tokens " , 
 expect_fail "run ctx" "$HOTSET" run --model "$TMP/w.gguf" --tokens "1 2 3" -n 10 --ctx 8 --device cpu &&
 	expect_grep "ctx message" 'exceed the context of 8' "$TMP/err"
 expect_fail "run bad kv" "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 --kv f32
+# the plan made at load sizes the KV cache for run's --ctx and --kv (a sim
+# too small for anything says what the plan counted)
+expect_fail "run plan ctx" env HOTSET_SIM_VRAM_GIB=0.001 "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 -n 1 \
+	--device sim --ctx 300 --kv q8_0 && expect_grep "plan ctx message" 'KV [0-9.]+ at 300 tokens' "$TMP/err"
 expect_fail "run bad device" "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 --device gpu
 expect_fail "run two prompts" "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 --tokens 2 --prompt x
 expect_fail "run logits unwritable" "$HOTSET" run -q --model "$TMP/w.gguf" --tokens 1 -n 0 --device cpu \

@@ -291,9 +291,9 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 	printf("model: %s (%s), %d layers x %d experts (%d used), n_embd %d, vocab %d, experts %s, %.0f MiB\n", path,
 	       in.name, in.n_layers, in.n_experts, in.n_used, in.n_embd, in.n_vocab, in.expert_type_name,
 	       in.file_bytes / 1048576.0);
-	printf("weights a generated token reads: %.1f MiB (%d experts x %d layers %.1f MiB + attention and output "
+	printf("weights a generated token reads: %.1f MiB (%d experts x %d layer%s %.1f MiB + attention and output "
 	       "%.1f MiB)\n",
-	       token_bytes / 1048576.0, in.n_used, in.n_moe_layers,
+	       token_bytes / 1048576.0, in.n_used, in.n_moe_layers, in.n_moe_layers == 1 ? "" : "s",
 	       (double)in.layer_token_bytes * in.n_moe_layers / 1048576.0, in.dense_bytes / 1048576.0);
 	printf("read bandwidth of this machine (measured now, %d threads): %.1f GB/s\n", threads, read_gbps);
 	printf("\n%-6s %-7s %16s %22s %9s %9s %22s %7s\n", "device", "mode", "pp tok/s", "tg tok/s", "tg GB/s",

@@ -637,8 +637,9 @@ int hs_cmd_bench(int argc, char **argv)
 		goto out_close;
 	if (c.plot) {
 		char title[256];
-		snprintf(title, sizeof title, "hotset bench: %s, %s%s", in->name[0] ? in->name : "model", dev_desc,
-			 sim ? " (sim)" : "");
+		/* the model bench generates is named "hotset bench" itself */
+		const char *name = !in->name[0] || strncmp(in->name, "hotset bench", 12) == 0 ? "generated model" : in->name;
+		snprintf(title, sizeof title, "hotset bench: %s, %s%s", name, dev_desc, sim ? " (sim)" : "");
 		if (hs_bench_plot(c.plot, title, rows, n_rows, &c))
 			goto out_close;
 		hs_bench_note("plot: %s\n", c.plot);

@@ -196,8 +196,9 @@ static void print_text(const struct hs_plan *p, const struct hs_model_desc *m, c
 		       p->memory.vram_budget / GiB, p->gpu, p->memory.ram_budget / GiB);
 	else
 		printf("budgets: no GPU, RAM %.2f GiB for host experts\n", p->memory.ram_budget / GiB);
-	printf("\nplacement: %d layers resident on the GPU, %d host layers, %d cache slots\n", p->n_gpu_layers,
-	       p->n_host_layers, p->total_slots);
+	printf("\nplacement: %d layer%s resident on the GPU, %d host layer%s, %d cache slot%s\n", p->n_gpu_layers,
+	       p->n_gpu_layers == 1 ? "" : "s", p->n_host_layers, p->n_host_layers == 1 ? "" : "s", p->total_slots,
+	       p->total_slots == 1 ? "" : "s");
 	for (int a = 0; a < p->n_layers;) {
 		int b = a;
 		while (b + 1 < p->n_layers && p->layers[b + 1].placement == p->layers[a].placement &&

@@ -271,6 +271,8 @@ static int run(const struct run_opts *o)
 	ro.plan_path = o->plan;
 	ro.q = -1;
 	ro.max_tokens = o->ubatch;
+	ro.ctx = o->ctx;
+	ro.kv_type = o->kv;
 	ro.threads = o->threads;
 	ro.progress = o->quiet ? NULL : progress;
 	if (o->mode) {
@@ -321,6 +323,12 @@ static int run(const struct run_opts *o)
 		hs_cli_fail("run", "%s", hs_last_error());
 		goto out;
 	}
+	/* The prompt's share of the context's counters: a one-token prompt is a
+	 * one-token batch, which the context counts as decoding. */
+	struct hs_context_stats sp;
+	hs_context_stats(ctx, &sp);
+	const long p_tokens = sp.prompt_tokens + sp.decode_tokens;
+	const double p_s = sp.prompt_s + sp.decode_s;
 	if (o->logits) {
 		if (!(all_logits = malloc(sizeof *all_logits * (size_t)n_prompt * n_vocab))) {
 			hs_cli_fail("run", "out of memory for %d rows of logits", n_prompt);
@@ -363,6 +371,8 @@ static int run(const struct run_opts *o)
 	}
 	signal(SIGINT, SIG_DFL);
 	hs_context_stats(ctx, &st);
+	const long e_tokens = st.prompt_tokens + st.decode_tokens - p_tokens;
+	const double e_s = st.prompt_s + st.decode_s - p_s;
 	double hit, cpu_b, pcie_b;
 	moe_split(rt, hs_runtime_model_info(rt)->n_layers, st.prompt_tokens + st.decode_tokens, &hit, &cpu_b, &pcie_b);
 	if (o->json) {
@@ -371,8 +381,8 @@ static int run(const struct run_opts *o)
 			json_array_append_new(ids, json_integer(gen[i]));
 		json_t *j = json_pack("{s:o, s:i, s:f, s:i, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:b, s:s}",
 				      "tokens", ids, "prompt_tokens", n_prompt, "load_ms", t_load * 1e3,
-				      "prompt_eval_tokens", (int)st.prompt_tokens, "prompt_eval_ms", st.prompt_s * 1e3,
-				      "eval_tokens", (int)st.decode_tokens, "eval_ms", st.decode_s * 1e3,
+				      "prompt_eval_tokens", (int)p_tokens, "prompt_eval_ms", p_s * 1e3,
+				      "eval_tokens", (int)e_tokens, "eval_ms", e_s * 1e3,
 				      "attention_s", st.attn_s, "moe_s", st.moe_s, "other_s", st.other_s,
 				      "moe_hit_share", hit, "cpu_expert_bytes_per_token", cpu_b,
 				      "copied_expert_bytes_per_token", pcie_b, "dense", st.dense, "interrupted", (int)stop,
@@ -398,11 +408,9 @@ static int run(const struct run_opts *o)
 			fprintf(stderr, "run: interrupted after %d generated tokens\n", n_done);
 		fprintf(stderr, "load time = %10.2f ms\n", t_load * 1e3);
 		fprintf(stderr, "prompt eval time = %10.2f ms / %5ld tokens (%8.2f ms per token, %8.2f tokens per second)\n",
-			st.prompt_s * 1e3, st.prompt_tokens, st.prompt_tokens ? st.prompt_s * 1e3 / st.prompt_tokens : 0,
-			st.prompt_s > 0 ? st.prompt_tokens / st.prompt_s : 0);
+			p_s * 1e3, p_tokens, p_tokens ? p_s * 1e3 / p_tokens : 0, p_s > 0 ? p_tokens / p_s : 0);
 		fprintf(stderr, "eval time = %10.2f ms / %5ld runs   (%8.2f ms per token, %8.2f tokens per second)\n",
-			st.decode_s * 1e3, st.decode_tokens, st.decode_tokens ? st.decode_s * 1e3 / st.decode_tokens : 0,
-			st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0);
+			e_s * 1e3, e_tokens, e_tokens ? e_s * 1e3 / e_tokens : 0, e_s > 0 ? e_tokens / e_s : 0);
 		double all = st.attn_s + st.moe_s + st.other_s;
 		fprintf(stderr, "time: attention %.0f%%, MoE %.0f%%, other %.0f%% (dense part on %s)\n",
 			all > 0 ? 100 * st.attn_s / all : 0, all > 0 ? 100 * st.moe_s / all : 0,
