@@ -782,7 +782,11 @@ struct hs_token {
  * 0..n_seq-1, a position that does not continue its sequence or reaches
  * n_ctx), with the entry's index in the message; nothing is changed then.
  * A failure while computing (-ENOMEM, a device error) leaves every
- * sequence as it was before the call. */
+ * sequence as it was before the call, except a sequence of a model with
+ * sliding-window layers of which more than n_ubatch + 1 tokens had run:
+ * their ring of window + n_ubatch cells no longer holds what the window
+ * sees, so such a sequence is emptied (hs_context_seq_pos() 0) and the
+ * message says so. */
 int hs_decode(hs_context *c, int n, const struct hs_token *batch);
 /* Logits of the i-th entry (in batch order) of the last hs_decode that
  * asked for them: n_vocab floats owned by c, valid until the next

@@ -255,8 +255,10 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 	if ((rc = grow_logits(c, want)))
 		return rc;
 	c->n_logits = 0;
+	int ran = 0; /* entries of the ubatches run, the failed one too */
 	for (int a = 0, done_logits = 0; a < n; a += c->f.ubatch) {
 		int b = a + c->f.ubatch < n ? a + c->f.ubatch : n;
+		ran = b;
 		if ((rc = run_ubatch(c, batch, a, b, done_logits)))
 			break;
 		for (int i = a; i < b; i++)
@@ -264,16 +266,30 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 	}
 	if (rc) { /* roll back: the cells this call wrote are forgotten */
 		char msg[512];
+		int n_emptied = 0, emptied = -1;
 		snprintf(msg, sizeof msg, "%s", hs_last_error());
+		int written[HS_MAX_SEQ] = { 0 };
 		char touched[HS_MAX_SEQ] = { 0 };
 		for (int i = 0; i < n; i++)
 			touched[batch[i].seq] = 1;
+		for (int i = 0; i < ran; i++)
+			written[batch[i].seq]++;
 		for (int s = 0; s < c->f.n_seq; s++)
 			if (touched[s]) {
-				hs__fwd_forget(&c->f, s, c->pos_before[s]);
-				c->next_pos[s] = c->pos_before[s];
+				/* a sliding layer's ring lost what the window still needs:
+				 * the sequence cannot come back, so it starts over */
+				int from = hs__fwd_forget_exact(&c->f, c->pos_before[s], written[s]) ? c->pos_before[s] : 0;
+				hs__fwd_forget(&c->f, s, from);
+				c->next_pos[s] = from;
+				if (from == 0 && c->pos_before[s] > 0)
+					n_emptied++, emptied = s;
 			}
-		hs__error(-rc, "%s", msg);
+		if (n_emptied)
+			hs__error(-rc, "%s; sequence %d%s emptied: more than n_ubatch + 1 of its tokens had run, over "
+				       "sliding-window cells its window still needed",
+				  msg, emptied, n_emptied > 1 ? " and others" : "");
+		else
+			hs__error(-rc, "%s", msg);
 		return rc;
 	}
 	c->n_logits = want;

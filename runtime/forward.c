@@ -167,6 +167,20 @@ int hs__fwd_forget(struct hs_fwd *f, int seq, int from)
 	return rc;
 }
 
+int hs__fwd_forget_exact(const struct hs_fwd *f, int from, int written)
+{
+	for (int l = 0; l < f->hp->n_layers; l++) {
+		const int n = f->kv[l].n_cells;
+		if (!f->w->layers[l].swa || n >= f->n_ctx)
+			continue; /* position p in cell p: nothing is overwritten */
+		/* positions from..from+written-1 went into the cells of from-n.. */
+		long last_lost = (long)from + written - 1 - n, first_seen = (long)from - f->hp->swa_window + 1;
+		if (last_lost >= 0 && last_lost >= first_seen)
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- the router on the host ------------------------------------------------- */
 
 struct route_ctx {

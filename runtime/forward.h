@@ -109,6 +109,11 @@ int hs__fwd_init(struct hs_fwd *f);
 void hs__fwd_free(struct hs_fwd *f);
 /* Empties the cells of seq holding positions >= from (every layer). */
 int hs__fwd_forget(struct hs_fwd *f, int seq, int from);
+/* Whether forgetting from `from` gives back the sequence as it was before
+ * `written` positions from `from` on were stored: a sliding layer's ring
+ * (window + ubatch cells) overwrote positions the window still sees once
+ * more than a ubatch and one went in. */
+int hs__fwd_forget_exact(const struct hs_fwd *f, int from, int written);
 /* The CPU backend's view of the weights: its Q8_0/MXFP4 matrices repacked
  * (made by the first context, kept by the runtime). */
 int hs__fwd_cpu_open(struct hs_fwd *f);

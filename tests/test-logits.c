@@ -8,7 +8,8 @@
  * of 1, 7, 64 and the whole prompt (window boundaries fall inside them);
  * three sequences decoded together equal each decoded alone; a q8_0 KV
  * cache within its derived bound; bad batches refused whole, and a device
- * failure mid-batch rolled back.
+ * failure mid-batch rolled back (or, when a sliding window's ring has lost
+ * what the window needs, the sequence emptied).
  * HS_TEST_DEVICE=cuda (bench/gpu-check.sh) runs the device part alone on
  * that backend, with ubatches of 1, 7, 64 and the whole prompt and a q8_0
  * KV cache as well (HS_TEST_DEVICE_ONLY=1 does that on sim); the CPU part
@@ -173,6 +174,75 @@ static void check_rollback(const struct oracle *o, const float *want)
 		hs_runtime_close(rt);
 	}
 	CHECK(failures >= 4, "only %d of 5 injected failures happened", failures);
+}
+
+/* Positions 0..39 then 40..63 in ubatches of 4 on sim, the Nth dense op
+ * failing (0: none); a failed batch is run again from where it left the
+ * sequence.  The logits of position 63 into out; *emptied counts failures
+ * that emptied the sequence. */
+static int ring_run(const struct oracle *o, const char *fail_at, int *failed, int *emptied, float *out)
+{
+	static const int cut[3] = { 0, 40, 64 };
+	struct hs_runtime_opts ro = { .device = "sim", .q = -1, .max_tokens = 4 };
+	struct hs_context_opts co = { .n_ctx = 256, .n_ubatch = 4 };
+	struct hs_token b[64];
+	hs_runtime *rt = NULL;
+	hs_context *c = NULL;
+	int rc;
+
+	if (fail_at)
+		setenv("HOTSET_SIM_FAIL_DENSE_AT", fail_at, 1);
+	rc = hs_runtime_open(o->path, &ro, &rt);
+	unsetenv("HOTSET_SIM_FAIL_DENSE_AT");
+	if (rc || (rc = hs_context_create(rt, &co, &c))) {
+		hs_runtime_close(rt);
+		return rc;
+	}
+	for (int i = 0; i < 64; i++)
+		b[i] = (struct hs_token){ o->tok[i], i, 0, i == 63 };
+	for (int k = 0; k < 2 && !rc; k++) {
+		if (!(rc = hs_decode(c, cut[k + 1] - cut[k], b + cut[k])))
+			continue;
+		int at = hs_context_seq_pos(c, 0);
+		(*failed)++;
+		CHECK(at == cut[k] || (at == 0 && strstr(hs_last_error(), "emptied")),
+		      "op %s: after a failed batch the sequence is at %d: %s", fail_at, at, hs_last_error());
+		*emptied += at == 0 && cut[k] > 0;
+		rc = hs_decode(c, cut[k + 1] - at, b + at);
+	}
+	if (!rc)
+		memcpy(out, hs_context_logits(c, 0), sizeof(float) * o->n_vocab);
+	hs_context_free(c);
+	hs_runtime_close(rt);
+	return rc;
+}
+
+/* A batch of many ubatches failing late on a sliding-window model: its
+ * ring (window + ubatch cells) has overwritten positions the window still
+ * needs, so the sequence cannot be rolled back; it must be emptied (and
+ * the message say so), never left at its old position with lost cells.
+ * About 54 dense ops per ubatch here: op 100 fails the first batch, 560
+ * the second's first ubatch (rolled back), 700 and 840 later ones. */
+static void check_rollback_ring(const struct oracle *o)
+{
+	static const char *const at[] = { "100", "560", "700", "840" };
+	float *want = malloc(sizeof(float) * o->n_vocab), *got = malloc(sizeof(float) * o->n_vocab);
+	int failed = 0, emptied = 0;
+
+	CHECK(want && got && ring_run(o, NULL, &failed, &emptied, want) == 0, "%s", hs_last_error());
+	for (size_t k = 0; want && got && k < sizeof at / sizeof at[0]; k++) {
+		CHECK(ring_run(o, at[k], &failed, &emptied, got) == 0, "op %s: %s", at[k], hs_last_error());
+		double num = 0, den = 0;
+		for (int j = 0; j < o->n_vocab; j++) {
+			num += ((double)got[j] - want[j]) * ((double)got[j] - want[j]);
+			den += (double)want[j] * want[j];
+		}
+		CHECK(sqrt(num / den) <= 1e-5, "op %s: after the failure position 63 differs by %.3g", at[k],
+		      sqrt(num / den));
+	}
+	CHECK(failed == 4 && emptied >= 1 && emptied <= 2, "%d failures, %d emptied sequences", failed, emptied);
+	free(want);
+	free(got);
 }
 
 static hs_runtime *open_rt(const char *path, const char *device, const char *plan, enum hs_mode mode)
@@ -437,6 +507,8 @@ int main(void)
 		CHECK(rt && run_prompt(rt, NULL, HS_KV_F16, 16, o->tok, 32, got, o->n_vocab) == 0, "%s", hs_last_error());
 		hs_runtime_close(rt);
 		check_rollback(o, got + (size_t)31 * o->n_vocab);
+		if (strstr(o->name, "swa32"))
+			check_rollback_ring(o);
 	next:
 		free(got);
 		free(alone);
