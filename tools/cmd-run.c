@@ -282,8 +282,10 @@ static int run(const struct run_opts *o)
 		size_t i = 0;
 		while (i < 4 && strcmp(modes[i].name, o->mode))
 			i++;
-		if (i == 4)
-			return hs_cli_fail("run", "--mode %s: one of auto, cpu, stream, hybrid", o->mode);
+		if (i == 4) {
+			hs_cli_fail("run", "--mode %s: one of auto, cpu, stream, hybrid", o->mode);
+			goto out;
+		}
 		ro.mode = modes[i].m;
 	}
 	if (hs_runtime_open(o->model, &ro, &rt)) {
