@@ -74,7 +74,9 @@ struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *in)
 		p.n_head_kv = p.n_head % 4 == 0 ? p.n_head / 4 : p.n_head % 2 == 0 ? p.n_head / 2 : p.n_head;
 	if (!p.dense_type)
 		p.dense_type = HS_TYPE_Q8_0;
-	if (!p.swa_window && oss)
+	if (p.swa_window < 0) /* asked for none */
+		p.swa_window = 0;
+	else if (!p.swa_window && oss)
 		p.swa_window = 128;
 	if (!p.n_ctx)
 		p.n_ctx = oss ? 131072 : 40960;

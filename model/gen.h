@@ -22,7 +22,7 @@ struct hs_gen_params {
 	int n_head, n_head_kv, head_dim;
 	int dense_type;         /* attention, token_embd and output: 0 = q8_0 (as in the published
 				   gpt-oss-120b file), or HS_TYPE_F16 / HS_TYPE_BF16 */
-	int swa_window;         /* gpt-oss: 128 */
+	int swa_window;         /* gpt-oss: 0 = 128; -1 = none (no sliding layers) */
 	int n_ctx;              /* context_length */
 };
 

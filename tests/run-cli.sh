@@ -70,8 +70,14 @@ expect_fail "run plan ctx" env HOTSET_SIM_VRAM_GIB=0.001 "$HOTSET" run --model "
 	--device sim --ctx 300 --kv q8_0 && expect_grep "plan ctx message" 'KV [0-9.]+ at 300 tokens' "$TMP/err"
 expect_fail "run bad device" "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 --device gpu
 expect_fail "run two prompts" "$HOTSET" run --model "$TMP/w.gguf" --tokens 1 --tokens 2 --prompt x
+expect_fail "run bad mode" "$HOTSET" run -q --model "$TMP/w.gguf" --tokens 1 --mode fast --device cpu &&
+	expect_grep "bad mode message" 'one of auto, cpu, stream, hybrid' "$TMP/err"
 expect_fail "run logits unwritable" "$HOTSET" run -q --model "$TMP/w.gguf" --tokens 1 -n 0 --device cpu \
 	--logits "$TMP/no/such/l.npy"
+# --window 0: no sliding layers (not the default 128)
+expect_ok "gen window 0" "$HOTSET" gen -q --arch gpt-oss --layers 1 --experts 4 --used 2 --embd 64 --ff 32 \
+	--vocab 300 --window 0 -o "$TMP/w0.gguf" && expect_ok "model window 0" "$HOTSET" model --json "$TMP/w0.gguf" &&
+	expect_grep "window 0" '"sliding_window": 0'
 expect_ok "gen moe-only" "$HOTSET" gen -q --preset tiny --moe-only -o "$TMP/moe.gguf"
 expect_fail "run moe-only" "$HOTSET" run --model "$TMP/moe.gguf" --tokens 1 --device cpu &&
 	expect_grep "moe-only message" "missing: not a whole model" "$TMP/err"

@@ -35,7 +35,7 @@ static void help(void)
 	       "  --vocab V       vocabulary size (default 512; presets: the real one)\n"
 	       "  --heads H       query heads         --kv-heads H  KV heads (GQA)\n"
 	       "  --head-dim D    values per head (default 64)\n"
-	       "  --window W      gpt-oss sliding window of the even layers (default 128)\n"
+	       "  --window W      gpt-oss sliding window of the even layers (default 128; 0: none)\n"
 	       "  --dense-type T  attention, embeddings and output (default q8_0, as in the published\n"
 	       "                  gpt-oss-120b file; norms, biases, sinks and routers are f32)\n"
 	       "  --moe-only      routers and experts only (files for the MoE-layer benchmarks)\n"
@@ -174,7 +174,7 @@ int hs_cmd_gen(int argc, char **argv)
 	if (heads) p.n_head = heads;
 	if (kv_heads) p.n_head_kv = kv_heads;
 	if (head_dim) p.head_dim = head_dim;
-	if (window >= 0) p.swa_window = window;
+	if (window >= 0) p.swa_window = window ? window : -1; /* 0 in the params is the default */
 	if (dense_type >= 0) p.dense_type = dense_type;
 	p.moe_only = moe_only;
 	p.seed = seed;
