@@ -1,0 +1,54 @@
+#!/bin/sh
+# Sets `hotset plan`'s whole-model prediction beside a measurement in the
+# same run: measures this machine (`hotset tune`), plans each model without a
+# GPU from that profile, then runs `hotset bench --e2e` on the CPU on the
+# same files.  Raw output with the machine and the commit goes to
+# bench/results/plan-check-DATE-COMMIT.txt.
+# usage: bench/run-plan-check.sh BUILD_DIR [MODEL.gguf ...]
+#   (default: the two generated e2e models, vocabulary 1024 and 201088)
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:?usage: run-plan-check.sh BUILD_DIR [MODEL.gguf ...]}" && pwd)
+shift
+. "$src/bench/results.sh"
+results_open plan-check "hotset plan's whole-model prediction (from hotset tune) beside hotset bench --e2e (measured)" \
+	"hotset tune; hotset plan --gpu none --profile P --model M; hotset bench --e2e --devices cpu --model M"
+if [ $# -eq 0 ]; then
+	for v in 1024 201088; do
+		m=$("$build/hotset" bench --e2e --devices cpu --vocab "$v" --reps 1 --pp 8 --tg 2 -q |
+			sed -n 's/^model: \([^ ]*\) .*/\1/p')
+		set -- "$@" "$m"
+	done
+fi
+prof="$out.profile.json"
+{
+	echo
+	echo "## hotset tune"
+	"$build/hotset" tune -o "$prof" 2>&1
+} >>"$out.txt"
+summary=""
+for m in "$@"; do
+	{
+		echo
+		echo "## plan (prediction): $m"
+		"$build/hotset" plan --gpu none --profile "$prof" --model "$m" 2>&1
+		echo
+		echo "## bench --e2e (measurement): $m"
+	} >>"$out.txt"
+	"$build/hotset" bench --e2e --devices cpu -q --model "$m" >"$out.round" 2>&1
+	cat "$out.round" >>"$out.txt"
+	pd=$("$build/hotset" plan --gpu none --profile "$prof" --model "$m" --json |
+		python3 -c 'import json,sys; w=json.load(sys.stdin)["predicted"]["whole_model"]; print("%.1f %.0f" % (w["decode_tok_s"], w["prefill_tok_s"]))')
+	mtg=$(awk '$1 == "cpu" {print $5}' "$out.round")
+	mpp=$(awk '$1 == "cpu" {print $3}' "$out.round")
+	summary="$summary$(basename "$m"): tg predicted ${pd% *} measured $mtg, ratio $(awk -v a="$mtg" -v b="${pd% *}" 'BEGIN { printf "%.2f", a / b }'); pp512 predicted ${pd#* } measured $mpp, ratio $(awk -v a="$mpp" -v b="${pd#* }" 'BEGIN { printf "%.2f", a / b }')
+"
+done
+rm -f "$out.round" # the profile stays beside the raw output
+{
+	echo
+	echo "## summary (measured / predicted, same run)"
+	printf "%s" "$summary"
+} >>"$out.txt"
+printf "%s" "$summary"
+echo "raw output: $out.txt"
