@@ -13,6 +13,7 @@
 #define HS_SERVER_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -127,6 +128,11 @@ int hs_cmd_serve(int argc, char **argv);
 double hs_srv_now(void);
 void hs_srv_random_id(struct srv *s, const char *prefix, char *buf, size_t n);
 
+/* load.c: waits for GPU memory, opens the runtime and the context
+ * (state READY), or sets state FAILED/STOPPED with the message. */
+int hs_srv_load(struct srv *s, hs_runtime **rt, hs_context **ctx);
+void hs_srv_set_state(struct srv *s, enum srv_state st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* sched.c: the scheduler thread (loads the model first) */
 void *hs_srv_sched_main(void *arg);
 /* Puts r in the queue; 0, or -EAGAIN when the queue is full, -ESHUTDOWN
@@ -139,11 +145,13 @@ struct srv_req *hs_srv_req_new(void);
 /* Seconds a client should wait before retrying (queue full). */
 int hs_srv_retry_after(struct srv *s);
 
-/* api.c: requests in, JSON out */
+/* api.c: JSON out */
 /* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. */
 char *hs_srv_error_json(int status, const char *type, const char *param, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-/* Parses and checks a /v1/chat/completions (chat = 1) or /v1/completions
+char *hs_srv_error_json_v(int status, const char *type, const char *param, const char *code, const char *fmt,
+			  va_list ap);
+/* request.c: requests in.  Parses and checks a /v1/chat/completions (chat = 1) or /v1/completions
  * body into a new request; on bad input returns NULL with *status (400)
  * and *err (an error body, malloc'd). */
 struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err);

@@ -1,0 +1,402 @@
+/* Requests in: a /v1/chat/completions or /v1/completions body checked
+ * field by field into a request (a wrong type or value is a 400 naming the
+ * field; unknown fields are ignored), its prompt rendered through the chat
+ * format and tokenized, refused before any work when it cannot fit the
+ * context. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server.h"
+
+struct perr {
+	int status;
+	char *body;
+};
+
+static int bad(struct perr *e, const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int bad(struct perr *e, const char *param, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	e->status = 400;
+	e->body = hs_srv_error_json_v(400, "invalid_request_error", param, code, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* ---- request fields ------------------------------------------------------------- */
+
+/* A field that is absent or null is left as it is. */
+static int get_bool(json_t *o, const char *key, int *out, struct perr *e)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return bad(e, key, "invalid_type", "%s: true or false is needed", key);
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int get_num(json_t *o, const char *key, double lo, double hi, float *out, struct perr *e)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_number(v))
+		return bad(e, key, "invalid_type", "%s: a number is needed", key);
+	double d = json_number_value(v);
+	if (!(d >= lo && d <= hi))
+		return bad(e, key, "invalid_value", "%s: %g is outside %g..%g", key, d, lo, hi);
+	*out = (float)d;
+	return 0;
+}
+
+static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, int *given,
+		   struct perr *e)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v))
+		return bad(e, key, "invalid_type", "%s: an integer is needed", key);
+	long long x = json_integer_value(v);
+	if (x < lo || x > hi)
+		return bad(e, key, "invalid_value", "%s: %lld is outside %lld..%lld", key, x, lo, hi);
+	*out = x;
+	if (given)
+		*given = 1;
+	return 0;
+}
+
+static int get_stop(json_t *o, struct srv_req *r, struct perr *e)
+{
+	json_t *v = json_object_get(o, "stop");
+	const int max = (int)(sizeof r->stop / sizeof r->stop[0]);
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (json_is_string(v)) {
+		if (!json_string_length(v))
+			return 0;
+		if (json_string_length(v) > 256)
+			return bad(e, "stop", "invalid_value", "stop: a string of %zu bytes (at most 256)",
+				   json_string_length(v));
+		return (r->stop[r->n_stop++] = strdup(json_string_value(v))) ? 0 : bad(e, "stop", NULL, "out of memory");
+	}
+	if (!json_is_array(v))
+		return bad(e, "stop", "invalid_type", "stop: a string or an array of strings is needed");
+	if ((int)json_array_size(v) > max)
+		return bad(e, "stop", "invalid_value", "stop: %zu strings (at most %d)", json_array_size(v), max);
+	size_t i;
+	json_t *x;
+	json_array_foreach(v, i, x) {
+		if (!json_is_string(x))
+			return bad(e, "stop", "invalid_type", "stop[%zu]: a string is needed", i);
+		size_t n = json_string_length(x);
+		if (n > 256)
+			return bad(e, "stop", "invalid_value", "stop[%zu]: %zu bytes (at most 256)", i, n);
+		if (n && strlen(json_string_value(x)) != n)
+			return bad(e, "stop", "invalid_value", "stop[%zu]: contains U+0000", i);
+		if (n && !(r->stop[r->n_stop++] = strdup(json_string_value(x))))
+			return bad(e, "stop", NULL, "out of memory");
+	}
+	return 0;
+}
+
+/* A message's content: a string, null, or an array of {"type": "text",
+ * "text": ...} parts (joined with newlines).  *out is malloc'd. */
+static int get_content(json_t *m, size_t idx, char **out, struct perr *e)
+{
+	json_t *c = json_object_get(m, "content");
+	struct sbuf b = { 0 };
+	size_t i;
+	json_t *part;
+
+	*out = NULL;
+	if (!c || json_is_null(c))
+		return 0;
+	if (json_is_string(c)) {
+		hs_srv_sbuf_add(&b, json_string_value(c), json_string_length(c));
+	} else if (json_is_array(c)) {
+		json_array_foreach(c, i, part) {
+			const char *type = json_string_value(json_object_get(part, "type"));
+			json_t *text = json_object_get(part, "text");
+			if (!json_is_object(part) || !type)
+				return bad(e, "messages", "invalid_type",
+					   "messages[%zu].content[%zu]: an object with a \"type\" is needed", idx, i);
+			if (strcmp(type, "text") || !json_is_string(text))
+				return bad(e, "messages", "invalid_value",
+					   "messages[%zu].content[%zu]: only text parts are supported (type \"%s\")",
+					   idx, i, type);
+			if (b.len)
+				hs_srv_sbuf_add(&b, "\n", 1);
+			hs_srv_sbuf_add(&b, json_string_value(text), json_string_length(text));
+		}
+	} else {
+		return bad(e, "messages", "invalid_type", "messages[%zu].content: a string, null or an array of parts",
+			   idx);
+	}
+	if (b.err) {
+		hs_srv_sbuf_free(&b);
+		return bad(e, "messages", NULL, "out of memory");
+	}
+	*out = b.p ? b.p : strdup("");
+	return *out ? 0 : bad(e, "messages", NULL, "out of memory");
+}
+
+/* The function name a tool message answers: its "name", else the name of
+ * the assistant's tool call with the same id earlier in the conversation. */
+static const char *tool_name_for(json_t *msgs, size_t idx, json_t *m)
+{
+	const char *name = json_string_value(json_object_get(m, "name"));
+	const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+	if (name || !id)
+		return name;
+	for (size_t i = idx; i-- > 0;) {
+		json_t *calls = json_object_get(json_array_get(msgs, i), "tool_calls");
+		size_t k;
+		json_t *c;
+		json_array_foreach(calls, k, c) {
+			const char *cid = json_string_value(json_object_get(c, "id"));
+			if (cid && strcmp(cid, id) == 0)
+				return json_string_value(json_object_get(json_object_get(c, "function"), "name"));
+		}
+	}
+	return NULL;
+}
+
+/* messages -> the prompt's ids through the chat format */
+static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct perr *e)
+{
+	json_t *msgs = json_object_get(root, "messages");
+	struct hs_chat_opts co = { .format = s->fmt };
+	struct hs_chat_message *cm = NULL;
+	char **texts = NULL;
+	size_t n, i;
+	json_t *m;
+	int rc = -1;
+
+	if (!msgs || json_is_null(msgs))
+		return bad(e, "messages", "missing_field", "messages: missing (an array of {\"role\", \"content\"})");
+	if (!json_is_array(msgs))
+		return bad(e, "messages", "invalid_type", "messages: an array is needed");
+	if (!(n = json_array_size(msgs)))
+		return bad(e, "messages", "invalid_value", "messages: empty (at least one message is needed)");
+	cm = calloc(n, sizeof *cm);
+	texts = calloc(n, sizeof *texts);
+	if (!cm || !texts) {
+		bad(e, NULL, NULL, "out of memory");
+		goto out_free;
+	}
+	json_array_foreach(msgs, i, m) {
+		if (!json_is_object(m)) {
+			bad(e, "messages", "invalid_type", "messages[%zu]: an object is needed", i);
+			goto out_free;
+		}
+		const char *role = json_string_value(json_object_get(m, "role"));
+		if (!role) {
+			bad(e, "messages", "invalid_value", "messages[%zu].role: a string is needed", i);
+			goto out_free;
+		}
+		if (get_content(m, i, &texts[i], e))
+			goto out_free;
+		cm[i].role = role;
+		cm[i].content = texts[i];
+		const char *rsn = json_string_value(json_object_get(m, "reasoning_content"));
+		cm[i].reasoning = rsn ? rsn : json_string_value(json_object_get(m, "reasoning"));
+		json_t *call = json_array_get(json_object_get(m, "tool_calls"), 0);
+		if (strcmp(role, "assistant") == 0 && call) {
+			json_t *fn = json_object_get(call, "function");
+			const char *name = json_string_value(json_object_get(fn, "name"));
+			json_t *args = json_object_get(fn, "arguments");
+			if (!name) {
+				bad(e, "messages", "invalid_value", "messages[%zu].tool_calls[0].function.name: missing", i);
+				goto out_free;
+			}
+			cm[i].tool_name = name;
+			free(texts[i]);
+			texts[i] = json_is_string(args) ? strdup(json_string_value(args))
+							: json_dumps(args ? args : json_object(), JSON_COMPACT);
+			cm[i].content = texts[i];
+		} else if (strcmp(role, "tool") == 0) {
+			cm[i].tool_name = tool_name_for(msgs, i, m);
+		}
+	}
+	const char *effort = json_string_value(json_object_get(root, "reasoning_effort"));
+	json_t *kw = json_object_get(root, "chat_template_kwargs");
+	if (json_is_object(kw)) {
+		if (json_string_value(json_object_get(kw, "reasoning_effort")))
+			effort = json_string_value(json_object_get(kw, "reasoning_effort"));
+		co.no_thinking = json_is_false(json_object_get(kw, "enable_thinking"));
+	}
+	co.reasoning_effort = effort;
+	if (hs_chat_tokenize(s->tok, cm, (int)n, &co, &r->prompt, &r->n_prompt)) {
+		bad(e, "messages", "invalid_value", "messages: %s", hs_last_error());
+		goto out_free;
+	}
+	rc = 0;
+out_free:
+	for (i = 0; texts && i < n; i++)
+		free(texts[i]);
+	free(texts);
+	free(cm);
+	return rc;
+}
+
+/* prompt: a string, token ids, or an array holding one of those */
+static int text_prompt(struct srv *s, json_t *root, struct srv_req *r, struct perr *e)
+{
+	json_t *p = json_object_get(root, "prompt");
+
+	if (!p || json_is_null(p))
+		return bad(e, "prompt", "missing_field", "prompt: missing (a string or an array of token ids)");
+	if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
+		p = json_array_get(p, 0);
+	if (json_is_string(p)) {
+		size_t len = json_string_length(p);
+		if (len > (size_t)0x7ffffff0)
+			return bad(e, "prompt", "invalid_value", "prompt: too long");
+		int cap = (int)len + 2;
+		if (!(r->prompt = malloc(sizeof *r->prompt * (size_t)cap)))
+			return bad(e, "prompt", NULL, "out of memory");
+		int n = hs_tokenize(s->tok, json_string_value(p), len, HS_TOK_PARSE_SPECIAL | HS_TOK_ADD_BOS,
+				    r->prompt, cap);
+		if (n < 0 || n > cap)
+			return bad(e, "prompt", "invalid_value", "prompt: %s", n < 0 ? hs_last_error() : "tokenizer");
+		r->n_prompt = n;
+	} else if (json_is_array(p)) {
+		size_t n = json_array_size(p), i;
+		json_t *x;
+		if (n > (size_t)0x7ffffff0)
+			return bad(e, "prompt", "invalid_value", "prompt: too long");
+		if (n && !(r->prompt = malloc(sizeof *r->prompt * n)))
+			return bad(e, "prompt", NULL, "out of memory");
+		json_array_foreach(p, i, x) {
+			if (!json_is_integer(x))
+				return bad(e, "prompt", "invalid_type",
+					   "prompt[%zu]: a token id is needed (one prompt per request: a string or "
+					   "an array of ids)",
+					   i);
+			json_int_t id = json_integer_value(x);
+			if (id < 0 || id >= s->n_vocab)
+				return bad(e, "prompt", "invalid_value", "prompt[%zu]: token id %lld outside 0..%d", i,
+					   (long long)id, s->n_vocab - 1);
+			r->prompt[i] = (int32_t)id;
+		}
+		r->n_prompt = (int)n;
+	} else {
+		return bad(e, "prompt", "invalid_type", "prompt: a string or an array of token ids is needed");
+	}
+	if (!r->n_prompt)
+		return bad(e, "prompt", "invalid_value", "prompt: empty (no tokens)");
+	return 0;
+}
+
+static uint64_t random_seed(struct srv *s)
+{
+	char id[40];
+	uint64_t h = 1469598103934665603u;
+	hs_srv_random_id(s, "", id, sizeof id);
+	for (const char *p = id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211u;
+	return h;
+}
+
+static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r, struct perr *e)
+{
+	long long v = 0, seed = 0;
+	int given = 0, seed_given = 0;
+	json_t *so = json_object_get(root, "stream_options");
+
+	r->chat = chat;
+	r->sp = (struct hs_sampler_params){ .temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0 };
+	if (get_bool(root, "stream", &r->stream, e) || get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
+	    get_bool(root, "return_tokens", &r->return_tokens, e))
+		return -1;
+	if (so && !json_is_null(so)) {
+		if (!json_is_object(so))
+			return bad(e, "stream_options", "invalid_type", "stream_options: an object is needed");
+		if (get_bool(so, "include_usage", &r->include_usage, e))
+			return -1;
+	}
+	if (get_num(root, "temperature", 0, 100, &r->sp.temperature, e) || get_num(root, "top_p", 0, 1, &r->sp.top_p, e) ||
+	    get_num(root, "min_p", 0, 1, &r->sp.min_p, e))
+		return -1;
+	if (get_int(root, "top_k", -1, 1 << 30, &v, &given, e))
+		return -1;
+	r->sp.top_k = given && v > 0 ? (int)v : 0;
+	if (get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, &seed_given, e))
+		return -1;
+	r->sp.seed = seed_given ? (uint64_t)seed : random_seed(s);
+	given = 0;
+	if (get_int(root, "n", 1, 1, &v, &given, e))
+		return -1;
+	if (get_stop(root, r, e))
+		return -1;
+	if (chat ? chat_prompt(s, root, r, e) : text_prompt(s, root, r, e))
+		return -1;
+	/* the answer's length: max_completion_tokens (the newer name) wins */
+	long long max = 0;
+	int max_given = 0;
+	if (get_int(root, "max_tokens", 1, 1 << 30, &max, &max_given, e) ||
+	    get_int(root, "max_completion_tokens", 1, 1 << 30, &max, &max_given, e))
+		return -1;
+	if (r->n_prompt >= s->n_ctx)
+		return bad(e, chat ? "messages" : "prompt", "context_length_exceeded",
+			   "the prompt is %d tokens, the context holds %d per sequence (--ctx): no room for an answer",
+			   r->n_prompt, s->n_ctx);
+	if (max_given && r->n_prompt + max > s->n_ctx)
+		return bad(e, "max_tokens", "context_length_exceeded",
+			   "%d prompt tokens + %lld max_tokens = %lld exceed the context of %d per sequence (--ctx)",
+			   r->n_prompt, max, r->n_prompt + max, s->n_ctx);
+	r->max_tokens = max_given ? (int)max : s->n_ctx - r->n_prompt;
+	return 0;
+}
+
+struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err)
+{
+	struct perr e = { 0 };
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je);
+	struct srv_req *r = NULL;
+
+	if (!root) {
+		bad(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+		    je.column);
+		goto out_fail;
+	}
+	if (!json_is_object(root)) {
+		bad(&e, NULL, "invalid_json", "the body must be a JSON object");
+		goto out_fail;
+	}
+	if (!(r = hs_srv_req_new())) {
+		bad(&e, NULL, NULL, "out of memory");
+		goto out_fail;
+	}
+	if (parse_fields(s, chat, root, r, &e))
+		goto out_fail;
+	hs_srv_random_id(s, chat ? "chatcmpl-" : "cmpl-", r->id, sizeof r->id);
+	r->created = (long long)time(NULL);
+	json_decref(root);
+	return r;
+out_fail:
+	json_decref(root);
+	if (r) {
+		pthread_mutex_lock(&s->mu);
+		hs_srv_req_unref_locked(r);
+		pthread_mutex_unlock(&s->mu);
+	}
+	*status = e.status ? e.status : 500;
+	*err = e.body;
+	return NULL;
+}
+
