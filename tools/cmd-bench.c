@@ -619,11 +619,16 @@ int hs_cmd_bench(int argc, char **argv)
 		printf("\n");
 		for (int g = 0; g < c.n_slots; g++) {
 			const struct hs__rates *gr = &u.group[g];
+			/* FLOP rates are measured at the largest batch, none when it is 1 */
+			char cf[48] = "", gf[48] = "";
+			if (max_b > 1) {
+				snprintf(cf, sizeof cf, " and %.1f GFLOP/s at %d", gr->cpu_flops / 1e9, max_b);
+				snprintf(gf, sizeof gf, " and %.1f GFLOP/s", gr->gpu_flops / 1e9);
+			}
 			printf("rates before the %d-slot cases (measured%s): host read %.1f GB/s, CPU kernel %.1f GB/s at 1 "
-			       "token and %.1f GFLOP/s at %d, copies %.1f GB/s, device kernel %.1f GB/s and %.1f GFLOP/s, "
-			       "hand-off %.0f us, step %.0f us\n",
-			       c.slots[g], sim ? ", sim" : "", gr->read_Bps / 1e9, gr->cpu_Bps / 1e9, gr->cpu_flops / 1e9, max_b,
-			       gr->pcie_Bps / 1e9, gr->gpu_Bps / 1e9, gr->gpu_flops / 1e9, gr->sync_s * 1e6, gr->step_s * 1e6);
+			       "token%s, copies %.1f GB/s, device kernel %.1f GB/s%s, hand-off %.0f us, step %.0f us\n",
+			       c.slots[g], sim ? ", sim" : "", gr->read_Bps / 1e9, gr->cpu_Bps / 1e9, cf, gr->pcie_Bps / 1e9,
+			       gr->gpu_Bps / 1e9, gf, gr->sync_s * 1e6, gr->step_s * 1e6);
 		}
 		printf("\n");
 		hs_bench_print_table(rows, n_rows, stdout);
