@@ -798,6 +798,12 @@ int hs_context_n_logits(const hs_context *c);
 int hs_context_seq_pos(const hs_context *c, int seq);
 /* Empties sequence seq: its KV cells are free and its next position is 0. */
 int hs_context_seq_clear(hs_context *c, int seq);
+/* Keeps the first n positions of sequence seq (0 <= n <= its position) and
+ * frees the rest, so that a prompt sharing those n tokens continues from
+ * n.  Returns the positions kept: n, or 0 when a sliding-window layer's
+ * ring (window + n_ubatch cells) no longer holds the positions the window
+ * needs at n (the sequence is emptied then); -EINVAL. */
+int hs_context_seq_keep(hs_context *c, int seq, int n);
 
 struct hs_context_stats {
 	int n_ctx, n_seq, n_ubatch;

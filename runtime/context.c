@@ -326,6 +326,25 @@ int hs_context_seq_clear(hs_context *c, int seq)
 	return 0;
 }
 
+int hs_context_seq_keep(hs_context *c, int seq, int n)
+{
+	if (seq < 0 || seq >= c->f.n_seq)
+		return hs__error(EINVAL, "sequence %d (0..%d)", seq, c->f.n_seq - 1);
+	if (n < 0 || n > c->next_pos[seq])
+		return hs__error(EINVAL, "sequence %d: keep %d positions (0..%d, what it holds)", seq, n,
+				 c->next_pos[seq]);
+	if (n == c->next_pos[seq])
+		return n;
+	/* positions n.. were written after n: exact when no ring wrapped over
+	 * what position n's window sees */
+	const int from = hs__fwd_forget_exact(&c->f, n, c->next_pos[seq] - n) ? n : 0;
+	int rc = hs__fwd_forget(&c->f, seq, from);
+	if (rc)
+		return rc;
+	c->next_pos[seq] = from;
+	return from;
+}
+
 int hs_context_stats(const hs_context *c, struct hs_context_stats *o)
 {
 	memset(o, 0, sizeof *o);

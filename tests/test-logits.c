@@ -342,6 +342,64 @@ static void check_batching(hs_runtime *rt, const struct oracle *o, const float *
 	hs_context_free(c);
 }
 
+/* hs_context_seq_keep: a sequence that ran positions 0..99 of the prompt
+ * and then 40 other tokens keeps its first 100 and continues with the
+ * prompt's 100..199 as a run of the whole prompt does (the same bound as
+ * batching: the ubatch tiles differ).  After 100 other tokens a sliding
+ * window's ring (window + 64 cells) has lost what position 100 sees: the
+ * sequence is emptied then, and kept whole on a model without one. */
+static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alone)
+{
+	struct hs_context_opts co = { .n_ctx = 256, .n_seq = 2, .n_ubatch = 64 };
+	hs_context *c = NULL;
+	static struct hs_token b[N_TOK];
+	CHECK(hs_context_create(rt, &co, &c) == 0, "%s", hs_last_error());
+	if (!c)
+		return;
+	int over = 0, top_diff = 0, swa = strstr(o->name, "swa") != NULL;
+	double worst = 0;
+	for (int other = 40; other <= 100; other += 60) {
+		hs_context_seq_clear(c, 0);
+		for (int i = 0; i < 100 + other; i++)
+			b[i] = (struct hs_token){ i < 100 ? o->tok[i] : (o->tok[i] + 7) % o->n_vocab, i, 0, 0 };
+		CHECK(hs_decode(c, 100 + other, b) == 0, "%s", hs_last_error());
+		int kept = hs_context_seq_keep(c, 0, 100);
+		if (other == 100 && swa) {
+			CHECK(kept == 0 && hs_context_seq_pos(c, 0) == 0, "%s: kept %d over a lost ring", o->name, kept);
+			continue;
+		}
+		CHECK(kept == 100 && hs_context_seq_pos(c, 0) == 100, "%s: kept %d after %d other tokens", o->name, kept,
+		      other);
+		for (int i = 100; i < N_TOK; i++)
+			b[i - 100] = (struct hs_token){ o->tok[i], i, 0, 1 };
+		CHECK(hs_decode(c, N_TOK - 100, b) == 0, "%s", hs_last_error());
+		for (int k = 0; k < N_TOK - 100 && hs_context_n_logits(c) == N_TOK - 100; k++) {
+			const float *got = hs_context_logits(c, k), *want = alone + (size_t)(100 + k) * o->n_vocab;
+			double num = 0, den = 0;
+			int ig = 0, iw = 0;
+			for (int j = 0; j < o->n_vocab; j++) {
+				num += ((double)got[j] - want[j]) * ((double)got[j] - want[j]);
+				den += (double)want[j] * want[j];
+				ig = got[j] > got[ig] ? j : ig;
+				iw = want[j] > want[iw] ? j : iw;
+			}
+			worst = fmax(worst, sqrt(num / den));
+			over += sqrt(num / den) > 1e-5;
+			top_diff += ig != iw;
+		}
+	}
+	printf("%-28s %-34s worst relative difference to one run: %.2g\n", o->name, "kept prefix, then the rest", worst);
+	CHECK(over <= 2 * (N_TOK - 100) / 50 && top_diff <= 1, "kept prefix: %d positions beyond 1e-5, %d top tokens",
+	      over, top_diff);
+	/* what it refuses: nothing changes */
+	int pos = hs_context_seq_pos(c, 0);
+	CHECK(hs_context_seq_keep(c, 0, pos + 1) == -EINVAL && hs_context_seq_keep(c, 0, -1) == -EINVAL &&
+		      hs_context_seq_keep(c, 2, 0) == -EINVAL && hs_context_seq_pos(c, 0) == pos,
+	      "bad keep arguments accepted");
+	CHECK(hs_context_seq_keep(c, 1, 0) == 0 && hs_context_seq_keep(c, 0, pos) == pos, "keep of what is held");
+	hs_context_free(c);
+}
+
 /* Bad batches are refused whole: nothing changes. */
 static void check_errors(hs_runtime *rt, const struct oracle *o)
 {
@@ -497,6 +555,7 @@ int main(void)
 			      o->name, q.median, q.top1);
 		}
 		check_batching(rt, o, alone);
+		check_keep(rt, o, alone);
 		check_errors(rt, o);
 		hs_runtime_close(rt);
 
