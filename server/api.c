@@ -138,8 +138,8 @@ void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 
 static json_t *usage(struct srv_req *r)
 {
-	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen, "total_tokens",
-			 r->n_prompt + r->n_gen);
+	return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen,
+			 "total_tokens", r->n_prompt + r->n_gen, "prompt_tokens_details", "cached_tokens", r->n_cached);
 }
 
 /* llama-server's "timings": wall time of this request's prompt chunks and
@@ -148,9 +148,10 @@ static json_t *timings(struct srv_req *r)
 {
 	double pms = r->t_prompt1 > r->t_prompt0 ? (r->t_prompt1 - r->t_prompt0) * 1e3 : 0;
 	double gms = r->t_end > r->t_prompt1 && r->t_prompt1 > 0 ? (r->t_end - r->t_prompt1) * 1e3 : 0;
-	return json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", r->n_prompt, "prompt_ms", pms,
-			 "prompt_per_token_ms", r->n_prompt ? pms / r->n_prompt : 0, "prompt_per_second",
-			 pms > 0 ? r->n_prompt * 1e3 / pms : 0, "predicted_n", r->n_gen, "predicted_ms", gms,
+	const int pn = r->n_prompt - r->n_cached; /* what was prefilled; cache_n came from an earlier request */
+	return json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", r->n_cached, "prompt_n", pn,
+			 "prompt_ms", pms, "prompt_per_token_ms", pn ? pms / pn : 0, "prompt_per_second",
+			 pms > 0 ? pn * 1e3 / pms : 0, "predicted_n", r->n_gen, "predicted_ms", gms,
 			 "predicted_per_token_ms", r->n_gen ? gms / r->n_gen : 0, "predicted_per_second",
 			 gms > 0 ? r->n_gen * 1e3 / gms : 0);
 }
@@ -344,6 +345,9 @@ char *hs_srv_metrics_text(struct srv *s)
 		      m.finished_stop, m.finished_length, m.finished_tool, m.cancelled, m.failed);
 	metric(&b, "prompt_tokens_total", "counter", "Prompt tokens read (requests that ended).",
 	       (double)m.prompt_tokens);
+	metric(&b, "prompt_tokens_cached_total", "counter",
+	       "Prompt tokens not prefilled: an earlier request's KV cells held them (requests that ended).",
+	       (double)m.prompt_tokens_cached);
 	metric(&b, "completion_tokens_total", "counter", "Tokens generated (requests that ended).",
 	       (double)m.completion_tokens);
 	metric(&b, "requests_running", "gauge", "Requests holding a sequence.", m.busy);
@@ -362,7 +366,11 @@ char *hs_srv_metrics_text(struct srv *s)
 	metric(&b, "moe_hit_share", "gauge", "Share of routed experts computed on the device (0 without one).",
 	       m.moe_hit_share);
 	metric(&b, "moe_routed_pairs_total", "counter", "Routed (token, expert) pairs.", (double)m.moe_pairs);
-	metric(&b, "kv_cells_used", "gauge", "KV cache positions held, summed over sequences.", (double)m.kv_cells_used);
+	metric(&b, "kv_cells_used", "gauge", "KV cache positions held by running requests, summed over sequences.",
+	       (double)m.kv_cells_used);
+	metric(&b, "kv_cells_cached", "gauge",
+	       "KV cache positions finished requests left in idle sequences for prompts that start alike.",
+	       (double)m.kv_cells_cached);
 	metric(&b, "kv_cells_total", "gauge", "KV cache positions in all (sequences x context).",
 	       (double)m.kv_cells_total);
 	metric(&b, "kv_cache_bytes", "gauge", "Memory of the KV cache.", (double)m.kv_bytes);

@@ -318,9 +318,10 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 	json_t *so = json_object_get(root, "stream_options");
 
 	r->chat = chat;
+	r->cache_prompt = 1;
 	r->sp = (struct hs_sampler_params){ .temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0 };
 	if (get_bool(root, "stream", &r->stream, e) || get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
-	    get_bool(root, "return_tokens", &r->return_tokens, e))
+	    get_bool(root, "return_tokens", &r->return_tokens, e) || get_bool(root, "cache_prompt", &r->cache_prompt, e))
 		return -1;
 	if (so && !json_is_null(so)) {
 		if (!json_is_object(so))

@@ -20,6 +20,11 @@ struct sched {
 	hs_runtime *rt;
 	hs_context *ctx;
 	struct srv_req *slot[HS_MAX_SEQ];
+	/* what an idle sequence's KV cells hold (the prompt and answer of the
+	 * request that ended there), for a prompt that starts alike */
+	int32_t *kept[HS_MAX_SEQ];
+	int n_kept[HS_MAX_SEQ];
+	double kept_at[HS_MAX_SEQ];
 	struct srv_req *active[HS_MAX_SEQ]; /* in admission order */
 	int n_active;
 	struct hs_token *batch;
@@ -156,6 +161,76 @@ static void reap_queue_locked(struct sched *k)
 	s->q_len = n;
 }
 
+/* ---- sequences ------------------------------------------------------------------ */
+
+/* A request leaves its sequence: the cells stay (with the tokens they hold)
+ * when it ended well and prompt caching is on, else they are freed. */
+static void release_slot(struct sched *k, struct srv_req *r, int keep)
+{
+	const int sl = r->slot, n_ctx = k->s->n_ctx;
+	if (sl < 0 || k->slot[sl] != r)
+		return;
+	k->slot[sl] = NULL;
+	k->n_kept[sl] = 0;
+	int pos = hs_context_seq_pos(k->ctx, sl);
+	if (keep && !k->s->o.no_prompt_cache && pos > 0 && pos <= r->n_prompt + r->n_gen &&
+	    (k->kept[sl] || (k->kept[sl] = malloc(sizeof(int32_t) * (size_t)n_ctx)))) {
+		/* positions 0..pos-1: the prompt, then the answer's tokens fed back */
+		for (int i = 0; i < pos; i++)
+			k->kept[sl][i] = i < r->n_prompt ? r->prompt[i] : r->gen[i - r->n_prompt];
+		k->n_kept[sl] = pos;
+		k->kept_at[sl] = hs_srv_now();
+		return;
+	}
+	hs_context_seq_clear(k->ctx, sl);
+}
+
+/* Cells the running requests hold (and, in *cached, those idle sequences keep). */
+static long cells_running(struct sched *k, long *cached)
+{
+	struct hs_context_stats st;
+	long idle = 0;
+	hs_context_stats(k->ctx, &st);
+	for (int i = 0; i < st.n_seq; i++)
+		if (!k->slot[i])
+			idle += hs_context_seq_pos(k->ctx, i);
+	*cached = idle;
+	return st.kv_cells_used - idle;
+}
+
+/* A free sequence for r: the one whose kept tokens share the longest
+ * start with r's prompt (at least one prompt token is left to compute: its
+ * logits give the first answer token), else an empty one, else the one
+ * idle the longest.  Returns the sequence; *keep = the positions to keep. */
+static int pick_slot(struct sched *k, const struct srv_req *r, int *keep)
+{
+	const int n_seq = k->s->o.parallel;
+	int best = -1, best_n = 0;
+
+	*keep = 0;
+	if (r->cache_prompt && !k->s->o.no_prompt_cache)
+		for (int sl = 0; sl < n_seq; sl++) {
+			if (k->slot[sl] || !k->n_kept[sl])
+				continue;
+			int n = 0, lim = k->n_kept[sl] < r->n_prompt - 1 ? k->n_kept[sl] : r->n_prompt - 1;
+			while (n < lim && k->kept[sl][n] == r->prompt[n])
+				n++;
+			if (n > best_n)
+				best = sl, best_n = n;
+		}
+	if (best >= 0) {
+		*keep = best_n;
+		return best;
+	}
+	for (int sl = 0; sl < n_seq; sl++) /* empty first: the kept ones may serve a later prompt */
+		if (!k->slot[sl] && hs_context_seq_pos(k->ctx, sl) == 0)
+			return sl;
+	for (int sl = 0; sl < n_seq; sl++)
+		if (!k->slot[sl] && (best < 0 || k->kept_at[sl] < k->kept_at[best]))
+			best = sl;
+	return best;
+}
+
 /* ---- generation ---------------------------------------------------------------- */
 
 /* Longest suffix of text[0..n) that begins some stop string (a stop may be
@@ -241,10 +316,7 @@ static void finish(struct sched *k, struct srv_req *r, const char *reason)
 	r->fin = 1;
 	r->fin_status = 200;
 	r->state = RQ_DONE;
-	if (r->slot >= 0) {
-		hs_context_seq_clear(k->ctx, r->slot);
-		k->slot[r->slot] = NULL;
-	}
+	release_slot(k, r, 1);
 	r->reason = reason;
 }
 
@@ -258,10 +330,7 @@ static void fail_req(struct sched *k, struct srv_req *r, int status, const char 
 	r->fin_status = status;
 	r->state = RQ_DONE;
 	r->t_end = hs_srv_now();
-	if (r->slot >= 0) {
-		hs_context_seq_clear(k->ctx, r->slot);
-		k->slot[r->slot] = NULL;
-	}
+	release_slot(k, r, 0);
 }
 
 /* One generated token: through the reply parser (chat) or the
@@ -304,18 +373,23 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 static int admit(struct sched *k, struct srv_req *r)
 {
 	struct srv *s = k->s;
-	int slot = 0;
+	int keep, slot = pick_slot(k, r, &keep);
 
-	while (k->slot[slot])
-		slot++;
 	r->slot = slot;
 	k->slot[slot] = r;
+	k->n_kept[slot] = 0;
 	k->active[k->n_active++] = r;
 	r->state = RQ_PREFILL;
-	r->n_past = 0;
 	r->n_gen = 0;
-	if (hs_context_seq_pos(k->ctx, slot) != 0)
-		hs_context_seq_clear(k->ctx, slot);
+	/* the kept start of an earlier prompt and answer is not computed again
+	 * (0 when a sliding window's ring has lost what it needs) */
+	int kept = keep > 0 ? hs_context_seq_keep(k->ctx, slot, keep) : 0;
+	if (kept <= 0) {
+		kept = 0;
+		if (hs_context_seq_pos(k->ctx, slot) != 0)
+			hs_context_seq_clear(k->ctx, slot);
+	}
+	r->n_past = r->n_cached = kept;
 	if (!(r->gen = malloc(sizeof *r->gen * (size_t)r->max_tokens)) ||
 	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) ||
 	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) : hs_detok_new(s->tok, 0, &r->dt))) {
@@ -361,7 +435,7 @@ static void step(struct sched *k)
 		if (r->state != RQ_PREFILL)
 			continue;
 		int take = r->n_prompt - r->n_past < budget ? r->n_prompt - r->n_past : budget;
-		if (r->n_past == 0)
+		if (r->t_prompt0 == 0)
 			r->t_prompt0 = now;
 		for (int t = r->n_past; t < r->n_past + take; t++)
 			k->batch[m++] = (struct hs_token){ r->prompt[t], t, r->slot, t == r->n_prompt - 1 };
@@ -436,6 +510,7 @@ static void publish(struct sched *k)
 		r->finished = 1;
 		r->status = r->fin_status;
 		s->m.prompt_tokens += r->n_past;
+		s->m.prompt_tokens_cached += r->n_cached;
 		s->m.completion_tokens += r->n_gen;
 		if (r->fin_status != 200)
 			s->m.failed++;
@@ -455,7 +530,7 @@ static void publish(struct sched *k)
 		hs_srv_req_unref_locked(r);
 	}
 	k->n_active = w;
-	s->m.kv_cells_used = st.kv_cells_used;
+	s->m.kv_cells_used = cells_running(k, &s->m.kv_cells_cached);
 	s->m.ctx_prompt_tokens = st.prompt_tokens;
 	s->m.ctx_decode_tokens = st.decode_tokens;
 	s->m.ctx_prompt_s = st.prompt_s;
@@ -478,10 +553,7 @@ static void reap_active_locked(struct sched *k)
 	for (int i = 0; i < k->n_active; i++) {
 		struct srv_req *r = k->active[i];
 		if (r->cancel && !r->fin) {
-			if (r->slot >= 0) {
-				hs_context_seq_clear(k->ctx, r->slot);
-				k->slot[r->slot] = NULL;
-			}
+			release_slot(k, r, 0);
 			s->m.cancelled++;
 			s->m.prompt_tokens += r->n_past;
 			s->m.completion_tokens += r->n_gen;
@@ -494,11 +566,8 @@ static void reap_active_locked(struct sched *k)
 			fail_req(k, r, 503, "unavailable_error", "the server is shutting down");
 		k->active[w++] = r;
 	}
-	if (w < k->n_active) { /* /metrics shows the freed cells at once */
-		struct hs_context_stats st;
-		hs_context_stats(k->ctx, &st);
-		s->m.kv_cells_used = st.kv_cells_used;
-	}
+	if (w < k->n_active) /* /metrics shows the freed cells at once */
+		s->m.kv_cells_used = cells_running(k, &s->m.kv_cells_cached);
 	k->n_active = w;
 }
 
@@ -552,6 +621,8 @@ void *hs_srv_sched_main(void *arg)
 			hs_srv_set_state(s, SRV_STOPPED, "stopped");
 		}
 	}
+	for (int i = 0; i < HS_MAX_SEQ; i++)
+		free(k.kept[i]);
 	hs_context_free(k.ctx);
 	hs_runtime_close(k.rt);
 	free(k.batch);

@@ -23,11 +23,14 @@ static void help(void)
 	       "                    [--kv f16|q8_0] [--plan FILE] [--api-key KEY] [--max-queue N]\n"
 	       "                    [--device cpu|sim|cuda] [--mode M] [--ubatch N] [--threads N]\n"
 	       "                    [--alias NAME] [--chat-format F] [--max-body BYTES] [--grace S]\n"
-	       "                    [--vram-wait S] [-q]\n\n"
+	       "                    [--vram-wait S] [--no-prompt-cache] [-q]\n\n"
 	       "Serves a whole model over HTTP with the OpenAI API (/v1/chat/completions,\n"
 	       "/v1/completions, /v1/models), /health, /metrics (Prometheus text) and a chat\n"
 	       "page at /.  Up to --parallel requests decode together, one batch per step;\n"
-	       "new prompts are prefilled in chunks of --ubatch tokens between steps.\n\n"
+	       "new prompts are prefilled in chunks of --ubatch tokens between steps.  A finished\n"
+	       "request's KV cells stay with its sequence until another request needs it, so\n"
+	       "a prompt that starts with an earlier prompt and answer (the next chat turn)\n"
+	       "is prefilled from where they part.\n\n"
 	       "  --model FILE     a whole gpt-oss or Qwen3-MoE GGUF model\n"
 	       "  --host ADDR      address to listen on (default 127.0.0.1: this machine only)\n"
 	       "  --port N         TCP port (default 8080; 0: any free port, printed at start)\n"
@@ -51,6 +54,8 @@ static void help(void)
 	       "                   before they are cancelled (default 10)\n"
 	       "  --vram-wait S    with a GPU, wait up to S seconds for the plan's memory to be free\n"
 	       "                   before loading (default 600; 0: do not wait)\n"
+	       "  --no-prompt-cache  free a finished request's KV cells (every prompt prefilled\n"
+	       "                   whole); a request can ask the same with \"cache_prompt\": false\n"
 	       "  -q, --quiet      no progress and no messages on stderr\n"
 	       "  -h, --help       this text\n");
 }
@@ -283,6 +288,7 @@ int hs_cmd_serve(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'j' },  { "alias", required_argument, NULL, 'A' },
 		{ "chat-format", required_argument, NULL, 'F' }, { "max-body", required_argument, NULL, 'B' },
 		{ "grace", required_argument, NULL, 'g' },    { "vram-wait", required_argument, NULL, 'W' },
+		{ "no-prompt-cache", no_argument, NULL, 'N' },
 		{ "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -298,6 +304,7 @@ int hs_cmd_serve(int argc, char **argv)
 		switch (c) {
 		case 'm': s.o.model = optarg; break;
 		case 'H': s.o.host = optarg; break;
+		case 'N': s.o.no_prompt_cache = 1; break;
 		case 'p': if (parse_int("--port", optarg, 0, 65535, &s.o.port)) return 1; break;
 		case 'P': if (parse_int("--parallel", optarg, 1, HS_MAX_SEQ, &s.o.parallel)) return 1; break;
 		case 'C': if (parse_int("--ctx", optarg, 1, 1 << 24, &s.o.ctx)) return 1; break;

@@ -35,6 +35,7 @@ void hs_srv_sbuf_free(struct sbuf *b);
 struct srv_opts {
 	const char *model, *host, *plan, *api_key, *device, *mode, *alias, *chat_format;
 	int port, parallel, ctx, ubatch, threads, max_queue, quiet;
+	int no_prompt_cache;  /* 1: a finished request's KV cells are freed, not kept for the next prompt */
 	enum hs_kv_type kv;
 	size_t max_body;
 	double vram_wait_s, grace_s;
@@ -48,6 +49,7 @@ enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
 struct srv_req {
 	/* ---- set before it is queued, read-only after */
 	int chat, stream, include_usage, return_tokens, ignore_eos;
+	int cache_prompt;     /* may start from a finished request's cells (default 1) */
 	int32_t *prompt;
 	int n_prompt, max_tokens;
 	struct hs_sampler_params sp;
@@ -59,6 +61,7 @@ struct srv_req {
 	/* ---- the scheduler's */
 	enum req_state state;
 	int slot, n_past, n_gen;
+	int n_cached;         /* prompt tokens whose KV cells an earlier request left */
 	int32_t last, *gen;
 	hs_sampler *smp;
 	hs_reply_parser *rp;
@@ -86,10 +89,11 @@ enum srv_state { SRV_LOADING, SRV_WAITING_VRAM, SRV_READY, SRV_FAILED, SRV_STOPP
 #define SRV_N_CODES 12
 struct srv_metrics {
 	long http[SRV_N_ROUTES][SRV_N_CODES];
-	long prompt_tokens, completion_tokens;
+	long prompt_tokens, completion_tokens, prompt_tokens_cached;
 	long finished_stop, finished_length, finished_tool, cancelled, failed;
 	/* a snapshot the scheduler refreshes after each step */
-	long kv_cells_used, kv_cells_total;
+	long kv_cells_used, kv_cells_total; /* used: by running requests */
+	long kv_cells_cached;               /* kept by idle sequences for a prompt that starts alike */
 	uint64_t kv_bytes;
 	long ctx_prompt_tokens, ctx_decode_tokens;
 	double ctx_prompt_s, ctx_decode_s;

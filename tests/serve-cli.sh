@@ -2,6 +2,7 @@
 # /v1/models, completions and chat (whole and streamed: role first, deltas,
 # finish_reason, usage, [DONE]), /metrics, the chat page; 400 for bad JSON,
 # wrong field types and values and over-context requests (with the numbers),
+# the prompt cache (cached_tokens, cache_n, --no-prompt-cache, cache_prompt),
 # 413, 404, 405, 401 with --api-key, 503 + Retry-After past --max-queue and
 # while waiting for GPU memory; stop strings; a client that hangs up frees
 # its sequence; SIGTERM drains within --grace and exits 0.
@@ -39,8 +40,8 @@ req POST /v1/completions '{"prompt":"Hello","max_tokens":6,"temperature":0,"igno
 	expect_status "completion" 200 && {
 	expect_grep "completion object" '^\{"id":"cmpl-[A-Za-z0-9]{24}","object":"text_completion","created":[0-9]+,"model":"m.gguf"'
 	expect_grep "completion choice" '"choices":\[\{"index":0,"text":"[^"]*","logprobs":null,"finish_reason":"length"\}\]'
-	expect_grep "completion usage" '"usage":\{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11\}'
-	expect_grep "completion timings" '"timings":\{"prompt_n":5,"prompt_ms":[0-9.]+'
+	expect_grep "completion usage" '"usage":\{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11,"prompt_tokens_details":\{"cached_tokens":0\}\}'
+	expect_grep "completion timings" '"timings":\{"cache_n":0,"prompt_n":5,"prompt_ms":[0-9.]+'
 }
 req POST /v1/completions '{"prompt":[72,101,108,108,111],"max_tokens":6,"temperature":0,"ignore_eos":true}' &&
 	expect_status "completion ids" 200 && cp "$TMP/out" "$TMP/ids.json"
@@ -49,6 +50,25 @@ req POST /v1/completions '{"prompt":["Hello"],"max_tokens":6,"temperature":0,"ig
 	{ sed 's/"id":"[^"]*"//; s/"created":[0-9]*//; s/"timings".*//' "$TMP/ids.json" >"$TMP/a"
 	  sed 's/"id":"[^"]*"//; s/"created":[0-9]*//; s/"timings".*//' "$TMP/out" >"$TMP/b"
 	  cmp -s "$TMP/a" "$TMP/b" || fail "prompt as ids and as text differ: $(cat "$TMP/a") vs $(cat "$TMP/b")"; }
+# prompt cache: a prompt that starts with an earlier prompt and its answer is
+# prefilled from where they part (the answer's last token was never fed
+# back: 20 + 5 kept); asked not to, or on a fresh sequence, nothing is cached
+P20=$(seq 10 29 | paste -sd, -)
+req POST /v1/completions "{\"prompt\":[$P20],\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"return_tokens\":true}" &&
+	expect_status "cache first" 200 && expect_grep "cache first none" '"cached_tokens":0'
+T6=$(sed -n 's/.*"tokens":\[\([0-9,]*\)\].*/\1/p' "$TMP/out")
+req POST /v1/completions "{\"prompt\":[$P20,$T6,7],\"max_tokens\":4,\"temperature\":0,\"ignore_eos\":true}" &&
+	expect_status "cache next" 200 && {
+	expect_grep "cache next usage" '"usage":\{"prompt_tokens":27,.*"prompt_tokens_details":\{"cached_tokens":25\}'
+	expect_grep "cache next timings" '"timings":\{"cache_n":25,"prompt_n":2,'
+}
+req POST /v1/completions "{\"prompt\":[$P20,$T6,7],\"max_tokens\":4,\"temperature\":0,\"ignore_eos\":true,\"cache_prompt\":false}" &&
+	expect_status "cache off" 200 && expect_grep "cache off usage" '"cached_tokens":0\}'
+req POST /v1/completions '{"prompt":[1,2],"cache_prompt":1}' && expect_status "cache_prompt type" 400
+[ "$(metric hotset_kv_cells_used)" = 0 ] || fail "cache: cells used with nothing running: $(metric hotset_kv_cells_used)"
+[ "$(metric hotset_kv_cells_cached)" -ge 25 ] 2>/dev/null || fail "cache: cells kept $(metric hotset_kv_cells_cached)"
+[ "$(metric hotset_prompt_tokens_cached_total)" -ge 25 ] 2>/dev/null ||
+	fail "cache: cached prompt tokens $(metric hotset_prompt_tokens_cached_total)"
 req POST /v1/chat/completions '{"model":"anything","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0}' &&
 	expect_status "chat" 200 && {
 	expect_grep "chat object" '^\{"id":"chatcmpl-[A-Za-z0-9]{24}","object":"chat.completion",'
@@ -247,8 +267,13 @@ grep -q '"finish_reason":"length"' "$TMP/long" && tail -c 20 "$TMP/long" | grep 
 	fail "the stream running at SIGTERM did not finish: $(tail -c 300 "$TMP/long")"
 
 # ---- a stop cuts running requests after --grace: an error event, then exit 0
-start_server s3 --model "$M" --device cpu --ctx 16384 --grace 0.5 || fail "server 3"
+start_server s3 --model "$M" --device cpu --ctx 16384 --grace 0.5 --no-prompt-cache || fail "server 3"
 wait_ready || fail "server 3 not ready"
+for i in 1 2; do # --no-prompt-cache: the same prompt twice, nothing kept
+	req POST /v1/completions '{"prompt":[5,6,7,8],"max_tokens":2}' && expect_status "no cache $i" 200 &&
+		expect_grep "no cache $i usage" '"cached_tokens":0\}'
+done
+[ "$(metric hotset_kv_cells_cached)" = 0 ] || fail "--no-prompt-cache: cells kept $(metric hotset_kv_cells_cached)"
 curl -sN --max-time $((60 * SLOW)) "$URL/v1/completions" \
 	-d '{"prompt":"Hi","max_tokens":16000,"ignore_eos":true,"stream":true}' >"$TMP/cut" 2>/dev/null &
 cut_pid=$!

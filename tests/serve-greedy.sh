@@ -7,7 +7,9 @@
 # can lift to about 1e-3 of a logit row (its worst batched row: 2.1e-3).
 # So the tokens must be equal, except that they may part where the two
 # candidates are a near tie: within 1% of the row's largest |logit| in
-# `hotset run`'s logits of the common prefix (each one is printed).  Also:
+# `hotset run`'s logits of the common prefix (each one is printed).  The
+# same for the next turn of a prompt, which starts from the KV cells its
+# earlier turn left (the prompt cache).  Also:
 # chat turns and text prompts equal `hotset run --chat` and `--prompt`, and
 # chat answers in flight equal the same chats alone.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -95,6 +97,22 @@ check_model() { # check_model NAME FILE DEVICE
 			fi
 		done
 	done
+	# the next turn: prompt 3, the first 10 tokens of its answer, then new
+	# tokens; the server keeps the 80 tokens prompt 3's sequence shares with
+	# it (its cells past them are freed) and prefills the rest, and answers
+	# what `hotset run` gives for the whole prompt
+	next="$P3 $(cat "$TMP/run3" | cut -d' ' -f1-10) 1 2 3"
+	"$HOTSET" run -q --model "$file" --tokens "$next" -n $N --device "$dev" >"$TMP/runnext" 2>"$TMP/err" ||
+		fail "$name: run next: $(cat "$TMP/err")"
+	req POST /v1/completions "$(body "$next")" && expect_status "$name next turn" 200 && {
+		expect_grep "$name next turn cached" '"cached_tokens":80\}'
+		got=$(tokens_of "$TMP/out")
+		if [ "$got" != "$(cat "$TMP/runnext")" ]; then
+			echo "note: $name, the next turn:"
+			near_tie "$file" "$dev" "$next" "$(cat "$TMP/runnext")" "$got" ||
+				fail "$name: next turn: server $got vs run $(cat "$TMP/runnext"), not at a near tie"
+		fi
+	}
 	stop_server "$name"
 }
 
