@@ -97,15 +97,17 @@ check_model() { # check_model NAME FILE DEVICE
 			fi
 		done
 	done
-	# the next turn: prompt 3, the first 10 tokens of its answer, then new
-	# tokens; the server keeps the 80 tokens prompt 3's sequence shares with
-	# it (its cells past them are freed) and prefills the rest, and answers
+	# the next turn: prompt 3 (70 tokens), the first k tokens of its answer
+	# (k < N: the answer's last token was never fed back), then new tokens;
+	# the server keeps the 70 + k tokens prompt 3's sequence shares with it
+	# (its cells past them are freed) and prefills the rest, and answers
 	# what `hotset run` gives for the whole prompt
-	next="$P3 $(cat "$TMP/run3" | cut -d' ' -f1-10) 1 2 3"
+	k=$((N - 1 < 8 ? N - 1 : 8))
+	next="$P3 $(cut -d' ' -f1-$k "$TMP/run3") 1 2 3"
 	"$HOTSET" run -q --model "$file" --tokens "$next" -n $N --device "$dev" >"$TMP/runnext" 2>"$TMP/err" ||
 		fail "$name: run next: $(cat "$TMP/err")"
 	req POST /v1/completions "$(body "$next")" && expect_status "$name next turn" 200 && {
-		expect_grep "$name next turn cached" '"cached_tokens":80\}'
+		expect_grep "$name next turn cached" "\"cached_tokens\":$((70 + k))}"
 		got=$(tokens_of "$TMP/out")
 		if [ "$got" != "$(cat "$TMP/runnext")" ]; then
 			echo "note: $name, the next turn:"
