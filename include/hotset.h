@@ -351,6 +351,12 @@ struct hs_chat_opts {
 	const char *model_identity;   /* harmony; NULL = gpt-oss's default identity line */
 	const char *knowledge_cutoff; /* harmony; NULL = "2024-06" as gpt-oss's template says */
 	int no_generation_prompt;     /* 1: do not end with the opening of the assistant's turn */
+	const char *tools_json;       /* the functions the model may call: a JSON array of OpenAI tool
+					 objects {"type": "function", "function": {"name", "description",
+					 "parameters": <JSON schema>}}; NULL or "[]" = none.  Harmony
+					 writes them into the developer message as TypeScript-like
+					 types ("namespace functions"), ChatML as Qwen3's "# Tools"
+					 block of JSON lines in the system message; RAW ignores them */
 };
 
 /* Renders a conversation as the prompt text the model was trained on
@@ -360,7 +366,9 @@ struct hs_chat_opts {
  * malloc'd and NUL-terminated, the caller frees it; tokenize it with
  * HS_TOK_PARSE_SPECIAL, or use hs_chat_tokenize().  t may be NULL when
  * opts->format is not AUTO.  -EINVAL for an unknown role, a tool message
- * without tool_name, or a bad reasoning effort (named); -ENOMEM. */
+ * without tool_name, a bad reasoning effort, or tools_json that is not JSON
+ * or holds a tool without a function name (named, with the tool's index);
+ * -ENOMEM. */
 int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
 		   const struct hs_chat_opts *opts, char **prompt);
 /* The same conversation as ids, where only the format's own special tokens

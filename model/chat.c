@@ -1,6 +1,6 @@
 /* Chat formats written in C: a conversation rendered as gpt-oss's harmony
- * template and Qwen3's ChatML template render it by default (the branches
- * that need tool definitions, which hotset does not take, are left out).
+ * template and Qwen3's ChatML template render it, tool definitions included
+ * (chat-tools.c writes those).
  * The prompt is built with the places of the format's own special tokens
  * recorded, so hs_chat_tokenize() can make those special and nothing else. */
 #include "config.h"
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/chat-tools.h"
 #include "model/tokenizer.h"
 #include "base/error.h"
 
@@ -94,30 +95,10 @@ static void special(struct prompt *p, const char *s)
 }
 
 /* A string as JSON (what the templates' tojson writes: no ASCII escaping). */
-static void json_string(struct prompt *p, const char *s)
+static void quoted(struct prompt *p, const char *s)
 {
-	text(p, "\"");
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char esc[8];
-		switch (c) {
-		case '"': text(p, "\\\""); break;
-		case '\\': text(p, "\\\\"); break;
-		case '\n': text(p, "\\n"); break;
-		case '\r': text(p, "\\r"); break;
-		case '\t': text(p, "\\t"); break;
-		case '\b': text(p, "\\b"); break;
-		case '\f': text(p, "\\f"); break;
-		default:
-			if (c < 0x20) {
-				snprintf(esc, sizeof esc, "\\u%04x", c);
-				text(p, esc);
-			} else {
-				put(p, s, 1);
-			}
-		}
-	}
-	text(p, "\"");
+	if (!p->err)
+		p->err = hs__py_json_string(&p->text, s);
 }
 
 static int is_role(const struct hs_chat_message *m, const char *role)
@@ -160,7 +141,8 @@ static void harmony_analysis(struct prompt *p, const char *reasoning)
 	special(p, "<|end|>");
 }
 
-static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o)
+static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
+		   const json_t *tools)
 {
 	const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium", *last_tool = NULL;
 	char today[32];
@@ -185,19 +167,31 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 	text(p, "\n\nReasoning: ");
 	text(p, effort);
 	text(p, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+	if (tools)
+		text(p, "\nCalls to these tools must go to the commentary channel: 'functions'.");
 	special(p, "<|end|>");
-	/* the first message, when system or developer, is the developer's instructions */
+	/* the first message, when system or developer, is the developer's
+	 * instructions; the developer message also holds the tools */
+	const char *instr = NULL;
 	if (n && (is_role(&m[0], "system") || is_role(&m[0], "developer"))) {
 		first = 1;
-		if (m[0].content && *m[0].content) {
-			special(p, "<|start|>");
-			text(p, "developer");
-			special(p, "<|message|>");
+		instr = m[0].content && *m[0].content ? m[0].content : NULL;
+	}
+	if (instr || tools) {
+		special(p, "<|start|>");
+		text(p, "developer");
+		special(p, "<|message|>");
+		if (instr) {
 			text(p, "# Instructions\n\n");
-			text(p, m[0].content);
+			text(p, instr);
 			text(p, "\n\n");
-			special(p, "<|end|>");
 		}
+		if (tools) {
+			text(p, "# Tools\n\n");
+			if (!p->err)
+				p->err = hs__chat_tools_typescript(&p->text, tools);
+		}
+		special(p, "<|end|>");
 	}
 	for (int i = first; i < n; i++) {
 		const struct hs_chat_message *x = &m[i];
@@ -247,7 +241,7 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 			special(p, "<|channel|>");
 			text(p, "commentary");
 			special(p, "<|message|>");
-			json_string(p, x->content);
+			quoted(p, x->content);
 			special(p, "<|end|>");
 		}
 		/* later system and developer messages: the template drops them */
@@ -277,7 +271,30 @@ static void put_trimmed(struct prompt *p, const char *s, size_t n, int lead, int
 	put(p, s, n);
 }
 
-static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o)
+/* Qwen3's tools block of the system message: one JSON object a line */
+static void chatml_tools(struct prompt *p, const json_t *tools)
+{
+	size_t i;
+	json_t *tool;
+
+	text(p, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+		"You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+	json_array_foreach(tools, i, tool) {
+		text(p, "\n");
+		if (!p->err)
+			p->err = hs__py_json(&p->text, tool);
+	}
+	text(p, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within ");
+	special(p, "<tool_call>");
+	special(p, "</tool_call>");
+	text(p, " XML tags:\n");
+	special(p, "<tool_call>");
+	text(p, "\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n");
+	special(p, "</tool_call>");
+}
+
+static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
+		  const json_t *tools)
 {
 	int last_query = n - 1, first = 0;
 
@@ -285,9 +302,19 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 		special(p, "<|im_start|>");
 		text(p, "system\n");
 		text(p, m[0].content);
+		if (tools) {
+			text(p, "\n\n");
+			chatml_tools(p, tools);
+		}
 		special(p, "<|im_end|>");
 		text(p, "\n");
 		first = 1;
+	} else if (tools) {
+		special(p, "<|im_start|>");
+		text(p, "system\n");
+		chatml_tools(p, tools);
+		special(p, "<|im_end|>");
+		text(p, "\n");
 	}
 	/* reasoning is kept only after the last user turn that is not a tool response */
 	for (int i = n - 1; i >= 0; i--)
@@ -383,6 +410,7 @@ static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int
 	static const struct hs_chat_opts defaults;
 	const struct hs_chat_opts *o = opts ? opts : &defaults;
 	enum hs_chat_format f = o->format;
+	json_t *tools = NULL;
 	int rc;
 
 	memset(p, 0, sizeof *p);
@@ -394,12 +422,12 @@ static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int
 			return hs__error(EINVAL, "chat: format auto needs the tokenizer");
 		f = hs_chat_format_of(t);
 	}
-	if ((rc = check_roles(msgs, n)))
+	if ((rc = check_roles(msgs, n)) || (rc = hs__chat_tools_load(o->tools_json, &tools)))
 		return rc;
 	text(p, "");
 	switch (f) {
-	case HS_CHAT_HARMONY: rc = harmony(p, msgs, n, o); break;
-	case HS_CHAT_CHATML: rc = chatml(p, msgs, n, o); break;
+	case HS_CHAT_HARMONY: rc = harmony(p, msgs, n, o, tools); break;
+	case HS_CHAT_CHATML: rc = chatml(p, msgs, n, o, tools); break;
 	case HS_CHAT_RAW:
 		for (int i = 0; i < n; i++)
 			text(p, msgs[i].content);
@@ -407,6 +435,7 @@ static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int
 		break;
 	default: rc = hs__error(EINVAL, "chat: format %d is not a chat format", (int)f);
 	}
+	json_decref(tools);
 	return rc ? rc : p->err;
 }
 

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Writes tests/data/chat/tools.json: conversations with tool (function)
+definitions and the prompt text each model's own chat template renders for
+them, which tests/test-chat.c compares hotset's C rendering with, byte for byte.
+
+The templates are not in hotset's tree. They are the copies llama.cpp keeps in
+its models/templates/ folder (github.com/ggml-org/llama.cpp, the files as of
+upstream commit 1eeb523c, "vulkan: optimize UMA buffer operations ... (#16059)"):
+
+  openai-gpt-oss-120b.jinja  git blob dc7bb11927d29f653ba2740f2db2c688fd77592f
+                             (gpt-oss's chat_template.jinja on Hugging Face)
+  Qwen-Qwen3-0.6B.jinja      git blob 699ff8df401fe4788525e9c1f9b86a99eadd6230
+                             (the template every Qwen3 and Qwen3-MoE model of the
+                             first release ships, Qwen3-30B-A3B included)
+
+Get them from a llama.cpp checkout (`git show 1eeb523c:models/templates/NAME`),
+then, offline:
+
+    pip install jinja2      # 3.1.6 here
+    python3 tests/gen-chat-tools-data.py DIR_WITH_THE_TWO_TEMPLATES
+
+The script checks each template's blob hash before using it. Rendering is done
+as Hugging Face transformers does it (chat_template_utils): jinja2's
+ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
+loopcontrols extension, `tojson` replaced by json.dumps(ensure_ascii=False)
+with Python's default separators (", " and ": ") and key order kept, and the
+globals raise_exception and strftime_now (here a fixed date).
+
+Each case holds hotset's side of the conversation (hs_chat_message fields:
+role, content, reasoning, tool_name), the hs_chat_opts used, tools_json (the
+exact text hotset is given) and "expected". The template's side is built from
+the same data: a tool call's content is the JSON arguments (harmony's template
+serialises them again with tojson, so they are written here the way json.dumps
+writes them; Qwen's takes the string as it is).
+
+Not here because the template cannot render it: a gpt-oss tool without a
+description (Jinja fails on the undefined value; hotset leaves the comment line
+out).
+"""
+import hashlib
+import json
+import os
+import sys
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+TEMPLATES = {
+    "harmony": ("openai-gpt-oss-120b.jinja", "dc7bb11927d29f653ba2740f2db2c688fd77592f"),
+    "chatml": ("Qwen-Qwen3-0.6B.jinja", "699ff8df401fe4788525e9c1f9b86a99eadd6230"),
+}
+DATE = "2025-08-06"
+
+# ---- tool sets -----------------------------------------------------------------
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather",
+    "description": "Current weather in a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string", "description": "City and country, e.g. Paris, France"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius",
+                     "description": "Temperature unit"},
+            "days": {"type": "integer", "description": "Days ahead.\nAt most 7.", "default": 0},
+        },
+        "required": ["location"],
+    }}}
+
+NO_PARAMS = [
+    {"type": "function", "function": {"name": "get_time", "description": "The time now, UTC."}},
+    {"type": "function", "function": {"name": "list_files", "description": "Lists the files.",
+                                      "parameters": {"type": "object", "properties": {}}}},
+]
+
+# many schema shapes in one function
+SEARCH = {"type": "function", "function": {
+    "name": "search",
+    "description": "Suche nach Café ☕ — 検索 \"quoted\" and \\back\\slashes",
+    "parameters": {
+        "type": "object",
+        "required": ["query", "filters"],
+        "properties": {
+            "query": {"type": "string", "description": "What to look for"},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags to match"},
+            "ids": {"type": "array", "items": {"type": "integer"}},
+            "weights": {"type": "array", "items": {"type": "number"}, "nullable": True},
+            "flags": {"type": "array", "items": {"type": "boolean"}},
+            "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+            "anything": {"type": "array"},
+            "points": {"type": "array", "items": {"type": "object", "properties": {
+                "x": {"type": "number"}, "y": {"type": "number"}, "label": {"type": "string"}}}},
+            "objs": {"type": "array", "items": {"type": "object"}},
+            "modes": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+            "filters": {"type": "object", "description": "Date range", "properties": {
+                "from": {"type": "string"}, "to": {"type": "string", "nullable": True},
+                "inner": {"type": "object", "properties": {"deep": {"type": "boolean"}}, "required": ["deep"]}},
+                "required": ["from"]},
+            "meta": {"type": "object"},
+            "limit": {"type": "number", "default": 10},
+            "ratio": {"type": "number", "default": 0.1},
+            "tiny": {"type": "number", "default": 1e-05},
+            "huge": {"type": "number", "default": 1e16},
+            "neg": {"type": "number", "default": -2.5},
+            "exact": {"type": "boolean", "default": False},
+            "note": {"type": "string", "nullable": True, "default": None},
+            "label": {"type": "string", "default": "naïve \"x\""},
+            "opts": {"type": "object", "default": {"a": [1, 2.0, "z"], "b": None}},
+            "either": {"type": ["string", "number"]},
+            "one": {"type": ["integer"]},
+            "maybe": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "integer", "default": 3}]},
+            "choice": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+            "free": {"description": "any value"},
+            "level": {"type": "integer", "enum": [1, 2, 3]},
+        },
+    }}}
+
+CALC = {"type": "function", "function": {
+    "name": "calc",
+    "description": "Evaluates an expression.\nReturns a number.",
+    "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"]}}}
+
+
+# numbers and strings spelt in ways json.dumps does not write them (the
+# templates see the parsed values, so the output is json.dumps' spelling)
+SPELLINGS = r"""[{"function": {"name": "spell", "description": "Caf\u00e9 \/ \ud83d\ude00 tab\there",
+  "parameters": {"type": "object", "properties": {
+    "a": {"type": "number", "default": 1E2}, "b": {"type": "number", "default": 0.10},
+    "c": {"type": "integer", "default": -0}, "d": {"type": "number", "default": 1.0e-7},
+    "e": {"type": "number", "default": 1e15}, "f": {"type": "number", "default": 123456.789},
+    "g": {"type": "number", "default": 1e22}, "h": {"type": "number", "default": -0.0},
+    "i": {"type": "number", "default": 5e-324}, "j": {"type": "number", "default": 1.7976931348623157e308},
+    "k": {"type": "number", "default": 0.0001}, "l": {"type": "number", "default": 12345678901234567890.0},
+    "m": {"type": "string", "default": "\u0001\u001f\u007f"}, "n": {"type": "integer", "default": -9007199254740993}},
+  "required": []}, "strict": true}, "type": "function"}]"""
+
+# no description, other keys in another order
+BARE = [{"function": {"parameters": {"properties": {"x": {"type": "string"}}, "type": "object"}, "name": "bare"},
+         "type": "function"}]
+
+
+def tools_text(tools, style):
+    """the tools_json text hotset is given: several layouts, one meaning"""
+    if isinstance(tools, str):
+        return tools
+    if style == "indent":
+        return json.dumps(tools, indent=2, ensure_ascii=False)
+    if style == "compact":
+        return json.dumps(tools, separators=(",", ":"), ensure_ascii=True)
+    return json.dumps(tools, ensure_ascii=False)
+
+
+def msg(role, content=None, reasoning=None, tool_name=None):
+    return {"role": role, "content": content, "reasoning": reasoning, "tool_name": tool_name}
+
+
+CALL_ARGS = '{"location": "Paris, France", "unit": "celsius"}'
+TOOL_TURNS = [
+    msg("user", "Weather in Paris?"),
+    msg("assistant", CALL_ARGS, "Need the weather.", "get_weather"),
+    msg("tool", '{"temp": 20, "sky": "clear"}'),
+]
+
+CASES = [
+    # harmony
+    ("harmony tools, no system", "harmony", [msg("user", "Hi")], [WEATHER], "plain", {}),
+    ("harmony tools and instructions", "harmony", [msg("system", "Be brief."), msg("user", "Hi")], [WEATHER],
+     "indent", {"reasoning_effort": "high"}),
+    ("harmony empty instructions", "harmony", [msg("developer", ""), msg("user", "Hi")], NO_PARAMS, "compact", {}),
+    ("harmony no parameters", "harmony", [msg("user", "What time is it?")], NO_PARAMS, "plain", {}),
+    ("harmony many schemas", "harmony", [msg("user", "Find it")], [SEARCH, CALC], "indent",
+     {"reasoning_effort": "low"}),
+    ("harmony tool call and result", "harmony", TOOL_TURNS, [WEATHER, CALC], "plain", {"reasoning_effort": "low"}),
+    ("harmony spellings", "harmony", [msg("user", "x")], SPELLINGS, "raw", {}),
+    ("harmony without tools (empty array)", "harmony", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
+     {}),
+    # ChatML
+    ("chatml tools, no system", "chatml", [msg("user", "Hi")], [WEATHER], "plain", {}),
+    ("chatml tools and system", "chatml", [msg("system", "Be brief."), msg("user", "Hi")], [WEATHER, CALC],
+     "indent", {}),
+    ("chatml empty system", "chatml", [msg("system", ""), msg("user", "Hi")], NO_PARAMS, "compact", {}),
+    ("chatml many schemas", "chatml", [msg("user", "Find it")], [SEARCH], "indent", {"no_thinking": 1}),
+    ("chatml tool call and result", "chatml", TOOL_TURNS + [msg("assistant", "It is 20 °C and clear.")],
+     [WEATHER], "plain", {}),
+    ("chatml spellings", "chatml", [msg("user", "x")], SPELLINGS, "raw", {}),
+    ("chatml no description, keys in another order", "chatml", [msg("user", "x")], BARE, "plain", {}),
+    ("chatml many schemas, ASCII-escaped input", "chatml", [msg("user", "Find it")], [SEARCH], "compact", {}),
+    ("chatml without tools (empty array)", "chatml", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
+     {}),
+]
+
+
+def environment():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: DATE
+    return env
+
+
+def template_messages(fmt, msgs):
+    """hotset's messages as the template's input (OpenAI's message shape)"""
+    out = []
+    for m in msgs:
+        t = {"role": m["role"], "content": m["content"] or ""}
+        if m["role"] == "assistant" and m["tool_name"]:
+            args = m["content"]
+            if fmt == "harmony":
+                parsed = json.loads(args)
+                assert json.dumps(parsed, ensure_ascii=False) == args, "write the arguments as json.dumps does"
+                args = parsed
+            t["tool_calls"] = [{"type": "function", "function": {"name": m["tool_name"], "arguments": args}}]
+            t["content"] = ""
+        if m["reasoning"]:
+            t["thinking" if fmt == "harmony" else "reasoning_content"] = m["reasoning"]
+        if fmt == "harmony" and "content" in t and m["role"] == "assistant" and m["tool_name"]:
+            del t["content"]  # harmony's template refuses content and thinking together
+        out.append(t)
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    env = environment()
+    templates = {}
+    for fmt, (name, blob) in TEMPLATES.items():
+        data = open(os.path.join(sys.argv[1], name), "rb").read()
+        got = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if got != blob:
+            sys.exit(f"{name}: git blob {got}, expected {blob}")
+        templates[fmt] = env.from_string(data.decode())
+    cases = []
+    for what, fmt, msgs, tools, style, opts in CASES:
+        kw = {"add_generation_prompt": not opts.get("no_generation_prompt")}
+        if fmt == "harmony" and opts.get("reasoning_effort"):
+            kw["reasoning_effort"] = opts["reasoning_effort"]
+        if fmt == "chatml" and opts.get("no_thinking"):
+            kw["enable_thinking"] = False
+        text = tools_text(tools, style)
+        expected = templates[fmt].render(messages=template_messages(fmt, msgs), tools=json.loads(text), **kw)
+        cases.append({"what": what, "format": fmt, "date": DATE, **opts, "messages": msgs, "tools_json": text,
+                      "expected": expected})
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "chat", "tools.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"generator": "tests/gen-chat-tools-data.py", "jinja2": jinja2.__version__, "cases": cases}, f,
+                  ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{out}: {len(cases)} cases")
+
+
+if __name__ == "__main__":
+    main()
