@@ -174,13 +174,52 @@ static const char *tool_name_for(json_t *msgs, size_t idx, json_t *m)
 	return NULL;
 }
 
+/* tools (OpenAI's array of {"type": "function", "function": {...}}) as
+ * JSON text for the chat format, unless tool_choice is "none"; *out NULL
+ * when there are none.  "required" or a named function do not force a call:
+ * the tools are rendered as for "auto".  parallel_tool_calls is accepted. */
+static int get_tools(json_t *root, char **out, struct perr *e)
+{
+	json_t *tools = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
+	json_t *par = json_object_get(root, "parallel_tool_calls");
+	int render = 1;
+
+	*out = NULL;
+	if (par && !json_is_null(par) && !json_is_boolean(par))
+		return bad(e, "parallel_tool_calls", "invalid_type", "parallel_tool_calls: true or false is needed");
+	if (json_is_string(choice)) {
+		const char *c = json_string_value(choice);
+		if (strcmp(c, "none") && strcmp(c, "auto") && strcmp(c, "required"))
+			return bad(e, "tool_choice", "invalid_value",
+				   "tool_choice: '%s' is not none, auto, required or {\"type\": \"function\", ...}", c);
+		render = strcmp(c, "none") != 0;
+	} else if (json_is_object(choice)) {
+		if (!json_is_string(json_object_get(choice, "type")))
+			return bad(e, "tool_choice", "invalid_value", "tool_choice: an object needs a \"type\"");
+	} else if (choice && !json_is_null(choice)) {
+		return bad(e, "tool_choice", "invalid_type", "tool_choice: a string or an object is needed");
+	}
+	if (!tools || json_is_null(tools))
+		return 0;
+	if (!json_is_array(tools))
+		return bad(e, "tools", "invalid_type",
+			   "tools: an array of {\"type\": \"function\", \"function\": {\"name\", \"description\", "
+			   "\"parameters\"}} is needed");
+	if (!render || !json_array_size(tools))
+		return 0;
+	/* the chat format checks each tool; key order is kept */
+	if (!(*out = json_dumps(tools, 0)))
+		return bad(e, "tools", NULL, "out of memory");
+	return 0;
+}
+
 /* messages -> the prompt's ids through the chat format */
 static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct perr *e)
 {
 	json_t *msgs = json_object_get(root, "messages");
 	struct hs_chat_opts co = { .format = s->fmt };
 	struct hs_chat_message *cm = NULL;
-	char **texts = NULL;
+	char **texts = NULL, *tools = NULL;
 	size_t n, i;
 	json_t *m;
 	int rc = -1;
@@ -239,12 +278,20 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 		co.no_thinking = json_is_false(json_object_get(kw, "enable_thinking"));
 	}
 	co.reasoning_effort = effort;
+	if (get_tools(root, &tools, e))
+		goto out_free;
+	co.tools_json = tools;
 	if (hs_chat_tokenize(s->tok, cm, (int)n, &co, &r->prompt, &r->n_prompt)) {
-		bad(e, "messages", "invalid_value", "messages: %s", hs_last_error());
+		int in_tools = strncmp(hs_last_error(), "chat: tools", 11) == 0;
+		if (in_tools) /* "tools[i]: ..." */
+			bad(e, "tools", "invalid_value", "%s", hs_last_error() + 6);
+		else
+			bad(e, "messages", "invalid_value", "messages: %s", hs_last_error());
 		goto out_free;
 	}
 	rc = 0;
 out_free:
+	free(tools);
 	for (i = 0; texts && i < n; i++)
 		free(texts[i]);
 	free(texts);

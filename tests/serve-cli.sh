@@ -2,6 +2,7 @@
 # /v1/models, completions and chat (whole and streamed: role first, deltas,
 # finish_reason, usage, [DONE]), /metrics, the chat page; 400 for bad JSON,
 # wrong field types and values and over-context requests (with the numbers),
+# tool definitions (more prompt tokens; none with tool_choice "none"; 400s),
 # the prompt cache (cached_tokens, cache_n, --no-prompt-cache, cache_prompt),
 # 413, 404, 405, 401 with --api-key, 503 + Retry-After past --max-queue and
 # while waiting for GPU memory; stop strings; a client that hangs up frees
@@ -160,6 +161,38 @@ req POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"i
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_tokens":2}' &&
 	expect_status "text parts" 200
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":7}]}' && expect_error "content type" 400 invalid_request_error
+# tool definitions: rendered into the prompt (more prompt tokens), not with
+# tool_choice "none"; "required" and a named function render as "auto"
+TOOL='{"type":"function","function":{"name":"get_time","description":"The time.","parameters":{"type":"object","properties":{"tz":{"type":"string"}}}}}'
+prompt_tokens() { # BODY-FIELDS: usage.prompt_tokens of a one-token chat answer
+	req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1$1}" &&
+		expect_status "tools ($1)" 200 && sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$TMP/out"
+}
+n_plain=$(prompt_tokens "")
+n_tools=$(prompt_tokens ",\"tools\":[$TOOL]")
+n_none=$(prompt_tokens ",\"tools\":[$TOOL],\"tool_choice\":\"none\"")
+n_req=$(prompt_tokens ",\"tools\":[$TOOL],\"tool_choice\":\"required\",\"parallel_tool_calls\":false")
+n_named=$(prompt_tokens ",\"tools\":[$TOOL],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}")
+n_empty=$(prompt_tokens ",\"tools\":[],\"tool_choice\":\"auto\"")
+[ -n "$n_plain" ] && [ "$n_tools" -gt "$((n_plain + 20))" ] 2>/dev/null ||
+	fail "tools: $n_tools prompt tokens with a tool, $n_plain without"
+[ "$n_none" = "$n_plain" ] && [ "$n_empty" = "$n_plain" ] ||
+	fail "tools: tool_choice none gives $n_none prompt tokens, [] $n_empty, no tools $n_plain"
+[ "$n_req" = "$n_tools" ] && [ "$n_named" = "$n_tools" ] ||
+	fail "tools: required gives $n_req prompt tokens, a named function $n_named, auto $n_tools"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tools":{"type":"function"}}' &&
+	expect_error "tools type" 400 invalid_request_error && expect_grep "tools type param" '"param":"tools"'
+req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[$TOOL,{\"type\":\"function\",\"function\":{}}]}" &&
+	expect_error "tool without a name" 400 invalid_request_error && expect_grep "tool without a name param" '"param":"tools"' &&
+	expect_grep "tool without a name index" 'tools\[1\]: '
+req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[3]}" &&
+	expect_error "tool not an object" 400 invalid_request_error && expect_grep "tool not an object index" 'tools\[0\]: '
+req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[$TOOL],\"tool_choice\":\"always\"}" &&
+	expect_error "tool_choice value" 400 invalid_request_error && expect_grep "tool_choice param" '"param":"tool_choice"'
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tool_choice":5}' &&
+	expect_error "tool_choice type" 400 invalid_request_error
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"parallel_tool_calls":"yes"}' &&
+	expect_error "parallel_tool_calls type" 400 invalid_request_error
 # hostile bodies: bytes that are not UTF-8, U+0000, deep nesting, huge numbers
 req POST /v1/completions "$(printf '{"prompt":"\377\376"}')" && expect_error "not UTF-8" 400 invalid_request_error
 req POST /v1/completions '{"prompt":"a\u0000b"}' && expect_error "U+0000" 400 invalid_request_error
