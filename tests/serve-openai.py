@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The official OpenAI Python client against `hotset serve` (run by
 tests/serve-openai.sh): models.list, chat and completions whole and
-streamed (with usage), greedy streamed text equal to the whole answer, and
-the errors the client raises for 400 and 401.
+streamed (with usage), greedy streamed text equal to the whole answer, tools
+as the client sends them, and the errors the client raises for 400 and 401.
 
 usage: serve-openai.py BASE_URL API_KEY"""
 import sys
@@ -59,6 +59,23 @@ check(text == c.choices[0].text, f"streamed completion {text!r} vs {c.choices[0]
 a = cl.completions.create(model="m.gguf", prompt="abc", max_tokens=16, temperature=1, seed=42).choices[0].text
 b = cl.completions.create(model="m.gguf", prompt="abc", max_tokens=16, temperature=1, seed=42).choices[0].text
 check(a == b, f"seed 42 twice: {a!r} vs {b!r}")
+
+# tools as agents send them: accepted, rendered into the prompt (more prompt
+# tokens than without), and the answer is well formed whatever it says
+tools = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "unit": {"type": "string", "enum": ["c", "f"]}},
+                   "required": ["city"]}}}]
+t = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=8, temperature=0, tools=tools,
+                               tool_choice="auto")
+check(t.choices[0].finish_reason in ("stop", "length", "tool_calls") and t.usage.prompt_tokens > r.usage.prompt_tokens,
+      f"chat with tools: {t}")
+for tc in t.choices[0].message.tool_calls or []:
+    check(tc.type == "function" and tc.function.name, f"tool call: {tc}")
+n = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=8, temperature=0, tools=tools,
+                               tool_choice="none")
+check(n.usage.prompt_tokens == r.usage.prompt_tokens, f"tool_choice none: {n.usage} vs {r.usage}")
 
 try:
     cl.chat.completions.create(model="m.gguf", messages=[], max_tokens=4)
