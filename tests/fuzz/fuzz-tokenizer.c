@@ -3,10 +3,11 @@
  * parsing) and must decode back to themselves; read as token ids, they go
  * through the streaming detokenizer and the reply parser of every format,
  * which must give valid UTF-8 and no error; as a user message they are
- * rendered and tokenized.  Built and run by tests/fuzz/run.sh, which sets
+ * rendered and tokenized, and as tool definitions rendered or refused.  Built and run by tests/fuzz/run.sh, which sets
  * HS_DATA to tests/data. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (hs_chat_tokenize(t, m, 2, &o, &cids, &nc) != 0)
 			abort();
 		free(cids);
+		/* and as tool definitions (a request's `tools`): rendered, or
+		 * refused with -EINVAL, never anything else */
+		o.tools_json = msg;
+		int rc = hs_chat_tokenize(t, m, 2, &o, &cids, &nc);
+		if (rc == 0)
+			free(cids);
+		else if (rc != -EINVAL)
+			abort();
 		free(msg);
 	}
 	free(ids);

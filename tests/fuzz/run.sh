@@ -17,12 +17,12 @@ command -v "$CLANG" >/dev/null 2>&1 || { echo "SKIP: no clang (Debian package cl
 out="$build/fuzz"
 mkdir -p "$out" "$build/fuzz-crashes"
 lib="$src/model/gguf.c $src/base/error.c $src/cpu_kernels/formats.c"
-for f in unicode unicode-tables pretok tokenizer bpe detok chat reply; do lib="$lib $src/model/$f.c"; done
+for f in unicode unicode-tables pretok tokenizer bpe detok chat chat-tools reply; do lib="$lib $src/model/$f.c"; done
 for target in gguf tokenizer; do
 	# shellcheck disable=SC2086 # $lib is a list of files
 	if ! "$CLANG" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-I"$build" -I"$src" -I"$src/include" \
-		"$src/tests/fuzz/fuzz-$target.c" $lib -lm -o "$out/fuzz-$target" 2>"$out/build-$target.log"; then
+		"$src/tests/fuzz/fuzz-$target.c" $lib -ljansson -lm -o "$out/fuzz-$target" 2>"$out/build-$target.log"; then
 		if grep -q 'libclang_rt.fuzzer\|fuzzer.*not found\|cannot find.*fuzzer' "$out/build-$target.log"; then
 			echo "SKIP: clang has no libFuzzer runtime"; cat "$out/build-$target.log"; exit 77
 		fi
