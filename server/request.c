@@ -285,6 +285,8 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 		int in_tools = strncmp(hs_last_error(), "chat: tools", 11) == 0;
 		if (in_tools) /* "tools[i]: ..." */
 			bad(e, "tools", "invalid_value", "%s", hs_last_error() + 6);
+		else if (strncmp(hs_last_error(), "chat: reasoning effort", 22) == 0)
+			bad(e, "reasoning_effort", "invalid_value", "reasoning_effort: %s", hs_last_error() + 6);
 		else
 			bad(e, "messages", "invalid_value", "messages: %s", hs_last_error());
 		goto out_free;

@@ -180,6 +180,8 @@ n_empty=$(prompt_tokens ",\"tools\":[],\"tool_choice\":\"auto\"")
 	fail "tools: tool_choice none gives $n_none prompt tokens, [] $n_empty, no tools $n_plain"
 [ "$n_req" = "$n_tools" ] && [ "$n_named" = "$n_tools" ] ||
 	fail "tools: required gives $n_req prompt tokens, a named function $n_named, auto $n_tools"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"max","max_tokens":2}' &&
+	expect_error "reasoning effort" 400 invalid_request_error && expect_grep "reasoning effort param" '"param":"reasoning_effort"'
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tools":{"type":"function"}}' &&
 	expect_error "tools type" 400 invalid_request_error && expect_grep "tools type param" '"param":"tools"'
 req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[$TOOL,{\"type\":\"function\",\"function\":{}}]}" &&
