@@ -382,11 +382,18 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 /* A model's reply, parsed as it is generated: one id at a time in, pieces of
  * text out, each tagged with what it is.  Harmony: the analysis channel is
  * reasoning, final (and commentary without a recipient) is content, a
- * message to a recipient (" to=functions.x") is a tool call; the markers
- * <|channel|>, <|message|>, <|end|>, <|start|>assistant are consumed; the
- * reply stops at <|return|> or <|call|>.  ChatML: <think>...</think> is
- * reasoning (newlines next to the markers trimmed), <tool_call>...</tool_call>
- * a tool call, the rest content; it stops at <|im_end|> or <|endoftext|>.
+ * message to a recipient (" to=functions.x") is a tool call, its text the
+ * arguments; the markers <|channel|>, <|message|>, <|end|>,
+ * <|start|>assistant are consumed; the reply stops at <|return|> or
+ * <|call|> (so a harmony reply holds at most one call in practice; each
+ * message to a recipient is one).  ChatML: <think>...</think> is reasoning
+ * (newlines next to the markers trimmed), each <tool_call>...</tool_call> a
+ * tool call, the rest (text between the calls too) content; it stops at
+ * <|im_end|> or <|endoftext|>.  A ChatML call comes out whole when its block
+ * ends: {"name": N, "arguments": A} is the call of N, its text A as compact
+ * JSON (A itself when it is a string, "{}" when absent); a block that is not
+ * a JSON object with a string "name" is a call without a name, its text the
+ * block's.
  * RAW: all content, stops at eot.  Every format also stops at the file's
  * eos and at <|endoftext|>.  A reply that does not follow its
  * format (small or random models write anything) comes out as plain content,
@@ -397,6 +404,7 @@ struct hs_reply_delta {
 	enum hs_reply_kind kind;
 	const char *text; /* valid UTF-8 (U+0000 included), NUL-terminated, owned by the parser */
 	size_t len;
+	int tool_index; /* HS_REPLY_TOOL_CALL: the call's index in the reply (0, 1, ...); else -1 */
 };
 typedef struct hs_reply_parser hs_reply_parser;
 /* format AUTO: hs_chat_format_of(t).  t must outlive the parser. */
@@ -412,17 +420,29 @@ int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_d
  * text held back while a marker might have been starting, and a character
  * cut short (as U+FFFD), come out. */
 int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **deltas, int *n_deltas);
-/* The function of the latest tool call (harmony's recipient, e.g.
- * "functions.get_weather"), or NULL.  Owned by p. */
+/* The tool calls begun so far (a ChatML call begins at <tool_call>). */
+int hs_reply_parser_tool_count(const hs_reply_parser *p);
+/* The function of tool call index: harmony's recipient (e.g.
+ * "functions.get_weather"), ChatML's "name" (known once its deltas came);
+ * NULL when it has none or index is out of range.  Owned by p. */
+const char *hs_reply_parser_tool_name_at(const hs_reply_parser *p, int index);
+/* The latest tool call's function, or NULL (tool_name_at(count - 1)). */
 const char *hs_reply_parser_tool_name(const hs_reply_parser *p);
 
 /* A whole reply parsed at once (ids after the stop token are ignored).  Every
- * string is malloc'd and NUL-terminated ("" when empty, tool_name NULL when
- * there is no tool call); free them with hs_reply_free().  The lengths count
+ * string is malloc'd and NUL-terminated ("" when empty, a call's name NULL
+ * when it has none); free them with hs_reply_free().  The lengths count
  * bytes: a model may write U+0000, which is valid UTF-8 and stays in. */
+struct hs_reply_call {
+	char *name;      /* as hs_reply_parser_tool_name_at() */
+	char *arguments; /* the call's text: its arguments as JSON text (see above) */
+	size_t arguments_len;
+};
 struct hs_reply {
-	char *content, *reasoning, *tool_call, *tool_name;
-	size_t content_len, reasoning_len, tool_call_len;
+	char *content, *reasoning;
+	size_t content_len, reasoning_len;
+	struct hs_reply_call *calls; /* n_calls of them, in order; NULL when none */
+	int n_calls;
 	int32_t stop_id; /* the stop token that ended it, -1 when none came */
 };
 int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int32_t *ids, int n,

@@ -4,11 +4,16 @@
  * vocabulary may have them as special tokens, as user-defined ones, or not
  * at all; text that might be the start of a marker is held back until the
  * next bytes say.  All text goes through one UTF-8 sink, finished whenever
- * the kind of text changes, so a delta never carries half a character. */
+ * the kind of text (or the tool call) changes, so a delta never carries
+ * half a character.  Each tool call has an index; a ChatML call's block is
+ * held until </tool_call> and then parsed, so that its deltas carry the
+ * arguments as harmony's do and the function's name is known. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "model/tokenizer.h"
 #include "base/error.h"
@@ -21,6 +26,7 @@ enum { C_START, C_THINK, C_CONTENT, C_TOOL };            /* ChatML */
 
 struct delta_at {
 	enum hs_reply_kind kind;
+	int tool; /* the tool call's index, -1 for other text */
 	size_t off, len;
 };
 
@@ -33,12 +39,14 @@ struct hs_reply_parser {
 	/* this call's text, its deltas, and what is handed out */
 	struct hs_utf8_sink sink;
 	enum hs_reply_kind sink_kind;
+	int sink_tool;
 	struct hs_buf out, handed;
 	struct delta_at *d;
 	int n_d, cap_d;
 	struct hs_reply_delta *deltas;
 	int cap_deltas;
-	char *tool_name;
+	char **names; /* each tool call's function, NULL while unknown */
+	int n_calls, cap_calls;
 
 	/* harmony */
 	int h;
@@ -49,15 +57,15 @@ struct hs_reply_parser {
 	/* ChatML */
 	int c, skip_nl;
 	size_t nl_held;
-	struct hs_buf hold;
+	struct hs_buf hold, call; /* call: the open <tool_call> block's text */
 };
 
 /* ---- output ------------------------------------------------------------ */
 
-/* The call's last delta is of this kind (a new one when it was not). */
-static int open_delta(hs_reply_parser *p, enum hs_reply_kind kind)
+/* The call's last delta is of this kind and tool call (a new one when it was not). */
+static int open_delta(hs_reply_parser *p, enum hs_reply_kind kind, int tool)
 {
-	if (p->n_d && p->d[p->n_d - 1].kind == kind)
+	if (p->n_d && p->d[p->n_d - 1].kind == kind && p->d[p->n_d - 1].tool == tool)
 		return 0;
 	if (p->n_d == p->cap_d) {
 		int cap = p->cap_d ? 2 * p->cap_d : 8;
@@ -67,7 +75,7 @@ static int open_delta(hs_reply_parser *p, enum hs_reply_kind kind)
 		p->d = q;
 		p->cap_d = cap;
 	}
-	p->d[p->n_d++] = (struct delta_at){ kind, p->out.len, 0 };
+	p->d[p->n_d++] = (struct delta_at){ kind, tool, p->out.len, 0 };
 	return 0;
 }
 
@@ -83,23 +91,25 @@ static int finish_char(hs_reply_parser *p)
 
 	if (!p->sink.n_pend)
 		return 0;
-	if ((rc = open_delta(p, p->sink_kind)) || (rc = hs__utf8_finish(&p->sink, &p->out)))
+	if ((rc = open_delta(p, p->sink_kind, p->sink_tool)) || (rc = hs__utf8_finish(&p->sink, &p->out)))
 		return rc;
 	close_delta(p);
 	return 0;
 }
 
+/* Text of this kind; tool call text belongs to the latest call. */
 static int emit(hs_reply_parser *p, enum hs_reply_kind kind, const void *s, size_t n)
 {
-	int rc;
+	int rc, tool = kind == HS_REPLY_TOOL_CALL ? p->n_calls - 1 : -1;
 
 	if (!n)
 		return 0;
-	if (p->sink_kind != kind && (rc = finish_char(p)))
+	if ((p->sink_kind != kind || p->sink_tool != tool) && (rc = finish_char(p)))
 		return rc;
-	if ((rc = open_delta(p, kind)))
+	if ((rc = open_delta(p, kind, tool)))
 		return rc;
 	p->sink_kind = kind;
+	p->sink_tool = tool;
 	rc = hs__utf8_feed(&p->sink, s, n, &p->out);
 	close_delta(p);
 	return rc;
@@ -126,7 +136,8 @@ static int hand_out(hs_reply_parser *p, int rc, const struct hs_reply_delta **de
 	size_t off = 0;
 	for (int i = 0; !rc && i < p->n_d; i++)
 		if (p->d[i].len) {
-			p->deltas[k++] = (struct hs_reply_delta){ p->d[i].kind, p->handed.p + off, p->d[i].len };
+			p->deltas[k++] = (struct hs_reply_delta){ p->d[i].kind, p->handed.p + off, p->d[i].len,
+								  p->d[i].tool };
 			off += p->d[i].len + 1;
 		}
 	p->out.len = 0;
@@ -152,6 +163,23 @@ static int is_stop(const hs_reply_parser *p, int32_t id)
 	for (int i = 0; i < 4; i++)
 		if (p->stop[i] == id && id >= 0)
 			return 1;
+	return 0;
+}
+
+/* A tool call begins; name (malloc'd, or NULL while unknown) is the parser's now. */
+static int new_call(hs_reply_parser *p, char *name)
+{
+	if (p->n_calls == p->cap_calls) {
+		int cap = p->cap_calls ? 2 * p->cap_calls : 4;
+		char **q = realloc(p->names, (size_t)cap * sizeof *q);
+		if (!q) {
+			free(name);
+			return hs__error(ENOMEM, "reply: out of memory");
+		}
+		p->names = q;
+		p->cap_calls = cap;
+	}
+	p->names[p->n_calls++] = name;
 	return 0;
 }
 
@@ -188,10 +216,10 @@ static int harmony_message(hs_reply_parser *p)
 		size_t tn = 0;
 		while (to + tn < h + n && to[tn] != ' ' && to[tn] != '\1' && to[tn] != '\2')
 			tn++;
-		free(p->tool_name);
-		p->tool_name = strndup(to, tn);
-		if (!p->tool_name)
-			return hs__error(ENOMEM, "reply: out of memory");
+		char *name = strndup(to, tn);
+		int rc = name ? new_call(p, name) : hs__error(ENOMEM, "reply: out of memory");
+		if (rc)
+			return rc;
 		p->body = HS_REPLY_TOOL_CALL;
 	} else {
 		p->body = ch && cn == 8 && memcmp(ch, "analysis", 8) == 0 ? HS_REPLY_REASONING : HS_REPLY_CONTENT;
@@ -260,6 +288,41 @@ static enum hs_reply_kind section_kind(int c)
 	return c == C_THINK ? HS_REPLY_REASONING : c == C_TOOL ? HS_REPLY_TOOL_CALL : HS_REPLY_CONTENT;
 }
 
+/* Text of a section: a tool call's is held until its block ends. */
+static int put(hs_reply_parser *p, enum hs_reply_kind kind, const char *s, size_t n)
+{
+	return kind == HS_REPLY_TOOL_CALL ? hs__buf_put(&p->call, s, n) : emit(p, kind, s, n);
+}
+
+/* A <tool_call> block ended (or the reply did inside one).  {"name": N,
+ * "arguments": A} names the call N and hands out A as JSON text (a string
+ * A as it is, "{}" when there is none); any other text is handed out as it
+ * is, a call without a name. */
+static int end_call(hs_reply_parser *p)
+{
+	json_t *j = p->call.len ? json_loadb(p->call.p, p->call.len, 0, NULL) : NULL;
+	json_t *name = json_object_get(j, "name"), *args = json_object_get(j, "arguments");
+	char *a = NULL;
+	int rc = 0;
+
+	if (json_is_string(name)) {
+		a = !args ? strdup("{}")
+		    : json_is_string(args) ? strdup(json_string_value(args))
+					   : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+		p->names[p->n_calls - 1] = strdup(json_string_value(name));
+		if (!a || !p->names[p->n_calls - 1])
+			rc = hs__error(ENOMEM, "reply: out of memory");
+		else
+			rc = emit(p, HS_REPLY_TOOL_CALL, a, strlen(a));
+	} else {
+		rc = emit(p, HS_REPLY_TOOL_CALL, p->call.p, p->call.len);
+	}
+	free(a);
+	json_decref(j);
+	p->call.len = 0;
+	return rc ? rc : finish_char(p);
+}
+
 /* Text of the current section: newlines right after its opening marker are
  * dropped, newlines at its end wait to see whether the closing marker
  * comes next (then they are dropped too). */
@@ -281,9 +344,9 @@ static int section_text(hs_reply_parser *p, const char *s, size_t n)
 		k--;
 	if (k) {
 		for (; p->nl_held && !rc; p->nl_held--)
-			rc = emit(p, kind, "\n", 1);
+			rc = put(p, kind, "\n", 1);
 		if (!rc)
-			rc = emit(p, kind, s, k);
+			rc = put(p, kind, s, k);
 	}
 	p->nl_held += n - k;
 	return rc;
@@ -343,6 +406,8 @@ static int chatml_scan(hs_reply_parser *p)
 		}
 		/* the marker: the section ends, the next one begins */
 		p->nl_held = 0;
+		if ((rc = p->c == C_CONTENT ? new_call(p, NULL) : p->c == C_TOOL ? end_call(p) : 0))
+			return rc;
 		p->c = p->c == C_CONTENT ? C_TOOL : C_CONTENT;
 		p->skip_nl = 1;
 		memmove(h, h + at + mn, n - at - mn);
@@ -360,7 +425,10 @@ static int chatml_finish(hs_reply_parser *p)
 		rc = section_text(p, p->hold.p, p->hold.len);
 	p->hold.len = 0;
 	for (; p->nl_held && !rc; p->nl_held--)
-		rc = emit(p, section_kind(p->c), "\n", 1);
+		rc = put(p, section_kind(p->c), "\n", 1);
+	if (!rc && p->c == C_TOOL)
+		rc = end_call(p);
+	p->c = C_CONTENT;
 	return rc;
 }
 
@@ -395,6 +463,7 @@ int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_re
 		p->stop[2] = p->f == HS_CHAT_CHATML ? find_id(t, "<|im_end|>") : t->eot;
 		p->stop[3] = -1;
 	}
+	p->sink_tool = -1;
 	if (hs__buf_put(&p->out, "", 0) || hs__buf_put(&p->handed, "", 0)) {
 		hs_reply_parser_free(p);
 		return hs__error(ENOMEM, "reply: out of memory");
@@ -411,9 +480,12 @@ void hs_reply_parser_free(hs_reply_parser *p)
 	free(p->handed.p);
 	free(p->header.p);
 	free(p->hold.p);
+	free(p->call.p);
 	free(p->d);
 	free(p->deltas);
-	free(p->tool_name);
+	for (int i = 0; i < p->n_calls; i++)
+		free(p->names[i]);
+	free(p->names);
 	free(p);
 }
 
@@ -465,9 +537,19 @@ int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **del
 	return hand_out(p, rc, deltas, n_deltas);
 }
 
+int hs_reply_parser_tool_count(const hs_reply_parser *p)
+{
+	return p->n_calls;
+}
+
+const char *hs_reply_parser_tool_name_at(const hs_reply_parser *p, int index)
+{
+	return index >= 0 && index < p->n_calls ? p->names[index] : NULL;
+}
+
 const char *hs_reply_parser_tool_name(const hs_reply_parser *p)
 {
-	return p->tool_name;
+	return hs_reply_parser_tool_name_at(p, p->n_calls - 1);
 }
 
 /* ---- a whole reply ---------------------------------------------------- */
@@ -476,33 +558,77 @@ void hs_reply_free(struct hs_reply *r)
 {
 	free(r->content);
 	free(r->reasoning);
-	free(r->tool_call);
-	free(r->tool_name);
+	for (int i = 0; i < r->n_calls; i++) {
+		free(r->calls[i].name);
+		free(r->calls[i].arguments);
+	}
+	free(r->calls);
 	memset(r, 0, sizeof *r);
 }
 
-static int collect(struct hs_buf parts[3], const struct hs_reply_delta *d, int n)
+/* Content and reasoning into parts[0..1], each tool call's text into calls[index]. */
+static int collect(struct hs_buf parts[2], struct hs_buf **calls, int *n_calls, const struct hs_reply_delta *d,
+		   int n)
 {
 	int rc = 0;
 
-	for (int i = 0; i < n && !rc; i++)
-		rc = hs__buf_put(&parts[d[i].kind], d[i].text, d[i].len);
+	for (int i = 0; i < n && !rc; i++) {
+		if (d[i].kind != HS_REPLY_TOOL_CALL) {
+			rc = hs__buf_put(&parts[d[i].kind], d[i].text, d[i].len);
+			continue;
+		}
+		if (d[i].tool_index >= *n_calls) {
+			struct hs_buf *q = realloc(*calls, (size_t)(d[i].tool_index + 1) * sizeof *q);
+			if (!q)
+				return hs__error(ENOMEM, "reply: out of memory");
+			memset(q + *n_calls, 0, (size_t)(d[i].tool_index + 1 - *n_calls) * sizeof *q);
+			*calls = q;
+			*n_calls = d[i].tool_index + 1;
+		}
+		rc = hs__buf_put(&(*calls)[d[i].tool_index], d[i].text, d[i].len);
+	}
 	return rc;
+}
+
+/* The parser's calls, each with its name and its text ("" when it had none). */
+static int take_calls(const hs_reply_parser *p, struct hs_buf *bufs, int n_bufs, struct hs_reply *out)
+{
+	int n = hs_reply_parser_tool_count(p);
+
+	if (!n)
+		return 0;
+	if (!(out->calls = calloc((size_t)n, sizeof *out->calls)))
+		return hs__error(ENOMEM, "reply: out of memory");
+	out->n_calls = n;
+	for (int i = 0; i < n; i++) {
+		struct hs_reply_call *c = &out->calls[i];
+		const char *name = hs_reply_parser_tool_name_at(p, i);
+		if (i < n_bufs && bufs[i].p) {
+			c->arguments = bufs[i].p;
+			c->arguments_len = bufs[i].len;
+			bufs[i].p = NULL;
+		} else {
+			c->arguments = strdup("");
+		}
+		if (!c->arguments || (name && !(c->name = strdup(name))))
+			return hs__error(ENOMEM, "reply: out of memory");
+	}
+	return 0;
 }
 
 int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int32_t *ids, int n,
 		   struct hs_reply *out)
 {
-	struct hs_buf parts[3] = { { NULL, 0, 0 }, { NULL, 0, 0 }, { NULL, 0, 0 } };
+	struct hs_buf parts[2] = { { NULL, 0, 0 }, { NULL, 0, 0 } }, *calls = NULL;
 	const struct hs_reply_delta *d;
 	hs_reply_parser *p;
-	int rc, nd;
+	int rc, nd, n_calls = 0;
 
 	memset(out, 0, sizeof *out);
 	out->stop_id = -1;
 	if ((rc = hs_reply_parser_new(t, format, &p)))
 		return rc;
-	for (int k = 0; k < 3 && !rc; k++)
+	for (int k = 0; k < 2 && !rc; k++)
 		rc = hs__buf_put(&parts[k], "", 0);
 	for (int i = 0; i < n && !rc; i++) {
 		rc = hs_reply_parser_push(p, ids[i], &d, &nd);
@@ -512,19 +638,20 @@ int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int3
 			break;
 		}
 		if (!rc)
-			rc = collect(parts, d, nd);
+			rc = collect(parts, &calls, &n_calls, d, nd);
 	}
 	if (!rc && !(rc = hs_reply_parser_finish(p, &d, &nd)))
-		rc = collect(parts, d, nd);
-	if (!rc && p->tool_name && !(out->tool_name = strdup(p->tool_name)))
-		rc = hs__error(ENOMEM, "reply: out of memory");
+		rc = collect(parts, &calls, &n_calls, d, nd);
+	if (!rc)
+		rc = take_calls(p, calls, n_calls, out);
 	hs_reply_parser_free(p);
+	for (int i = 0; i < n_calls; i++)
+		free(calls[i].p);
+	free(calls);
 	out->content = parts[HS_REPLY_CONTENT].p;
 	out->reasoning = parts[HS_REPLY_REASONING].p;
-	out->tool_call = parts[HS_REPLY_TOOL_CALL].p;
 	out->content_len = parts[HS_REPLY_CONTENT].len;
 	out->reasoning_len = parts[HS_REPLY_REASONING].len;
-	out->tool_call_len = parts[HS_REPLY_TOOL_CALL].len;
 	if (rc)
 		hs_reply_free(out);
 	return rc;

@@ -156,29 +156,54 @@ static json_t *timings(struct srv_req *r)
 			 gms > 0 ? r->n_gen * 1e3 / gms : 0);
 }
 
-/* The tool call: harmony names the function in its header (recipient
- * "functions.NAME"); ChatML writes {"name": ..., "arguments": {...}}. */
-static json_t *tool_calls(struct srv *s, struct srv_req *r)
-{
-	const char *name = r->rp ? hs_reply_parser_tool_name(r->rp) : NULL;
-	char *args = NULL, id[48];
-	json_t *parsed = NULL;
+/* ---- tool calls ------------------------------------------------------------- */
 
+void hs_srv_add_tool(struct srv_req *r, int index, const char *text, size_t len)
+{
+	if (index < 0 || index >= SRV_MAX_CALLS)
+		return;
+	hs_srv_sbuf_add(&r->tool[index], text, len);
+	if (r->n_tool < index + 1)
+		r->n_tool = index + 1;
+}
+
+void hs_srv_free_tools(struct srv_req *r)
+{
+	for (int i = 0; i < SRV_MAX_CALLS; i++)
+		hs_srv_sbuf_free(&r->tool[i]);
+	r->n_tool = 0;
+}
+
+/* Tool call i as an OpenAI tool_calls entry: the parser names the function
+ * (harmony's recipient "functions.NAME", ChatML's "name"; "" when it has
+ * none) and its text is the arguments.  Streamed (index >= 0): the call's
+ * first chunk has index, id, type, the name and arguments ""; args_only
+ * gives the next one, the arguments under the same index. */
+static json_t *tool_call(struct srv *s, struct srv_req *r, int i, int index, int args_only)
+{
+	const char *name = r->rp ? hs_reply_parser_tool_name_at(r->rp, i) : NULL;
+	const char *args = r->tool[i].p ? r->tool[i].p : "";
+	char id[48];
+
+	if (args_only)
+		return json_pack("{s:i, s:{s:s%}}", "index", index, "function", "arguments", args, r->tool[i].len);
 	if (name && strncmp(name, "functions.", 10) == 0)
 		name += 10;
-	if (!name && (parsed = json_loadb(r->tool.p, r->tool.len, 0, NULL)) && json_is_object(parsed)) {
-		name = json_string_value(json_object_get(parsed, "name"));
-		json_t *a = json_object_get(parsed, "arguments");
-		if (a)
-			args = json_is_string(a) ? strdup(json_string_value(a)) : json_dumps(a, JSON_COMPACT);
-	}
 	hs_srv_random_id(s, "call_", id, sizeof id);
-	json_t *t = json_pack("[{s:s, s:s, s:i, s:{s:s, s:s%}}]", "id", id, "type", "function", "index", 0, "function",
-			      "name", name ? name : "", "arguments", args ? args : r->tool.p ? r->tool.p : "",
-			      args ? strlen(args) : r->tool.len);
-	free(args);
-	json_decref(parsed);
-	return t;
+	if (index >= 0)
+		return json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", index, "id", id, "type", "function", "function",
+				 "name", name ? name : "", "arguments", "");
+	return json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name",
+			 name ? name : "", "arguments", args, r->tool[i].len);
+}
+
+/* All calls, for a whole answer's message. */
+static json_t *tool_calls(struct srv *s, struct srv_req *r)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < r->n_tool; i++)
+		json_array_append_new(a, tool_call(s, r, i, -1, 0));
+	return a;
 }
 
 void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
@@ -186,8 +211,12 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 	if (r->stream) {
 		if (r->chat && !r->role_sent)
 			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
-		if (r->chat && r->tool.len)
-			chunk(s, r, json_pack("{s:o}", "tool_calls", tool_calls(s, r)), NULL);
+		/* each call as OpenAI streams one: its head, then its arguments */
+		for (int i = 0; r->chat && i < r->n_tool; i++) {
+			chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 0)), NULL);
+			if (r->tool[i].len)
+				chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 1)), NULL);
+		}
 		/* the last choice chunk carries finish_reason (and timings) */
 		json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
 		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:n, s:s}", "index", 0, "delta", "logprobs", "finish_reason",
@@ -224,13 +253,13 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 	if (r->chat) {
 		json_t *msg = json_pack("{s:s}", "role", "assistant");
 		if (msg) {
-			json_object_set_new(msg, "content", r->tool.len && !r->content.len ? json_null()
+			json_object_set_new(msg, "content", r->n_tool && !r->content.len ? json_null()
 							    : json_stringn(r->content.p ? r->content.p : "",
 									   r->content.len));
 			if (r->reasoning.len)
 				json_object_set_new(msg, "reasoning_content",
 						    json_stringn(r->reasoning.p, r->reasoning.len));
-			if (r->tool.len)
+			if (r->n_tool)
 				json_object_set_new(msg, "tool_calls", tool_calls(s, r));
 		}
 		c = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason", reason);

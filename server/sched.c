@@ -57,7 +57,7 @@ static void req_release_private(struct srv_req *r)
 	r->dt = NULL;
 	hs_srv_sbuf_free(&r->content);
 	hs_srv_sbuf_free(&r->reasoning);
-	hs_srv_sbuf_free(&r->tool);
+	hs_srv_free_tools(r);
 	hs_srv_sbuf_free(&r->held);
 	hs_srv_sbuf_free(&r->pend);
 }
@@ -251,12 +251,13 @@ static size_t stop_prefix_tail(const struct srv_req *r, const char *text, size_t
 
 /* Passes a piece of the reply on; content goes through the stop strings.
  * Returns 1 when a stop string ended the content. */
-static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
+static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, int tool_index, const char *text,
+		   size_t len)
 {
 	if (!len)
 		return 0;
-	if (kind == HS_REPLY_TOOL_CALL) { /* sent whole at the end: ChatML names the function inside it */
-		hs_srv_sbuf_add(&r->tool, text, len);
+	if (kind == HS_REPLY_TOOL_CALL) { /* sent whole at the end, one entry per call */
+		hs_srv_add_tool(r, tool_index, text, len);
 		return 0;
 	}
 	if (kind != HS_REPLY_CONTENT || !r->n_stop) {
@@ -301,15 +302,15 @@ static void finish(struct sched *k, struct srv_req *r, const char *reason)
 		return;
 	if (r->rp && hs_reply_parser_finish(r->rp, &d, &nd) == 0)
 		for (int i = 0; i < nd && !r->stopped_by_string; i++)
-			deliver(s, r, d[i].kind, d[i].text, d[i].len);
+			deliver(s, r, d[i].kind, d[i].tool_index, d[i].text, d[i].len);
 	if (r->dt && hs_detok_flush(r->dt, &text, &len) == 0)
-		deliver(s, r, HS_REPLY_CONTENT, text, len);
+		deliver(s, r, HS_REPLY_CONTENT, -1, text, len);
 	if (r->stopped_by_string)
 		reason = "stop";
 	else if (r->held.len)
 		hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, r->held.p, r->held.len);
 	r->held.len = 0;
-	if (r->tool.len && strcmp(reason, "stop") == 0)
+	if (r->n_tool && strcmp(reason, "stop") == 0)
 		reason = "tool_calls";
 	r->t_end = hs_srv_now();
 	hs_srv_emit_finish(s, r, reason);
@@ -345,7 +346,7 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 		const struct hs_reply_delta *d;
 		int nd = 0, rc = hs_reply_parser_push(r->rp, id, &d, &nd);
 		for (int i = 0; i < nd; i++)
-			if (deliver(s, r, d[i].kind, d[i].text, d[i].len)) {
+			if (deliver(s, r, d[i].kind, d[i].tool_index, d[i].text, d[i].len)) {
 				finish(k, r, "stop");
 				return;
 			}
@@ -360,7 +361,7 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 			finish(k, r, "stop");
 			return;
 		}
-		if (hs_detok_push(r->dt, id, &text, &len) == 0 && deliver(s, r, HS_REPLY_CONTENT, text, len)) {
+		if (hs_detok_push(r->dt, id, &text, &len) == 0 && deliver(s, r, HS_REPLY_CONTENT, -1, text, len)) {
 			finish(k, r, "stop");
 			return;
 		}

@@ -23,6 +23,9 @@
 
 /* A growing byte buffer; a failed allocation sets err and later appends
  * do nothing (checked once at the end). */
+/* Tool calls kept from one reply; later ones are dropped. */
+#define SRV_MAX_CALLS 16
+
 struct sbuf {
 	char *p;
 	size_t len, cap;
@@ -66,7 +69,9 @@ struct srv_req {
 	hs_sampler *smp;
 	hs_reply_parser *rp;
 	hs_detok *dt;
-	struct sbuf content, reasoning, tool, held; /* held: content kept back while a stop string may start */
+	struct sbuf content, reasoning, held; /* held: content kept back while a stop string may start */
+	struct sbuf tool[SRV_MAX_CALLS];      /* each tool call's arguments, sent whole at the end */
+	int n_tool;                           /* calls in tool[] (the parser's indexes below the cap) */
 	struct sbuf pend;     /* written this step, handed to `out` under srv.mu after it */
 	int role_sent, stopped_by_string;
 	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */
@@ -161,6 +166,10 @@ char *hs_srv_error_json_v(int status, const char *type, const char *param, const
 struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err);
 /* The JSON texts the scheduler writes: stream chunks and whole answers. */
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len);
+/* Text of tool call index (the parser's tool_index): kept for the end; a
+ * call at index SRV_MAX_CALLS or beyond is dropped. */
+void hs_srv_add_tool(struct srv_req *r, int index, const char *text, size_t len);
+void hs_srv_free_tools(struct srv_req *r);
 void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason);
 void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg);
 char *hs_srv_models_json(struct srv *s);

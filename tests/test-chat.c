@@ -237,13 +237,19 @@ static void injection(void)
 
 /* ---- replies ------------------------------------------------------------- */
 
+#define MAX_CALLS 4
+
 struct parsed {
-	char text[3][4096];
+	char text[3][4096]; /* [2]: all tool calls' text */
 	size_t len[3];
 	int stop, n_deltas;
+	int n_calls; /* the parser's count */
+	char call[MAX_CALLS][512], name[MAX_CALLS][64]; /* each call's text and name ("(null)" for none) */
+	size_t call_len[MAX_CALLS];
 };
 
-/* Streams ids one at a time; all deltas must be valid UTF-8. */
+/* Streams ids one at a time; all deltas must be valid UTF-8, tool call
+ * deltas come with their call's index (0, 1, ... in order), others with -1. */
 static void stream_reply(hs_tokenizer *t, enum hs_chat_format f, const int32_t *ids, int n, struct parsed *r)
 {
 	hs_reply_parser *p;
@@ -252,6 +258,7 @@ static void stream_reply(hs_tokenizer *t, enum hs_chat_format f, const int32_t *
 
 	memset(r, 0, sizeof *r);
 	CHECK(hs_reply_parser_new(t, f, &p) == 0, "parser");
+	int last_tool = -1;
 	for (int i = 0; i <= n; i++) {
 		int end = i == n;
 		rc = end ? hs_reply_parser_finish(p, &d, &nd) : hs_reply_parser_push(p, ids[i], &d, &nd);
@@ -269,16 +276,42 @@ static void stream_reply(hs_tokenizer *t, enum hs_chat_format f, const int32_t *
 			memcpy(r->text[d[k].kind] + r->len[d[k].kind], d[k].text, d[k].len);
 			r->len[d[k].kind] += d[k].len;
 			r->n_deltas++;
+			int ti = d[k].tool_index;
+			if (d[k].kind != HS_REPLY_TOOL_CALL) {
+				CHECK(ti == -1, "delta %d/%d: tool index %d on text", i, k, ti);
+				continue;
+			}
+			CHECK(ti == last_tool || ti == last_tool + 1, "delta %d/%d: tool index %d after %d", i, k, ti, last_tool);
+			CHECK(ti >= 0 && ti < MAX_CALLS && r->call_len[ti] + d[k].len < sizeof r->call[0], "call %d fits", ti);
+			memcpy(r->call[ti] + r->call_len[ti], d[k].text, d[k].len);
+			r->call_len[ti] += d[k].len;
+			last_tool = ti;
 		}
 	}
+	r->n_calls = hs_reply_parser_tool_count(p);
+	CHECK(r->n_calls >= last_tool + 1 && r->n_calls <= MAX_CALLS, "%d calls, deltas up to index %d", r->n_calls,
+	      last_tool);
+	for (int c = 0; c < r->n_calls; c++) {
+		const char *nm = hs_reply_parser_tool_name_at(p, c);
+		snprintf(r->name[c], sizeof r->name[c], "%s", nm ? nm : "(null)");
+	}
+	CHECK(hs_reply_parser_tool_name_at(p, r->n_calls) == NULL && hs_reply_parser_tool_name_at(p, -1) == NULL &&
+	      hs_reply_parser_tool_name(p) == hs_reply_parser_tool_name_at(p, r->n_calls - 1), "names out of range");
 	hs_reply_parser_free(p);
 	/* the one-shot parse agrees */
 	struct hs_reply whole;
 	CHECK(hs_reply_parse(t, f, ids, n, &whole) == 0, "one-shot parse");
 	CHECK(whole.content_len == r->len[0] && memcmp(whole.content, r->text[0], r->len[0]) == 0 &&
 	      whole.reasoning_len == r->len[1] && memcmp(whole.reasoning, r->text[1], r->len[1]) == 0 &&
-	      whole.tool_call_len == r->len[2] && memcmp(whole.tool_call, r->text[2], r->len[2]) == 0 &&
-	      (whole.stop_id < 0 ? 0 : whole.stop_id) == r->stop, "one-shot differs: '%s' / '%s'", whole.content, r->text[0]);
+	      whole.n_calls == r->n_calls && (whole.stop_id < 0 ? 0 : whole.stop_id) == r->stop,
+	      "one-shot differs: '%s' / '%s', %d calls / %d", whole.content, r->text[0], whole.n_calls, r->n_calls);
+	for (int c = 0; c < whole.n_calls && c < r->n_calls; c++)
+		CHECK(whole.calls[c].arguments_len == r->call_len[c] &&
+		      memcmp(whole.calls[c].arguments, r->call[c], r->call_len[c]) == 0 &&
+		      whole.calls[c].arguments[r->call_len[c]] == '\0' &&
+		      strcmp(whole.calls[c].name ? whole.calls[c].name : "(null)", r->name[c]) == 0,
+		      "one-shot call %d: '%s' %s / '%s' %s", c, whole.calls[c].arguments, whole.calls[c].name, r->call[c],
+		      r->name[c]);
 	hs_reply_free(&whole);
 }
 
@@ -296,6 +329,18 @@ static void expect(struct parsed *r, const char *content, const char *reasoning,
 	CHECK(strcmp(r->text[1], reasoning) == 0, "%s: reasoning '%s', want '%s'", what, r->text[1], reasoning);
 	CHECK(strcmp(r->text[2], tool) == 0, "%s: tool call '%s', want '%s'", what, r->text[2], tool);
 	CHECK(r->stop == stop, "%s: stop %d, want %d", what, r->stop, stop);
+}
+
+/* The calls: n of them, names[i] ("(null)": none) and their text args[i]. */
+static void expect_calls(const struct parsed *r, int n, const char *const *names, const char *const *args,
+			 const char *what)
+{
+	CHECK(r->n_calls == n, "%s: %d tool calls, want %d", what, r->n_calls, n);
+	for (int i = 0; i < n && i < r->n_calls; i++) {
+		CHECK(strcmp(r->name[i], names[i]) == 0, "%s: call %d name '%s', want '%s'", what, i, r->name[i], names[i]);
+		CHECK(r->call_len[i] == strlen(args[i]) && memcmp(r->call[i], args[i], r->call_len[i]) == 0,
+		      "%s: call %d text '%.*s', want '%s'", what, i, (int)r->call_len[i], r->call[i], args[i]);
+	}
 }
 
 /* One reply written as text (tokenized with these flags), streamed and checked. */
@@ -325,9 +370,28 @@ static void harmony_replies(void)
 	struct hs_reply whole;
 	stream_reply(o200k, HS_CHAT_HARMONY, ids, n, &r);
 	expect(&r, "", "Need weather.", "{\"city\":\"Paris\"}", 200012, "harmony tool call");
-	CHECK(hs_reply_parse(o200k, HS_CHAT_HARMONY, ids, n, &whole) == 0 && whole.tool_name &&
-	      strcmp(whole.tool_name, "functions.get_weather") == 0, "tool name %s", whole.tool_name);
+	expect_calls(&r, 1, (const char *[]){ "functions.get_weather" }, (const char *[]){ "{\"city\":\"Paris\"}" },
+		     "harmony tool call");
+	CHECK(hs_reply_parse(o200k, HS_CHAT_HARMONY, ids, n, &whole) == 0 && whole.n_calls == 1 &&
+	      whole.calls[0].name && strcmp(whole.calls[0].name, "functions.get_weather") == 0,
+	      "tool name %s", whole.n_calls ? whole.calls[0].name : "(no call)");
 	hs_reply_free(&whole);
+	/* a preamble on the commentary channel (content), then the call */
+	n = ids_of(o200k, "<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant<|channel|>commentary"
+			  "<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+			  "<|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
+		   HS_TOK_PARSE_SPECIAL, ids, 512);
+	stream_reply(o200k, HS_CHAT_HARMONY, ids, n, &r);
+	expect(&r, "Let me check.", "Weather.", "{\"city\":\"Paris\"}", 200012, "harmony preamble");
+	expect_calls(&r, 1, (const char *[]){ "functions.get_weather" }, (const char *[]){ "{\"city\":\"Paris\"}" },
+		     "harmony preamble");
+	/* two messages to recipients (a model that skips <|call|>): two calls */
+	n = ids_of(o200k, "<|channel|>commentary to=functions.a json<|message|>{\"x\":1}<|end|><|start|>assistant"
+			  "<|channel|>commentary to=functions.b json<|message|>{\"y\":2}<|call|>",
+		   HS_TOK_PARSE_SPECIAL, ids, 512);
+	stream_reply(o200k, HS_CHAT_HARMONY, ids, n, &r);
+	expect_calls(&r, 2, (const char *[]){ "functions.a", "functions.b" },
+		     (const char *[]){ "{\"x\":1}", "{\"y\":2}" }, "harmony two recipients");
 	/* the recipient in the role part of the header */
 	reply_case(o200k, HS_CHAT_HARMONY, " to=functions.f<|channel|>commentary json<|message|>{}<|call|>",
 		   HS_TOK_PARSE_SPECIAL, "", "", "{}", 200012, "harmony recipient before the channel");
@@ -352,6 +416,42 @@ static void harmony_replies(void)
 	expect(&r, "\xef\xbf\xbd\xef\xbf\xbd", "x\xef\xbf\xbd", "", 0, "harmony cut character");
 }
 
+/* Several <tool_call> blocks in one reply, text between them content. */
+static void chatml_calls(void)
+{
+	int32_t ids[512];
+	struct parsed r;
+	static const char *const two = "<think>\nTwo cities.\n</think>\n\nChecking both.\n<tool_call>\n"
+				       "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+				       "</tool_call>\nand\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+				       "{\"tz\": \"Europe/Oslo\"}}\n</tool_call>";
+	static const char *const names2[] = { "get_weather", "get_time" };
+	static const char *const args2[] = { "{\"city\":\"Paris\",\"days\":2}", "{\"tz\":\"Europe/Oslo\"}" };
+
+	for (int flags = 0; flags < 2; flags++) { /* markers as text pieces, then as the vocabulary's tokens */
+		int n = ids_of(qwen, two, flags ? HS_TOK_PARSE_SPECIAL : 0, ids, 511);
+		ids[n++] = 319; /* <|im_end|> */
+		stream_reply(qwen, HS_CHAT_CHATML, ids, n, &r);
+		/* newlines next to a marker are trimmed, as around <think> */
+		expect(&r, "Checking both.and", "Two cities.", "{\"city\":\"Paris\",\"days\":2}{\"tz\":\"Europe/Oslo\"}",
+		       319, flags ? "chatml two calls (tokens)" : "chatml two calls (text)");
+		expect_calls(&r, 2, names2, args2, "chatml two calls");
+	}
+	/* three: arguments as a JSON string kept as it is, a block that is not
+	 * JSON a call without a name, calls back to back */
+	int n = ids_of(qwen, "A<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"q\\\": 1}\"}</tool_call>B\n"
+			     "<tool_call>\nnot json\n</tool_call><tool_call>{\"name\": \"c\", \"arguments\": [1, 2.5]}"
+			     "</tool_call>C",
+		       HS_TOK_PARSE_SPECIAL, ids, 512);
+	stream_reply(qwen, HS_CHAT_CHATML, ids, n, &r);
+	expect(&r, "ABC", "", "{\"q\": 1}not json[1,2.5]", 0, "chatml three calls");
+	expect_calls(&r, 3, (const char *[]){ "a", "(null)", "c" }, (const char *[]){ "{\"q\": 1}", "not json", "[1,2.5]" },
+		     "chatml three calls");
+	/* a reply cut off inside a call: the call's text so far, no name */
+	reply_case(qwen, HS_CHAT_CHATML, "x<tool_call>{\"name\": \"a\", \"argu", HS_TOK_PARSE_SPECIAL, "x", "",
+		   "{\"name\": \"a\", \"argu", 0, "chatml call cut off");
+}
+
 static void chatml_replies(void)
 {
 	int32_t ids[512];
@@ -369,9 +469,10 @@ static void chatml_replies(void)
 	/* thinking off: the reply is the answer */
 	reply_case(qwen, HS_CHAT_CHATML, "Just 4.<|endoftext|>", HS_TOK_PARSE_SPECIAL, "Just 4.", "", "", 317,
 		   "chatml no think");
-	/* a tool call */
+	/* a tool call: its name, its arguments ("{}" when it has none) */
 	reply_case(qwen, HS_CHAT_CHATML, "Calling.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call><|im_end|>",
-		   HS_TOK_PARSE_SPECIAL, "Calling.", "", "{\"name\": \"f\"}", 319, "chatml tool call");
+		   HS_TOK_PARSE_SPECIAL, "Calling.", "", "{}", 319, "chatml tool call");
+	chatml_calls();
 	/* text that only starts like a marker is text */
 	reply_case(qwen, HS_CHAT_CHATML, "a <thin b </th <tool c", 0, "a <thin b </th <tool c", "", "", 0,
 		   "chatml marker prefixes");
