@@ -339,7 +339,9 @@ struct hs_chat_message {
 				  before a tool call that no later answer follows, ChatML only
 				  after the last user turn */
 	const char *tool_name; /* an assistant message: the function it calls; a tool message: the
-				  function whose result it holds; NULL otherwise */
+				  function whose result it holds; NULL otherwise.  A turn that called
+				  several functions is one assistant message per call, in order:
+				  ChatML writes them as one turn, harmony as one message each */
 };
 
 /* Options of hs_chat_render(); all zeros mean the defaults. */

@@ -293,6 +293,26 @@ static void chatml_tools(struct prompt *p, const json_t *tools)
 	special(p, "</tool_call>");
 }
 
+/* An assistant message's tool call, as Qwen3's template writes it. */
+static void chatml_call(struct prompt *p, const struct hs_chat_message *x)
+{
+	special(p, "<tool_call>");
+	text(p, "\n{\"name\": \"");
+	text(p, x->tool_name);
+	text(p, "\", \"arguments\": ");
+	text(p, x->content && *x->content ? x->content : "{}");
+	text(p, "}\n");
+	special(p, "</tool_call>");
+}
+
+/* Whether message i calls a tool and the next one calls another in the same
+ * turn (consecutive assistant messages with tool calls are one turn). */
+static int next_call(const struct hs_chat_message *m, int n, int i)
+{
+	return m[i].tool_name && is_role(&m[i], "assistant") && i + 1 < n && is_role(&m[i + 1], "assistant") &&
+	       m[i + 1].tool_name;
+}
+
 static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
 		  const json_t *tools)
 {
@@ -332,6 +352,16 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 			text(p, c);
 			special(p, "<|im_end|>");
 			text(p, "\n");
+		} else if (is_role(x, "assistant") && x->tool_name && i > first && is_role(&m[i - 1], "assistant") &&
+			   m[i - 1].tool_name) {
+			/* the same turn's next call: Qwen3's template writes the calls of
+			 * one message one after another, a newline between */
+			text(p, "\n");
+			chatml_call(p, x);
+			if (!next_call(m, n, i)) {
+				special(p, "<|im_end|>");
+				text(p, "\n");
+			}
 		} else if (is_role(x, "assistant")) {
 			const char *r = x->reasoning ? x->reasoning : "", *end = strstr(c, "</think>");
 			size_t rn = strlen(r);
@@ -363,17 +393,12 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 			} else {
 				put_trimmed(p, c, strlen(c), split, 0);
 			}
-			if (x->tool_name) {
-				special(p, "<tool_call>");
-				text(p, "\n{\"name\": \"");
-				text(p, x->tool_name);
-				text(p, "\", \"arguments\": ");
-				text(p, x->content && *x->content ? x->content : "{}");
-				text(p, "}\n");
-				special(p, "</tool_call>");
+			if (x->tool_name)
+				chatml_call(p, x);
+			if (!next_call(m, n, i)) {
+				special(p, "<|im_end|>");
+				text(p, "\n");
 			}
-			special(p, "<|im_end|>");
-			text(p, "\n");
 		} else if (is_role(x, "tool")) {
 			if (i == 0 || !is_role(&m[i - 1], "tool")) {
 				special(p, "<|im_start|>");

@@ -230,8 +230,15 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 		return bad(e, "messages", "invalid_type", "messages: an array is needed");
 	if (!(n = json_array_size(msgs)))
 		return bad(e, "messages", "invalid_value", "messages: empty (at least one message is needed)");
-	cm = calloc(n, sizeof *cm);
-	texts = calloc(n, sizeof *texts);
+	/* an assistant message with k tool calls becomes k chat messages (one
+	 * turn of k calls in ChatML, k messages in harmony) */
+	size_t n_out = 0, o = 0;
+	json_array_foreach(msgs, i, m) {
+		size_t k = json_array_size(json_object_get(m, "tool_calls"));
+		n_out += k > 1 ? k : 1;
+	}
+	cm = calloc(n_out, sizeof *cm);
+	texts = calloc(n_out, sizeof *texts);
 	if (!cm || !texts) {
 		bad(e, NULL, NULL, "out of memory");
 		goto out_free;
@@ -246,29 +253,42 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 			bad(e, "messages", "invalid_value", "messages[%zu].role: a string is needed", i);
 			goto out_free;
 		}
-		if (get_content(m, i, &texts[i], e))
+		if (get_content(m, i, &texts[o], e))
 			goto out_free;
-		cm[i].role = role;
-		cm[i].content = texts[i];
+		cm[o].role = role;
+		cm[o].content = texts[o];
 		const char *rsn = json_string_value(json_object_get(m, "reasoning_content"));
-		cm[i].reasoning = rsn ? rsn : json_string_value(json_object_get(m, "reasoning"));
-		json_t *call = json_array_get(json_object_get(m, "tool_calls"), 0);
-		if (strcmp(role, "assistant") == 0 && call) {
-			json_t *fn = json_object_get(call, "function");
-			const char *name = json_string_value(json_object_get(fn, "name"));
-			json_t *args = json_object_get(fn, "arguments");
-			if (!name) {
-				bad(e, "messages", "invalid_value", "messages[%zu].tool_calls[0].function.name: missing", i);
-				goto out_free;
+		cm[o].reasoning = rsn ? rsn : json_string_value(json_object_get(m, "reasoning"));
+		json_t *calls = json_object_get(m, "tool_calls"), *call;
+		size_t k;
+		if (strcmp(role, "assistant") == 0 && json_array_size(calls)) {
+			json_array_foreach(calls, k, call) {
+				json_t *fn = json_object_get(call, "function");
+				const char *name = json_string_value(json_object_get(fn, "name"));
+				json_t *args = json_object_get(fn, "arguments");
+				if (!name) {
+					bad(e, "messages", "invalid_value", "messages[%zu].tool_calls[%zu].function.name: missing",
+					    i, k);
+					goto out_free;
+				}
+				if (k > 0) /* the next call of the same turn: no text, no reasoning */
+					cm[o] = (struct hs_chat_message){ .role = role };
+				cm[o].tool_name = name;
+				free(texts[o]);
+				texts[o] = json_is_string(args) ? strdup(json_string_value(args))
+								: json_dumps(args ? args : json_object(), JSON_COMPACT);
+				if (!texts[o]) {
+					bad(e, NULL, NULL, "out of memory");
+					goto out_free;
+				}
+				cm[o].content = texts[o];
+				o++;
 			}
-			cm[i].tool_name = name;
-			free(texts[i]);
-			texts[i] = json_is_string(args) ? strdup(json_string_value(args))
-							: json_dumps(args ? args : json_object(), JSON_COMPACT);
-			cm[i].content = texts[i];
-		} else if (strcmp(role, "tool") == 0) {
-			cm[i].tool_name = tool_name_for(msgs, i, m);
+			continue;
 		}
+		if (strcmp(role, "tool") == 0)
+			cm[o].tool_name = tool_name_for(msgs, i, m);
+		o++;
 	}
 	const char *effort = json_string_value(json_object_get(root, "reasoning_effort"));
 	json_t *kw = json_object_get(root, "chat_template_kwargs");
@@ -281,7 +301,7 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	if (get_tools(root, &tools, e))
 		goto out_free;
 	co.tools_json = tools;
-	if (hs_chat_tokenize(s->tok, cm, (int)n, &co, &r->prompt, &r->n_prompt)) {
+	if (hs_chat_tokenize(s->tok, cm, (int)o, &co, &r->prompt, &r->n_prompt)) {
 		int in_tools = strncmp(hs_last_error(), "chat: tools", 11) == 0;
 		if (in_tools) /* "tools[i]: ..." */
 			bad(e, "tools", "invalid_value", "%s", hs_last_error() + 6);
@@ -294,7 +314,7 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	rc = 0;
 out_free:
 	free(tools);
-	for (i = 0; texts && i < n; i++)
+	for (i = 0; texts && i < n_out; i++)
 		free(texts[i]);
 	free(texts);
 	free(cm);

@@ -161,6 +161,17 @@ TOOL_TURNS = [
     msg("assistant", CALL_ARGS, "Need the weather.", "get_weather"),
     msg("tool", '{"temp": 20, "sky": "clear"}'),
 ]
+# two calls in one assistant turn (hotset: consecutive assistant messages
+# that call tools), then their two results and the answer
+TWO_CALLS = [
+    msg("user", "Weather in Paris and Rome?"),
+    msg("assistant", CALL_ARGS, "Need both.", "get_weather"),
+    msg("assistant", '{"location": "Rome, Italy", "unit": "celsius"}', None, "get_weather"),
+    msg("tool", '{"temp": 20, "sky": "clear"}'),
+    msg("tool", '{"temp": 25, "sky": "rain"}'),
+    msg("assistant", "Paris 20 °C and clear, Rome 25 °C and rain."),
+    msg("user", "Thanks"),
+]
 
 CASES = [
     # harmony
@@ -173,6 +184,7 @@ CASES = [
      {"reasoning_effort": "low"}),
     ("harmony tool call and result", "harmony", TOOL_TURNS, [WEATHER, CALC], "plain", {"reasoning_effort": "low"}),
     ("harmony spellings", "harmony", [msg("user", "x")], SPELLINGS, "raw", {}),
+    ("harmony two calls and results", "harmony", TWO_CALLS, [WEATHER], "plain", {}),
     ("harmony without tools (empty array)", "harmony", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
      {}),
     # ChatML
@@ -186,6 +198,7 @@ CASES = [
     ("chatml spellings", "chatml", [msg("user", "x")], SPELLINGS, "raw", {}),
     ("chatml no description, keys in another order", "chatml", [msg("user", "x")], BARE, "plain", {}),
     ("chatml many schemas, ASCII-escaped input", "chatml", [msg("user", "Find it")], [SEARCH], "compact", {}),
+    ("chatml two calls and results", "chatml", TWO_CALLS, [WEATHER], "plain", {}),
     ("chatml without tools (empty array)", "chatml", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
      {}),
 ]
@@ -217,7 +230,11 @@ def template_messages(fmt, msgs):
                 parsed = json.loads(args)
                 assert json.dumps(parsed, ensure_ascii=False) == args, "write the arguments as json.dumps does"
                 args = parsed
-            t["tool_calls"] = [{"type": "function", "function": {"name": m["tool_name"], "arguments": args}}]
+            call = {"type": "function", "function": {"name": m["tool_name"], "arguments": args}}
+            if fmt == "chatml" and out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
+                out[-1]["tool_calls"].append(call)  # the same turn's next call
+                continue
+            t["tool_calls"] = [call]
             t["content"] = ""
         if m["reasoning"]:
             t["thinking" if fmt == "harmony" else "reasoning_content"] = m["reasoning"]

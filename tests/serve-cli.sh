@@ -180,6 +180,21 @@ n_empty=$(prompt_tokens ",\"tools\":[],\"tool_choice\":\"auto\"")
 	fail "tools: tool_choice none gives $n_none prompt tokens, [] $n_empty, no tools $n_plain"
 [ "$n_req" = "$n_tools" ] && [ "$n_named" = "$n_tools" ] ||
 	fail "tools: required gives $n_req prompt tokens, a named function $n_named, auto $n_tools"
+# a turn that called two tools, their results by tool_call_id: both calls are
+# in the prompt (more tokens than the same turn with the first call alone);
+# a call without a name is a 400
+call() { echo "{\"id\":\"$1\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{\\\"tz\\\":\\\"$2\\\"}\"}}"; }
+turn() { # CALLS RESULTS
+	req POST /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[$1]},$2],\"max_tokens\":1}"
+}
+turn "$(call a UTC)" '{"role":"tool","tool_call_id":"a","content":"12:00"},{"role":"tool","tool_call_id":"b","content":"13:00"}' &&
+	expect_status "one call back" 200 &&
+	n_one=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$TMP/out")
+turn "$(call a UTC),$(call b CET)" '{"role":"tool","tool_call_id":"a","content":"12:00"},{"role":"tool","tool_call_id":"b","content":"13:00"}' &&
+	expect_status "two calls back" 200 && n_two=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$TMP/out")
+[ "${n_two:-0}" -gt "$((${n_one:-0} + 10))" ] || fail "two calls sent back: $n_two prompt tokens, one call $n_one"
+turn "$(call a UTC),{\"type\":\"function\",\"function\":{}}" '{"role":"tool","content":"12:00"}' &&
+	expect_error "second call without a name" 400 invalid_request_error && expect_grep "second call index" 'tool_calls\[1\]'
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"max","max_tokens":2}' &&
 	expect_error "reasoning effort" 400 invalid_request_error && expect_grep "reasoning effort param" '"param":"reasoning_effort"'
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"tools":{"type":"function"}}' &&
