@@ -3,22 +3,57 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cpu_kernels/formats.h"
 
 const int8_t hs__mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+const int8_t hs__iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
+/* Every ggml type: the ids GGUF files hold, ggml's names and block sizes
+ * (ggml.c's type_traits); `ok` marks the ones hotset computes with. */
 static const struct {
 	int type;
 	const char *name;
 	size_t values, bytes;
+	int ok;
 } types[] = {
-	{ HS_TYPE_F32, "f32", 1, 4 },
-	{ HS_TYPE_F16, "f16", 1, 2 },
-	{ HS_TYPE_Q8_0, "q8_0", HS_QK, sizeof(struct hs_block_q8_0) },
-	{ HS_TYPE_BF16, "bf16", 1, 2 },
-	{ HS_TYPE_MXFP4, "mxfp4", HS_QK, sizeof(struct hs_block_mxfp4) },
+	{ HS_TYPE_F32, "f32", 1, 4, 1 },
+	{ HS_TYPE_F16, "f16", 1, 2, 1 },
+	{ HS_TYPE_Q4_0, "q4_0", 32, 18, 1 },
+	{ HS_TYPE_Q4_1, "q4_1", 32, 20, 1 },
+	{ HS_TYPE_Q5_0, "q5_0", 32, 22, 1 },
+	{ HS_TYPE_Q5_1, "q5_1", 32, 24, 1 },
+	{ HS_TYPE_Q8_0, "q8_0", HS_QK, sizeof(struct hs_block_q8_0), 1 },
+	{ 9, "q8_1", 32, 36, 0 },
+	{ HS_TYPE_Q2_K, "q2_K", 256, 84, 1 },
+	{ HS_TYPE_Q3_K, "q3_K", 256, 110, 1 },
+	{ HS_TYPE_Q4_K, "q4_K", 256, 144, 1 },
+	{ HS_TYPE_Q5_K, "q5_K", 256, 176, 1 },
+	{ HS_TYPE_Q6_K, "q6_K", 256, 210, 1 },
+	{ 15, "q8_K", 256, 292, 0 },
+	{ 16, "iq2_xxs", 256, 66, 0 },
+	{ 17, "iq2_xs", 256, 74, 0 },
+	{ 18, "iq3_xxs", 256, 98, 0 },
+	{ 19, "iq1_s", 256, 50, 0 },
+	{ HS_TYPE_IQ4_NL, "iq4_nl", 32, 18, 1 },
+	{ 21, "iq3_s", 256, 110, 0 },
+	{ 22, "iq2_s", 256, 82, 0 },
+	{ HS_TYPE_IQ4_XS, "iq4_xs", 256, 136, 1 },
+	{ 24, "i8", 1, 1, 0 },
+	{ 25, "i16", 1, 2, 0 },
+	{ 26, "i32", 1, 4, 0 },
+	{ 27, "i64", 1, 8, 0 },
+	{ 28, "f64", 1, 8, 0 },
+	{ 29, "iq1_m", 256, 56, 0 },
+	{ HS_TYPE_BF16, "bf16", 1, 2, 1 },
+	{ 34, "tq1_0", 256, 54, 0 },
+	{ 35, "tq2_0", 256, 66, 0 },
+	{ HS_TYPE_MXFP4, "mxfp4", HS_QK, sizeof(struct hs_block_mxfp4), 1 },
+	{ 40, "nvfp4", 64, 36, 0 },
 };
 
 static int find(int type)
@@ -38,9 +73,33 @@ const char *hs__type_name(int type)
 int hs__type_from_name(const char *name)
 {
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-		if (strcmp(types[i].name, name) == 0)
+		if (strcasecmp(types[i].name, name) == 0)
 			return types[i].type;
 	return -1;
+}
+
+int hs__type_supported(int type)
+{
+	int i = find(type);
+	return i >= 0 && types[i].ok;
+}
+
+static char supported_names[256];
+
+static void fill_supported_names(void)
+{
+	size_t at = 0;
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (types[i].ok)
+			at += (size_t)snprintf(supported_names + at, sizeof supported_names - at, "%s%s", at ? ", " : "",
+					       types[i].name);
+}
+
+const char *hs__type_supported_names(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, fill_supported_names);
+	return supported_names;
 }
 
 size_t hs__type_block_values(int type)
@@ -167,6 +226,7 @@ void hs__dequantize_row_ref(int type, const void *src, float *dst, size_t n)
 	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) dst[i] = hs__bf16_to_fp32(h[i]); break;
 	case HS_TYPE_Q8_0: dequant_q8_0(src, dst, n / HS_QK); break;
 	case HS_TYPE_MXFP4: dequant_mxfp4(src, dst, n / HS_QK); break;
+	default: hs__dequantize_row_other(type, src, dst, n); break;
 	}
 }
 
@@ -226,5 +286,6 @@ void hs__quantize_row_ref(int type, const float *src, void *dst, size_t n)
 	case HS_TYPE_BF16: for (size_t i = 0; i < n; i++) h[i] = hs__fp32_to_bf16(src[i]); break;
 	case HS_TYPE_Q8_0: quant_q8_0(src, dst, n / HS_QK); break;
 	case HS_TYPE_MXFP4: quant_mxfp4(src, dst, n / HS_QK); break;
+	default: hs__quantize_row_other(type, src, dst, n); break;
 	}
 }

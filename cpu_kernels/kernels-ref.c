@@ -49,14 +49,44 @@ static float dot_q8_0(const struct hs_block_q8_0 *w, const struct hs_block_q8_0 
 	return sum;
 }
 
+/* Every other block type through its definition (hs__unpack32_ref):
+ * per 16 values the integer dot and sum of the activations, then
+ * dx * (s * dot - m * sum) in float, half by half. */
+static float dot_unpacked(int type, const uint8_t *row, const struct hs_block_q8_0 *x, int nb)
+{
+	int8_t q[32];
+	float s[2], m[2], sum = 0;
+	for (int b = 0; b < nb; b++) {
+		hs__unpack32_ref(type, row, b, q, s, m);
+		float part = 0;
+		for (int h = 0; h < 2; h++) {
+			int dot = 0, xs = 0;
+			for (int i = 16 * h; i < 16 * h + 16; i++) {
+				dot += q[i] * x[b].qs[i];
+				xs += x[b].qs[i];
+			}
+			part += s[h] * (float)dot - m[h] * (float)xs;
+		}
+		sum += hs__fp16_to_fp32(x[b].d) * part;
+	}
+	return sum;
+}
+
+float hs__dot_q8_ref(int type, const uint8_t *row, const struct hs_block_q8_0 *x, int ncols)
+{
+	switch (type) {
+	case HS_TYPE_MXFP4: return dot_mxfp4((const void *)row, x, ncols / HS_QK);
+	case HS_TYPE_Q8_0: return dot_q8_0((const void *)row, x, ncols / HS_QK);
+	default: return dot_unpacked(type, row, x, ncols / HS_QK);
+	}
+}
+
 static void tile_q_ref(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	for (int r = r0; r < r1; r++)
 		for (int j = 0; j < nt; j++)
-			out[j][r - r0] = type == HS_TYPE_MXFP4
-						 ? dot_mxfp4((const void *)(w + r * row_bytes), x[j], ncols / HS_QK)
-						 : dot_q8_0((const void *)(w + r * row_bytes), x[j], ncols / HS_QK);
+			out[j][r - r0] = hs__dot_q8_ref(type, w + (size_t)r * row_bytes, x[j], ncols);
 }
 
 /* The packed twin gathers each block back into its plain form (through
@@ -83,7 +113,7 @@ const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0
 
 int hs__kernel_type_quantized(int type)
 {
-	return type == HS_TYPE_MXFP4 || type == HS_TYPE_Q8_0;
+	return hs__type_supported(type) && hs__type_block_values(type) > 1;
 }
 
 const struct hs_kernel_ops *hs__kernels_tier(int tier)

@@ -21,7 +21,8 @@ struct hs_kernel_ops {
 	/* x[n] -> Q8_0 blocks (n a multiple of 32), round half to even */
 	void (*quantize_q8_0)(const float *x, struct hs_block_q8_0 *y, int n);
 	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; plain
-	 * ggml rows of ncols values of `type` (MXFP4 or Q8_0), row_bytes apart;
+	 * ggml rows of ncols values of `type` (any block type: MXFP4, Q8_0, the
+	 * K-quants, IQ4_XS/NL, Q4_0..Q5_1), row_bytes apart;
 	 * x[j] is a Q8_0 row of ncols values.  The entry point of dense
 	 * products and of experts read from the file's layout. */
 	void (*tile_q)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
@@ -47,9 +48,14 @@ const struct hs_kernel_ops *hs__kernels_best(void);
  * NULL (for A/B tests and benchmarks of every tier). */
 const struct hs_kernel_ops *hs__kernels_tier(int tier);
 
-/* Weight types the quantized (Q8_0 activation) path takes; others (F16,
- * BF16, F32) take a float path that dequantizes rows. */
+/* Weight types the quantized (Q8_0 activation) path takes: every block
+ * type; others (F16, BF16, F32) take a float path that dequantizes rows.
+ * Q8_0 activations (a scale per 32 values) for the K-quants too, where
+ * ggml rounds them to Q8_K (a scale per 256): never less accurate. */
 int hs__kernel_type_quantized(int type);
+/* The reference dot of one plain row of ncols values with a Q8_0 row (the
+ * definition tile_q's fast versions are tested against). */
+float hs__dot_q8_ref(int type, const uint8_t *row, const struct hs_block_q8_0 *x, int ncols);
 
 /* ---- masked mul_mat_id and the fused FFN ----------------------------------
  * A job describes one layer's CPU share: n tokens, ids[n][k] (-1 = skip:

@@ -148,7 +148,7 @@ static void test_sizes(void)
 	CHECK(hs__type_row_bytes(HS_TYPE_MXFP4, 2880) * 2880 == 4406400, "one 2880x2880 mxfp4 matrix");
 	CHECK(hs__type_row_bytes(HS_TYPE_Q8_0, 2048) == 2176, "q8_0 row of 2048");
 	CHECK(hs__type_row_bytes(HS_TYPE_MXFP4, 100) == 0, "row not a block multiple");
-	CHECK(hs__type_row_bytes(2, 64) == 0 && hs__type_name(2) == NULL, "unknown type");
+	CHECK(hs__type_row_bytes(99, 64) == 0 && hs__type_name(99) == NULL && hs__type_row_bytes(HS_TYPE_Q4_K, 100) == 0, "unknown type");
 	CHECK(hs__type_from_name("mxfp4") == 39 && hs__type_from_name("q8_0") == 8 && hs__type_from_name("bf16") == 30 &&
 	      hs__type_from_name("x") == -1, "names");
 }

@@ -282,6 +282,8 @@ static void tile_mxfp4_prefill(const uint8_t *w, size_t row_bytes, int r0, int r
 	}
 }
 
+#include "cpu_kernels/arch/x86/quants-256.h"
+
 #define ROWS_TOKENS(NT)                                                                                          \
 	do {                                                                                                     \
 		int r = r0;                                                                                      \
@@ -296,6 +298,10 @@ static void tile_q_256(int type, const uint8_t *w, size_t row_bytes, int r0, int
 {
 	const int nb = ncols / HS_QK;
 
+	if (type != HS_TYPE_MXFP4 && type != HS_TYPE_Q8_0) {
+		tile_qx_256(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+		return;
+	}
 	if (nt == 1 && type == HS_TYPE_MXFP4) {
 		/* at most 128 KiB for the longest row hotset accepts; no heap */
 		__m256 tscale[nb];

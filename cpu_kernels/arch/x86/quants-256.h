@@ -1,0 +1,216 @@
+/* Plain-row tiles of the block types beyond MXFP4 and Q8_0 (the K-quants,
+ * IQ4_XS, IQ4_NL, Q4_0, Q4_1, Q5_0, Q5_1) against Q8_0 activations, for
+ * the 256-bit tiers (included by kernels-256.h, so compiled with each
+ * tier's flags and its dpbusd256).
+ *
+ * Per Q8_0-sized block of 32 weights: the block's bytes become 32 small
+ * integers in one register, in the activations' order (quants.c's
+ * hs__unpack32_ref is the definition), and one byte dot gives 8 int32
+ * lanes, lanes 0-3 the first 16 values and 4-7 the second, so the two
+ * half scales of the 16-value types (Q6_K, Q3_K, Q2_K) are one vector.
+ * Unsigned integers (Q4_K, Q5_K, Q2_K, Q4_1, Q5_1: at most 31) go straight
+ * into vpdpbusd / vpmaddubsw with the signed activations; signed ones
+ * (Q6_K, Q3_K, IQ4, Q4_0, Q5_0) through |w| and sign(x, w) (pairs stay
+ * within int16: 2 x 127 x 127).  Mins (m * sum(x) per half) use sums of
+ * the activations prepared once per token.  Scales are decoded once per
+ * super-block of 256 values (per block for the 32-value types). */
+
+/* The types of this file with mins (value = s q - m). */
+static inline int qx_has_min(int type)
+{
+	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K || type == HS_TYPE_Q2_K || type == HS_TYPE_Q4_1 ||
+	       type == HS_TYPE_Q5_1;
+}
+
+static inline int qx_signed(int type)
+{
+	return type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_IQ4_XS || type == HS_TYPE_IQ4_NL ||
+	       type == HS_TYPE_Q4_0 || type == HS_TYPE_Q5_0;
+}
+
+/* Values per scale-decoding unit: a super-block, or one 32-value block. */
+static inline int qx_unit_values(int type)
+{
+	return hs__type_block_values(type) == HS_QK_K ? HS_QK_K : HS_QK;
+}
+
+/* 32 bytes whose bit `bit` (0..7) is bit i of the 32-bit mask m, as 0x10
+ * where set and 0 where not: the fifth bits of Q5_0 / Q5_1. */
+static inline __m256i qx_bits_to_0x10(uint32_t m)
+{
+	const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202,
+						0x0303030303030303);
+	const __m256i bitm = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)m), shuf);
+	v = _mm256_or_si256(v, bitm);                     /* all ones where the bit is set */
+	v = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Nibbles of 16 bytes: low ones in the lower lane (values 0..15), high ones
+ * in the upper (16..31). */
+static inline __m256i qx_nibbles16(const uint8_t *p)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)p);
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+}
+
+/* Block j (0..7 of a super-block, 0 of a 32-value unit) of unit blk as 32
+ * integers in the activations' order. */
+static inline __attribute__((always_inline)) __m256i qx_values(int type, const uint8_t *blk, int j,
+							       const __m256i iq4)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+	const int n = j / 4, k = j % 4;
+	switch (type) {
+	case HS_TYPE_Q4_K:
+	case HS_TYPE_Q5_K: {
+		const int five = type == HS_TYPE_Q5_K;
+		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + (five ? 48 : 16) + 32 * (j / 2)));
+		q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
+		if (five) {
+			__m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
+			h = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+			q = _mm256_or_si256(q, _mm256_slli_epi16(h, 4));
+		}
+		return q;
+	}
+	case HS_TYPE_Q6_K: {
+		__m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32 * (k & 1)));
+		lo = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+		__m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+		hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * k)), m3);
+		return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+	}
+	case HS_TYPE_Q3_K: {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * n));
+		q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m3);
+		__m256i h = _mm256_loadu_si256((const __m256i *)blk);
+		const __m256i bit = _mm256_set1_epi8((char)(1u << (4 * n + k)));
+		__m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), _mm256_setzero_si256());
+		return _mm256_sub_epi8(q, _mm256_and_si256(clear, _mm256_set1_epi8(4)));
+	}
+	case HS_TYPE_Q2_K: {
+		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * n));
+		return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m3);
+	}
+	case HS_TYPE_IQ4_XS:
+		return _mm256_shuffle_epi8(iq4, qx_nibbles16(blk + 8 + 16 * j));
+	case HS_TYPE_IQ4_NL:
+		return _mm256_shuffle_epi8(iq4, qx_nibbles16(blk + 2));
+	case HS_TYPE_Q4_0:
+		return _mm256_sub_epi8(qx_nibbles16(blk + 2), _mm256_set1_epi8(8));
+	case HS_TYPE_Q4_1:
+		return qx_nibbles16(blk + 4);
+	case HS_TYPE_Q5_0:
+	case HS_TYPE_Q5_1: {
+		const int one = type == HS_TYPE_Q5_1;
+		uint32_t qh;
+		memcpy(&qh, blk + (one ? 4 : 2), 4);
+		__m256i q = _mm256_or_si256(qx_nibbles16(blk + (one ? 8 : 6)), qx_bits_to_0x10(qh));
+		return one ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+	}
+	default:
+		return _mm256_setzero_si256();
+	}
+}
+
+/* Per token block: its scale, and the sums of its two halves (types with mins). */
+static void qx_prepare(const struct hs_block_q8_0 *x, int nb, int mins, float *dx, float *xs)
+{
+	for (int b = 0; b < nb; b++) {
+		dx[b] = _cvtsh_ss(x[b].d);
+		if (!mins)
+			continue;
+		int s0 = 0, s1 = 0;
+		for (int i = 0; i < 16; i++) {
+			s0 += x[b].qs[i];
+			s1 += x[b].qs[16 + i];
+		}
+		xs[2 * b] = dx[b] * (float)s0;
+		xs[2 * b + 1] = dx[b] * (float)s1;
+	}
+}
+
+#define QX_MAX_UNIT 16 /* scales per unit: 256 / 16 */
+
+/* Rows r0..r1 against NT (1..4) tokens; dx, xs: the tokens' prepared
+ * scales and half sums, nb entries (2 nb) each. */
+static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_t *w, size_t row_bytes, int r0,
+							   int r1, int nb, const struct hs_block_q8_0 *const *x,
+							   const float *dx, const float *xs, int NT, float *const *out)
+{
+	const __m256i iq4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values));
+	const int uv = qx_unit_values(type) / HS_QK, mins = qx_has_min(type), sgn = qx_signed(type);
+	const size_t ub = hs__type_block_bytes(type);
+
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *row = w + (size_t)r * row_bytes;
+		__m256 acc[4];
+		float macc[4] = { 0, 0, 0, 0 };
+		_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+			acc[t] = _mm256_setzero_ps();
+		for (int u = 0; u < nb / uv; u++) {
+			float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
+			const uint8_t *blk = row + (size_t)u * ub;
+			hs__unit_scales(type, row, u, s, m);
+			for (int j = 0; j < uv; j++) {
+				const int b = u * uv + j;
+				const __m256i wv = qx_values(type, blk, j, iq4);
+				const __m256 sv = _mm256_set_m128(_mm_set1_ps(s[2 * j + 1]), _mm_set1_ps(s[2 * j]));
+				const __m256i wa = sgn ? _mm256_sign_epi8(wv, wv) : wv;
+				_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+					__m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
+					if (sgn)
+						xv = _mm256_sign_epi8(xv, wv);
+					__m256i p = dpbusd256(_mm256_setzero_si256(), wa, xv);
+					acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+								 _mm256_mul_ps(sv, _mm256_set1_ps(dx[t * nb + b])), acc[t]);
+					if (mins)
+						macc[t] += m[2 * j] * xs[t * 2 * nb + 2 * b] +
+							   m[2 * j + 1] * xs[t * 2 * nb + 2 * b + 1];
+				}
+			}
+		}
+		_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+			out[t][r - r0] = hsum(acc[t]) - macc[t];
+	}
+}
+
+#define ROWS_QX_NT(TYPE)                                                                                        \
+	do {                                                                                                  \
+		switch (jn) {                                                                                 \
+		case 4: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 4, out + j0); break;         \
+		case 3: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 3, out + j0); break;         \
+		case 2: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 2, out + j0); break;         \
+		default: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 1, out + j0); break;        \
+		}                                                                                             \
+	} while (0)
+
+static void tile_qx_256(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK, mins = qx_has_min(type);
+	/* 4 tokens' scales and half sums: at most 96 KiB for 65536 columns */
+	float dx[4 * nb], xs[mins ? 8 * nb : 1];
+
+	for (int j0 = 0; j0 < nt; j0 += 4) {
+		const int jn = nt - j0 < 4 ? nt - j0 : 4;
+		for (int j = 0; j < jn; j++)
+			qx_prepare(x[j0 + j], nb, mins, dx + j * nb, xs + (mins ? 2 * j * nb : 0));
+		switch (type) {
+		case HS_TYPE_Q4_K: ROWS_QX_NT(HS_TYPE_Q4_K); break;
+		case HS_TYPE_Q5_K: ROWS_QX_NT(HS_TYPE_Q5_K); break;
+		case HS_TYPE_Q6_K: ROWS_QX_NT(HS_TYPE_Q6_K); break;
+		case HS_TYPE_Q3_K: ROWS_QX_NT(HS_TYPE_Q3_K); break;
+		case HS_TYPE_Q2_K: ROWS_QX_NT(HS_TYPE_Q2_K); break;
+		case HS_TYPE_IQ4_XS: ROWS_QX_NT(HS_TYPE_IQ4_XS); break;
+		case HS_TYPE_IQ4_NL: ROWS_QX_NT(HS_TYPE_IQ4_NL); break;
+		case HS_TYPE_Q4_0: ROWS_QX_NT(HS_TYPE_Q4_0); break;
+		case HS_TYPE_Q4_1: ROWS_QX_NT(HS_TYPE_Q4_1); break;
+		case HS_TYPE_Q5_0: ROWS_QX_NT(HS_TYPE_Q5_0); break;
+		case HS_TYPE_Q5_1: ROWS_QX_NT(HS_TYPE_Q5_1); break;
+		default: break;
+		}
+	}
+}
