@@ -129,7 +129,7 @@ int main(int argc, char **argv)
 	printf("d2d_gbps %.1f\nh2d_pinned_gbps %.2f\nlink_gbps %.2f\n", d2d, h2d, link);
 
 	/* a resident gpt-oss-120b-shaped layer of E experts */
-	struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_MXFP4, D, F, 1);
+	struct hs_expert_pack pack = hs__expert_pack_layout1(HS_TYPE_MXFP4, D, F, 1);
 	struct hs_slots *s;
 	if (hs__slots_create(dev, E, E, pack.bytes, q, &s))
 		die("slots");
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 	w = (float *)h; /* weights: the start of the pinned buffer */
 	for (int i = 0; i < NP * K; i++)
 		w[i] = 0.25f;
-	struct ffn_ctx c = { .f = { .arch = &hs__arch_gpt_oss, .type = HS_TYPE_MXFP4, .n_embd = D, .n_ff = F,
+	struct ffn_ctx c = { .f = { .arch = &hs__arch_gpt_oss, .n_embd = D, .n_ff = F,
 				    .n_experts = E, .n_used = K, .pack = pack, .pool = s->pool,
 				    .pool_stride = pack.bytes, .slot_of = s->slot_of, .n = NP } };
 	size_t sb = O->ffn_scratch_bytes(&c.f);

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	}
 	hs__sim_set_link(d->dev, gbps, 10);
 	printf("# hybrid layer on the %s; CPU pool of %d workers; %d experts of %.2f MiB, k = %d\n",
-	       d->ops->describe(d->dev), workers, E, (double)hs__expert_pack_layout(HS_TYPE_MXFP4, D, F, 0).bytes / 1048576,
+	       d->ops->describe(d->dev), workers, E, (double)hs__expert_pack_layout1(HS_TYPE_MXFP4, D, F, 0).bytes / 1048576,
 	       K);
 	printf("%-8s %-12s %9s %9s %9s %7s %8s %8s\n", "hit", "mode", "wall ms", "busiest", "lane", "ratio", "tok/s",
 	       "streamed");

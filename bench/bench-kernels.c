@@ -91,7 +91,7 @@ static int make_layer(struct bench_layer *b, const struct shape *s, int packed)
 	}
 	if (!packed)
 		return 0;
-	const struct hs_expert_pack pack = hs__expert_pack_layout(s->type, s->D, s->F, s->arch->has_bias);
+	const struct hs_expert_pack pack = hs__expert_pack_layout1(s->type, s->D, s->F, s->arch->has_bias);
 	/* on 2 MiB pages where the kernel gives them, as the runtime's host
 	 * copy (runtime/numa.c) */
 	b->pool = aligned_alloc(2u << 20, (pack.bytes * s->E + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1));

@@ -142,7 +142,7 @@ void hs__ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth)
 {
 	const int D = job->layer->n_embd;
 
-	if (!hs__kernel_type_quantized(job->layer->type))
+	if (!hs__kernel_type_quantized(job->layer->type[HS_GATE]) && !hs__kernel_type_quantized(job->layer->type[HS_UP]))
 		return;
 	for (int t = ith; t < job->n; t += nth)
 		job->ops->quantize_q8_0(job->x + (size_t)t * D, job->xq + (size_t)t * (D / HS_QK), D);
@@ -152,8 +152,10 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 {
 	const struct hs_moe_layer *l = job->layer;
 	const int D = l->n_embd, F = l->n_ff, nrb = (F + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-	const int quant = hs__kernel_type_quantized(l->type);
-	const size_t rb = hs__type_row_bytes(l->type, (uint64_t)D);
+	const int tg = l->type[HS_GATE], tu = l->type[HS_UP];
+	const int qg = hs__kernel_type_quantized(tg), qu = hs__kernel_type_quantized(tu);
+	const int qd = hs__kernel_type_quantized(l->type[HS_DOWN]);
+	const size_t rbg = hs__type_row_bytes(tg, (uint64_t)D), rbu = hs__type_row_bytes(tu, (uint64_t)D);
 	const uint64_t total = job->cost_prefix[job->n_active] * (uint64_t)nrb;
 	const struct hs_block_q8_0 *xs[CHUNK];
 	const float *xf[CHUNK];
@@ -177,15 +179,18 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 					go[j] = job->g + (size_t)p * F + r0;
 					uo[j] = job->u + (size_t)p * F + r0;
 				}
-				if (quant && ev.packed) {
-					job->ops->tile_q_packed(l->type, G, r0, r1, D, xs, m, go);
-					job->ops->tile_q_packed(l->type, U, r0, r1, D, xs, m, uo);
-				} else if (quant) {
-					job->ops->tile_q(l->type, G, rb, r0, r1, D, xs, m, go);
-					job->ops->tile_q(l->type, U, rb, r0, r1, D, xs, m, uo);
+				if (ev.packed) { /* all three MXFP4 or Q8_0 */
+					job->ops->tile_q_packed(tg, G, r0, r1, D, xs, m, go);
+					job->ops->tile_q_packed(tu, U, r0, r1, D, xs, m, uo);
 				} else {
-					tile_f(l->type, G, rb, r0, r1, D, xf, m, go);
-					tile_f(l->type, U, rb, r0, r1, D, xf, m, uo);
+					if (qg)
+						job->ops->tile_q(tg, G, rbg, r0, r1, D, xs, m, go);
+					else
+						tile_f(tg, G, rbg, r0, r1, D, xf, m, go);
+					if (qu)
+						job->ops->tile_q(tu, U, rbu, r0, r1, D, xs, m, uo);
+					else
+						tile_f(tu, U, rbu, r0, r1, D, xf, m, uo);
 				}
 				for (int j = 0; j < m; j++) {
 					const int p = p0 + c0 + j;
@@ -195,7 +200,7 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 						float uv = uo[j][r - r0] + (ev.up_b ? ev.up_b[r] : 0);
 						h[r - r0] = l->arch->activation_f(gv, uv);
 					}
-					if (quant)
+					if (qd)
 						job->ops->quantize_q8_0(h, job->hq + (size_t)p * (F / HS_QK) + r0 / HS_QK, r1 - r0);
 				}
 			}
@@ -209,8 +214,8 @@ void hs__ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 	const int D = l->n_embd, F = l->n_ff, nb = (D + HS_QK - 1) / HS_QK;
 	const int lo = (int)((int64_t)nb * ith / nth) * HS_QK, hi0 = (int)((int64_t)nb * (ith + 1) / nth) * HS_QK;
 	const int hi = hi0 < D ? hi0 : D;
-	const int quant = hs__kernel_type_quantized(l->type);
-	const size_t rb = hs__type_row_bytes(l->type, (uint64_t)F);
+	const int td = l->type[HS_DOWN], quant = hs__kernel_type_quantized(td);
+	const size_t rb = hs__type_row_bytes(td, (uint64_t)F);
 	const struct hs_block_q8_0 *hs[CHUNK];
 	const float *hf[CHUNK];
 	float *oo[CHUNK];
@@ -230,11 +235,11 @@ void hs__ffn_step_down(struct hs_ffn_job *job, int ith, int nth)
 				oo[j] = job->out + (size_t)p * D + lo;
 			}
 			if (quant && ev.packed)
-				job->ops->tile_q_packed(l->type, W, lo, hi, F, hs, m, oo);
+				job->ops->tile_q_packed(td, W, lo, hi, F, hs, m, oo);
 			else if (quant)
-				job->ops->tile_q(l->type, W, rb, lo, hi, F, hs, m, oo);
+				job->ops->tile_q(td, W, rb, lo, hi, F, hs, m, oo);
 			else
-				tile_f(l->type, W, rb, lo, hi, F, hf, m, oo);
+				tile_f(td, W, rb, lo, hi, F, hf, m, oo);
 			for (int j = 0; j < m; j++) {
 				const int p = p0 + c0 + j;
 				float *y = job->y + (size_t)job->pair_token[p] * D, w = job->pair_weight[p];

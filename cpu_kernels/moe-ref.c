@@ -119,7 +119,8 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			const float *w_in, float *y)
 {
 	const int D = l->n_embd, F = l->n_ff, K = l->n_used;
-	size_t rb_in = hs__type_row_bytes(l->type, (uint64_t)D), rb_ff = hs__type_row_bytes(l->type, (uint64_t)F);
+	size_t rb_g = hs__type_row_bytes(l->type[HS_GATE], (uint64_t)D), rb_u = hs__type_row_bytes(l->type[HS_UP], (uint64_t)D);
+	size_t rb_ff = hs__type_row_bytes(l->type[HS_DOWN], (uint64_t)F), rb_in = rb_g > rb_u ? rb_g : rb_u;
 	int32_t *ids = NULL;
 	float *wts = NULL, *row = malloc(sizeof *row * (D > F ? D : F));
 	uint8_t *plain = malloc(rb_in > rb_ff ? rb_in : rb_ff); /* a row out of a packed matrix */
@@ -161,14 +162,14 @@ int hs__moe_forward_ref(const struct hs_moe_layer *l, int n, const float *x, con
 			const uint8_t *G = ev.gate, *U = ev.up, *Dn = ev.down;
 			for (int r = 0; r < F; r++) {
 				double g, u;
-				expert_row(l->type, G, rb_in, ev.packed, r, D, plain, row);
+				expert_row(l->type[HS_GATE], G, rb_g, ev.packed, r, D, plain, row);
 				g = dot(row, xt, D) + (ev.gate_b ? ev.gate_b[r] : 0);
-				expert_row(l->type, U, rb_in, ev.packed, r, D, plain, row);
+				expert_row(l->type[HS_UP], U, rb_u, ev.packed, r, D, plain, row);
 				u = dot(row, xt, D) + (ev.up_b ? ev.up_b[r] : 0);
 				h[r] = l->arch->activation(g, u);
 			}
 			for (int r = 0; r < D; r++) {
-				expert_row(l->type, Dn, rb_ff, ev.packed, r, F, plain, row);
+				expert_row(l->type[HS_DOWN], Dn, rb_ff, ev.packed, r, F, plain, row);
 				acc[r] += w * (dot_d(row, h, F) + (ev.down_b ? ev.down_b[r] : 0));
 			}
 		}
@@ -185,15 +186,18 @@ out_free:
 	return rc;
 }
 
-struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias)
+struct hs_expert_pack hs__expert_pack_layout(const int type[3], int n_embd, int n_ff, int has_bias)
 {
 	struct hs_expert_pack p;
-	size_t at = 0, in = (size_t)n_ff * hs__type_row_bytes(type, (uint64_t)n_embd);
-	size_t out = (size_t)n_embd * hs__type_row_bytes(type, (uint64_t)n_ff);
+	size_t at = 0, gate = (size_t)n_ff * hs__type_row_bytes(type[HS_GATE], (uint64_t)n_embd);
+	size_t up = (size_t)n_ff * hs__type_row_bytes(type[HS_UP], (uint64_t)n_embd);
+	size_t out = (size_t)n_embd * hs__type_row_bytes(type[HS_DOWN], (uint64_t)n_ff);
 #define HS_PACK_NEXT(field, bytes) (p.field = at, at = (at + (bytes) + 255) & ~(size_t)255)
 	memset(&p, 0, sizeof p);
-	HS_PACK_NEXT(gate, in);
-	HS_PACK_NEXT(up, in);
+	for (int i = 0; i < 3; i++)
+		p.type[i] = (size_t)type[i];
+	HS_PACK_NEXT(gate, gate);
+	HS_PACK_NEXT(up, up);
 	HS_PACK_NEXT(down, out);
 	if (has_bias) {
 		HS_PACK_NEXT(gate_b, 4 * (size_t)n_ff);
@@ -201,12 +205,19 @@ struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int
 		HS_PACK_NEXT(down_b, 4 * (size_t)n_embd);
 	}
 #undef HS_PACK_NEXT
-	if (hs__pack_supported(type, n_ff, n_embd) && hs__pack_supported(type, n_embd, n_ff))
+	if (hs__pack_supported(type[HS_GATE], n_ff, n_embd) && hs__pack_supported(type[HS_UP], n_ff, n_embd) &&
+	    hs__pack_supported(type[HS_DOWN], n_embd, n_ff))
 		p.packed_rows = HS_PACK_ROWS;
 	/* slack: the GPU reads rows with 16-byte loads that may pass a row's
 	 * end by up to 15 bytes, also after the last section */
 	p.bytes = at + 256;
 	return p;
+}
+
+struct hs_expert_pack hs__expert_pack_layout1(int type, int n_embd, int n_ff, int has_bias)
+{
+	const int t3[3] = { type, type, type };
+	return hs__expert_pack_layout(t3, n_embd, n_ff, has_bias);
 }
 
 /* A rows x cols matrix from src (plain rows or packed) to dst (plain or
@@ -231,9 +242,9 @@ void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert
 	const int D = l->n_embd, F = l->n_ff, packed = p->packed_rows != 0;
 
 	memset(dst, 0, p->bytes);
-	copy_matrix(l->type, F, D, v.gate, v.packed, dst + p->gate, packed);
-	copy_matrix(l->type, F, D, v.up, v.packed, dst + p->up, packed);
-	copy_matrix(l->type, D, F, v.down, v.packed, dst + p->down, packed);
+	copy_matrix(l->type[HS_GATE], F, D, v.gate, v.packed, dst + p->gate, packed);
+	copy_matrix(l->type[HS_UP], F, D, v.up, v.packed, dst + p->up, packed);
+	copy_matrix(l->type[HS_DOWN], D, F, v.down, v.packed, dst + p->down, packed);
 	if (p->gate_b && v.gate_b) {
 		memcpy(dst + p->gate_b, v.gate_b, 4 * (size_t)l->n_ff);
 		memcpy(dst + p->up_b, v.up_b, 4 * (size_t)l->n_ff);
@@ -244,8 +255,16 @@ void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert
 size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch, int type, int n_embd, int n_ff,
 			  int n_experts, int n_used, const uint8_t *w, const float *b)
 {
-	size_t gs = (size_t)n_ff * hs__type_row_bytes(type, (uint64_t)n_embd);
-	size_t ds = (size_t)n_embd * hs__type_row_bytes(type, (uint64_t)n_ff);
+	const int t3[3] = { type, type, type };
+	return hs__moe_layer_flat3(l, arch, t3, n_embd, n_ff, n_experts, n_used, w, b);
+}
+
+size_t hs__moe_layer_flat3(struct hs_moe_layer *l, const struct hs_moe_arch *arch, const int type[3], int n_embd,
+			   int n_ff, int n_experts, int n_used, const uint8_t *w, const float *b)
+{
+	size_t gs = (size_t)n_ff * hs__type_row_bytes(type[HS_GATE], (uint64_t)n_embd);
+	size_t us = (size_t)n_ff * hs__type_row_bytes(type[HS_UP], (uint64_t)n_embd);
+	size_t ds = (size_t)n_embd * hs__type_row_bytes(type[HS_DOWN], (uint64_t)n_ff);
 
 	memset(l, 0, sizeof *l);
 	l->arch = arch;
@@ -253,18 +272,20 @@ size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch
 	l->n_ff = n_ff;
 	l->n_experts = n_experts;
 	l->n_used = n_used;
-	l->type = type;
-	l->gate_stride = l->up_stride = gs;
+	for (int i = 0; i < 3; i++)
+		l->type[i] = type[i];
+	l->gate_stride = gs;
+	l->up_stride = us;
 	l->down_stride = ds;
 	if (w) {
 		l->gate = w;
 		l->up = w + gs * n_experts;
-		l->down = w + 2 * gs * n_experts;
+		l->down = w + (gs + us) * n_experts;
 	}
 	if (b && arch->has_bias) {
 		l->gate_b = b;
 		l->up_b = b + (size_t)n_experts * n_ff;
 		l->down_b = b + (size_t)2 * n_experts * n_ff;
 	}
-	return (2 * gs + ds) * (size_t)n_experts;
+	return (gs + us + ds) * (size_t)n_experts;
 }

@@ -33,13 +33,16 @@ double hs__act_silu_mul(double g, double u);  /* silu(g) * u */
 float hs__act_gpt_oss_f(float g, float u);
 float hs__act_silu_mul_f(float g, float u);
 
+enum { HS_GATE, HS_UP, HS_DOWN }; /* the three matrices of an expert */
+
 /* Pointers into the model's memory.  Expert e's gate matrix starts at
  * gate + e * gate_stride (n_ff rows of n_embd values), up likewise, down at
  * down + e * down_stride (n_embd rows of n_ff values). */
 struct hs_moe_layer {
 	const struct hs_moe_arch *arch;
 	int n_embd, n_ff, n_experts, n_used;
-	int type;                          /* ggml type of gate, up and down */
+	int type[3];                       /* ggml types of gate, up, down (HS_GATE, HS_UP, HS_DOWN):
+					      llama-quantize's mixes give down another type */
 	const uint8_t *gate, *up, *down;
 	size_t gate_stride, up_stride, down_stride;
 	const float *gate_b, *up_b, *down_b; /* [E][n_ff], [E][n_ff], [E][n_embd]; NULL without biases */
@@ -57,6 +60,7 @@ struct hs_moe_layer {
 	struct hs_expert_pack {
 		size_t gate, up, down, gate_b, up_b, down_b; /* byte offsets (bias offsets 0 = none) */
 		size_t bytes;                  /* the whole block, 256-byte multiple */
+		size_t type[3];                /* ggml types of gate, up, down */
 		size_t packed_rows;            /* HS_PACK_ROWS: matrices in the row-interleaved
 						  layout; 0: plain ggml rows (size_t: no padding,
 						  the struct is compared with memcmp) */
@@ -101,13 +105,19 @@ static inline struct hs_expert_view hs__expert(const struct hs_moe_layer *l, int
  * Returns the bytes w must hold. */
 size_t hs__moe_layer_flat(struct hs_moe_layer *l, const struct hs_moe_arch *arch, int type, int n_embd, int n_ff,
 			  int n_experts, int n_used, const uint8_t *w, const float *b);
+/* The same with a type per matrix (gate, up, down). */
+size_t hs__moe_layer_flat3(struct hs_moe_layer *l, const struct hs_moe_arch *arch, const int type[3], int n_embd,
+			   int n_ff, int n_experts, int n_used, const uint8_t *w, const float *b);
 
-/* The packed block of one expert of this shape: sections 256-byte aligned
+/* The packed block of one expert of this shape (types: gate, up, down): sections 256-byte aligned
  * (gate, up, down, then the biases when the architecture has them), and
  * 256 bytes of slack at the end (room for vector loads that pass a
- * section's end; none of today's kernels does).  MXFP4 and Q8_0 matrices are row-interleaved (repack.h): the
- * one layout of host copies and device slots; other types keep plain rows. */
-struct hs_expert_pack hs__expert_pack_layout(int type, int n_embd, int n_ff, int has_bias);
+ * section's end; none of today's kernels does).  When all three are MXFP4 or Q8_0 the matrices are
+ * row-interleaved (repack.h): the one layout of host copies and device slots; otherwise (the K-quants,
+ * IQ4, the other 32-value types, float types, mixes of them) every matrix keeps plain rows. */
+struct hs_expert_pack hs__expert_pack_layout(const int type[3], int n_embd, int n_ff, int has_bias);
+/* The same with one type for all three. */
+struct hs_expert_pack hs__expert_pack_layout1(int type, int n_embd, int n_ff, int has_bias);
 /* Writes expert e of layer l as one packed block at dst (pack.bytes),
  * repacking its matrices from whatever layout l holds them in. */
 void hs__expert_pack(const struct hs_moe_layer *l, int e, const struct hs_expert_pack *pack, uint8_t *dst);

@@ -257,7 +257,7 @@ static size_t dev_ffn_scratch(const struct hs_dev_ffn *f)
 static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 {
 	struct hs_gpu_ffn a = {
-		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1, .type = f->type, .n_embd = f->n_embd, .n_ff = f->n_ff,
+		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1, .type = (int)f->pack.type[HS_GATE], .n_embd = f->n_embd, .n_ff = f->n_ff,
 		.n_experts = f->n_experts, .n_used = f->n_used, .n = f->n, .off_gate = f->pack.gate,
 		.off_up = f->pack.up, .off_down = f->pack.down, .off_gate_b = f->pack.gate_b, .off_up_b = f->pack.up_b,
 		.off_down_b = f->pack.down_b, .pool = f->pool, .stride = f->pool_stride, .slot_of = f->slot_of,
@@ -266,16 +266,24 @@ static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 	return a;
 }
 
+static int dev_ffn_takes(const struct hs_expert_pack *p, int n_embd, int n_ff)
+{
+	const int t = (int)p->type[HS_GATE];
+	if ((t != HS_TYPE_MXFP4 && t != HS_TYPE_Q8_0) || p->type[HS_UP] != p->type[HS_GATE] ||
+	    p->type[HS_DOWN] != p->type[HS_GATE])
+		return hs__error(EINVAL, "ffn: experts of %s/%s/%s (the CUDA kernels take MXFP4 and Q8_0, one type)",
+				 hs__type_name(t), hs__type_name((int)p->type[HS_UP]), hs__type_name((int)p->type[HS_DOWN]));
+	if (n_embd % 32 || n_ff % 32)
+		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", n_embd, n_ff);
+	if (p->packed_rows != HS_PACK_ROWS)
+		return hs__error(EINVAL, "ffn: the device kernels read row-interleaved experts (cpu_kernels/repack.h); "
+					 "this pack has %zu rows per group", (size_t)p->packed_rows);
+	return 0;
+}
+
 static int check_ffn(const struct hs_dev_ffn *f)
 {
-	if (f->type != HS_TYPE_MXFP4 && f->type != HS_TYPE_Q8_0)
-		return hs__error(EINVAL, "ffn: expert type %d (the device takes MXFP4 and Q8_0)", f->type);
-	if (f->n_embd % 32 || f->n_ff % 32)
-		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", f->n_embd, f->n_ff);
-	if (f->pack.packed_rows != HS_PACK_ROWS)
-		return hs__error(EINVAL, "ffn: the device kernels read row-interleaved experts (cpu_kernels/repack.h); "
-					 "this pack has %zu rows per group", (size_t)f->pack.packed_rows);
-	return 0;
+	return dev_ffn_takes(&f->pack, f->n_embd, f->n_ff);
 }
 
 static int dev_ffn(hs_queue *q, const struct hs_dev_ffn *f)
@@ -613,6 +621,7 @@ static const struct hs_dev_ops cuda_ops = {
 	.event_query = dev_event_query,
 	.event_elapsed_ms = dev_event_elapsed,
 	.quantize = dev_quantize,
+	.ffn_takes = dev_ffn_takes,
 	.ffn_scratch_bytes = dev_ffn_scratch,
 	.ffn = dev_ffn,
 	.matmul_scratch_bytes = dev_matmul_scratch,

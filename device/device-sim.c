@@ -253,7 +253,8 @@ static void layer_of(const struct hs_dev_ffn *f, struct hs_moe_layer *l)
 	l->n_ff = f->n_ff;
 	l->n_experts = f->n_experts;
 	l->n_used = f->n_used;
-	l->type = f->type;
+	for (int i = 0; i < 3; i++)
+		l->type[i] = (int)f->pack.type[i];
 }
 
 static int run_ffn(hs_dev *d, const struct hs_dev_ffn *f)
@@ -569,12 +570,25 @@ static size_t sim_ffn_scratch(const struct hs_dev_ffn *f)
 	return hs__ffn_scratch_bytes(&l, f->n);
 }
 
+/* The CPU kernels with Q8_0 activations: every block type, plain or
+ * row-interleaved (float types would need the activations unquantized). */
+static int sim_ffn_takes(const struct hs_expert_pack *p, int n_embd, int n_ff)
+{
+	for (int i = 0; i < 3; i++)
+		if (!hs__kernel_type_quantized((int)p->type[i]))
+			return hs__error(EINVAL, "ffn: %s experts (the sim device takes block types: %s)",
+					 hs__type_name((int)p->type[i]) ? hs__type_name((int)p->type[i]) : "unknown",
+					 hs__type_supported_names());
+	if (n_embd % HS_QK || n_ff % HS_QK)
+		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of %d", n_embd, n_ff, HS_QK);
+	return 0;
+}
+
 static int sim_ffn(hs_queue *q, const struct hs_dev_ffn *f)
 {
-	if (f->type != HS_TYPE_MXFP4 && f->type != HS_TYPE_Q8_0)
-		return hs__error(EINVAL, "ffn: expert type %d (the device takes MXFP4 and Q8_0)", f->type);
-	if (f->n_embd % HS_QK || f->n_ff % HS_QK)
-		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of %d", f->n_embd, f->n_ff, HS_QK);
+	int rc = sim_ffn_takes(&f->pack, f->n_embd, f->n_ff);
+	if (rc)
+		return rc;
 	hs_dev *d = q->d;
 	pthread_mutex_lock(&d->mu);
 	int lost = d->fail_ffn_after >= 0 && d->ffn_launches++ >= d->fail_ffn_after;
@@ -607,6 +621,7 @@ const struct hs_dev_ops hs__dev_sim_ops = {
 	.event_query = sim_event_query,
 	.event_elapsed_ms = sim_event_elapsed,
 	.quantize = sim_quantize,
+	.ffn_takes = sim_ffn_takes,
 	.ffn_scratch_bytes = sim_ffn_scratch,
 	.ffn = sim_ffn,
 	.matmul_scratch_bytes = hs__sim_matmul_scratch_bytes,

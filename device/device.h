@@ -34,9 +34,8 @@ typedef struct hs_event hs_event; /* a point in a queue */
  * pointers are device pointers. */
 struct hs_dev_ffn {
 	const struct hs_moe_arch *arch;
-	int type;                  /* HS_TYPE_MXFP4 or HS_TYPE_Q8_0 */
 	int n_embd, n_ff, n_experts, n_used;
-	struct hs_expert_pack pack;
+	struct hs_expert_pack pack; /* the slots' layout, with the matrices' types */
 	const uint8_t *pool;
 	size_t pool_stride;
 	const int32_t *slot_of;    /* [n_experts]; entries of masked experts are not read */
@@ -138,6 +137,10 @@ struct hs_dev_ops {
 	int (*event_elapsed_ms)(hs_event *start, hs_event *end, float *ms);
 	/* x[n_rows][n_cols] f32 -> Q8_0 blocks (n_cols a multiple of 32) */
 	int (*quantize)(hs_queue *q, const float *x, int n_rows, int n_cols, void *xq);
+	/* 0 when ffn computes experts of this layout (its types, plain or
+	 * row-interleaved rows), else -EINVAL saying what it takes: a layer
+	 * the device cannot take stays on the CPU */
+	int (*ffn_takes)(const struct hs_expert_pack *p, int n_embd, int n_ff);
 	size_t (*ffn_scratch_bytes)(const struct hs_dev_ffn *f);
 	int (*ffn)(hs_queue *q, const struct hs_dev_ffn *f);
 	/* dense ops (NULL: none) */

@@ -147,10 +147,13 @@ struct hs_model_info {
 	int n_used;                  /* experts per token */
 	int n_embd;                  /* hidden size */
 	int n_ff;                    /* an expert's intermediate size */
-	int expert_type;             /* ggml type id of the expert matrices */
-	const char *expert_type_name; /* "mxfp4", "q8_0", "f16", "bf16", "f32" */
+	int expert_type;             /* ggml type id of the first MoE layer's gate matrices */
+	const char *expert_type_name; /* its name as ggml spells it: "mxfp4", "q8_0", "q4_K", "iq4_xs", ... */
+	const char *expert_types;    /* every expert matrix's type: "q4_K" when all share one, else
+					per part in layer order, e.g. "gate q4_K, up q4_K, down q4_K/q6_K" */
 	int has_bias;                /* experts carry f32 biases */
-	uint64_t expert_weight_bytes; /* gate + up + down matrices of one expert */
+	uint64_t expert_weight_bytes; /* gate + up + down matrices of one expert (the mean over the
+					 MoE layers where llama-quantize's mixes give layers other types) */
 	uint64_t expert_bias_bytes;  /* its three biases (0 without) */
 	uint64_t layer_token_bytes;  /* n_used experts: what one token reads per layer */
 	uint64_t layer_expert_bytes; /* all experts of one layer */
@@ -559,7 +562,10 @@ struct hs_model_desc {
 	int moe_layer[HS_MAX_LAYERS]; /* block index of each MoE layer */
 	int n_experts, n_used, n_embd, n_ff;
 	int expert_type;
-	uint64_t expert_bytes;    /* one expert: weights + biases */
+	uint64_t expert_bytes;    /* one expert: weights + biases (the mean over the MoE layers where
+				     a quantization mix gives layers other types) */
+	int slot_types[3];        /* ggml types of gate, up and down in the layer with the largest
+				     experts: what a device cache slot must hold (0s: expert_type) */
 	uint64_t nonexpert_bytes; /* every other tensor (kept on the GPU) */
 	uint64_t file_bytes;
 	int n_head_kv, head_dim;  /* 0 = unknown: no KV cache is counted */

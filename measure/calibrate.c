@@ -228,7 +228,7 @@ static int device_rates(const struct hs_moe_layer *l, struct hs_device *d, int b
 	double tc = median(times, nt);
 	r->pcie_Bps = tc > 0 ? (double)pack.bytes / tc : 0;
 
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
 				.n_used = k, .pack = pack, .pool = slots->pool, .pool_stride = pack.bytes,
 				.slot_of = slots->slot_of, .n = max_n };
 	if ((rc = o->alloc(d->dev, sizeof(float) * (size_t)max_n * D, &dx)) ||

@@ -142,7 +142,7 @@ static void synth_fill(uint8_t *p, size_t bytes, uint64_t *s)
 
 static int synth_make(struct synth *s, int os_node, int n_experts)
 {
-	const struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_MXFP4, KD, KF, 1);
+	const struct hs_expert_pack pack = hs__expert_pack_layout1(HS_TYPE_MXFP4, KD, KF, 1);
 	size_t rin = hs__type_row_bytes(HS_TYPE_MXFP4, KD), rout = hs__type_row_bytes(HS_TYPE_MXFP4, KF);
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 

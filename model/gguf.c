@@ -255,7 +255,7 @@ static int parse_tensor(struct cursor *c, struct hs_gguf *g, uint64_t i, struct 
 	if ((rc = rd_u32(c, field, &type)))
 		return rc;
 	if (!hs__type_name((int)type))
-		return hs__error(EIO, "%s: tensor '%s': ggml type %u is not one hotset reads (f32 0, f16 1, q8_0 8, bf16 30, mxfp4 39)",
+		return hs__error(EIO, "%s: tensor '%s': ggml type %u is not one ggml defines",
 				 c->what, t->name, type);
 	t->type = (int)type;
 	if (t->ne[0] % hs__type_block_values(t->type))

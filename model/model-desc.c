@@ -191,6 +191,14 @@ int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
 	out->n_ff = in->n_ff;
 	out->expert_type = in->expert_type;
 	out->expert_bytes = in->expert_weight_bytes + in->expert_bias_bytes;
+	uint64_t largest = 0;
+	for (int i = 0; i < out->n_moe_layers; i++) {
+		const struct hs_moe_layer *l = hs__model_layer(m, out->moe_layer[i]);
+		if (hs__model_expert_weight_bytes(l) > largest) {
+			largest = hs__model_expert_weight_bytes(l);
+			memcpy(out->slot_types, l->type, sizeof out->slot_types);
+		}
+	}
 	out->file_bytes = in->file_bytes;
 	out->nonexpert_bytes = in->non_expert_bytes;
 

@@ -27,9 +27,52 @@ struct hs_model {
 	struct layer *layers;
 	struct hs_whole *whole;       /* NULL: not a whole model, whole_why says why */
 	char whole_why[320];
+	char expert_types[224];       /* hs_model_info.expert_types */
 };
 
 static const char *const part[3] = { "gate", "up", "down" };
+
+uint64_t hs__model_expert_weight_bytes(const struct hs_moe_layer *l)
+{
+	return (uint64_t)l->n_ff * (hs__type_row_bytes(l->type[HS_GATE], (uint64_t)l->n_embd) +
+				    hs__type_row_bytes(l->type[HS_UP], (uint64_t)l->n_embd)) +
+	       (uint64_t)l->n_embd * hs__type_row_bytes(l->type[HS_DOWN], (uint64_t)l->n_ff);
+}
+
+/* "q4_K" when every expert matrix has one type, else each part's types
+ * in layer order, e.g. "gate q4_K, up q4_K, down q4_K/q6_K". */
+static void describe_types(hs_model *m)
+{
+	char list[3][64];
+	int first = -1, mixed = 0;
+
+	for (int p = 0; p < 3; p++) {
+		int seen[64], n = 0;
+		size_t at = 0;
+		list[p][0] = 0;
+		for (int i = 0; i < m->info.n_layers; i++) {
+			if (!m->layers[i].moe)
+				continue;
+			int t = m->layers[i].l.type[p], k;
+			if (first < 0)
+				first = t;
+			mixed |= t != first;
+			for (k = 0; k < n && seen[k] != t; k++)
+				;
+			if (k < n || n == 64)
+				continue;
+			seen[n++] = t;
+			at += (size_t)snprintf(list[p] + at, at < sizeof list[p] ? sizeof list[p] - at : 0, "%s%s",
+					       n > 1 ? "/" : "", hs__type_name(t));
+			if (at >= sizeof list[p])
+				at = sizeof list[p];
+		}
+	}
+	if (!mixed)
+		snprintf(m->expert_types, sizeof m->expert_types, "%s", hs__type_name(first));
+	else
+		snprintf(m->expert_types, sizeof m->expert_types, "gate %s, up %s, down %s", list[0], list[1], list[2]);
+}
 
 void hs_model_free(hs_model *m)
 {
@@ -113,17 +156,21 @@ static int load_layer(hs_model *m, const char *path, int i)
 	snprintf(want, sizeof want, "{n_ff %d, n_embd %d, experts %d}", in->n_ff, in->n_embd, in->n_experts);
 	if (!shape_is(L->w[2], 3, in->n_ff, in->n_embd, in->n_experts))
 		return bad_shape(path, L->w[2], want);
-	if (in->n_moe_layers == 0) {
-		in->expert_type = L->w[0]->type;
-		in->expert_type_name = hs__type_name(L->w[0]->type);
+	for (int p = 0; p < 3; p++) {
+		const int t = L->w[p]->type;
+		const uint64_t row = p == 2 ? (uint64_t)in->n_ff : (uint64_t)in->n_embd;
+		if (!hs__type_supported(t))
+			return hs__error(EINVAL, "%s: tensor '%s' is %s, a type hotset does not compute with (it takes %s)",
+					 path, L->w[p]->name, hs__type_name(t), hs__type_supported_names());
+		if (!hs__type_row_bytes(t, row))
+			return hs__error(EINVAL, "%s: tensor '%s': rows of %llu values are not a multiple of %s's block of %zu",
+					 path, L->w[p]->name, (unsigned long long)row, hs__type_name(t), hs__type_block_values(t));
+		l->type[p] = t;
 	}
-	for (int p = 0; p < 3; p++)
-		if (L->w[p]->type != in->expert_type)
-			return hs__error(EINVAL, "%s: tensor '%s' is %s; hotset needs every expert matrix in one type (%s)",
-					 path, L->w[p]->name, hs__type_name(L->w[p]->type), in->expert_type_name);
-	if (!hs__type_row_bytes(in->expert_type, (uint64_t)in->n_ff))
-		return hs__error(EINVAL, "%s: n_ff %d is not a multiple of %s's block of %zu", path, in->n_ff,
-				 in->expert_type_name, hs__type_block_values(in->expert_type));
+	if (in->n_moe_layers == 0) {
+		in->expert_type = l->type[HS_GATE];
+		in->expert_type_name = hs__type_name(l->type[HS_GATE]);
+	}
 	for (int p = 0; p < 3; p++) {
 		snprintf(name, sizeof name, "ffn_%s_exps.bias", part[p]);
 		L->b[p] = tensor(m, i, name);
@@ -153,7 +200,6 @@ static int load_layer(hs_model *m, const char *path, int i)
 	l->n_ff = in->n_ff;
 	l->n_experts = in->n_experts;
 	l->n_used = in->n_used;
-	l->type = in->expert_type;
 	l->gate = L->w[0]->data;
 	l->up = L->w[1]->data;
 	l->down = L->w[2]->data;
@@ -239,8 +285,15 @@ int hs_model_open(const char *path, hs_model **out)
 			       m->arch, ff_meta, in->n_ff);
 		goto out_free;
 	}
-	in->expert_weight_bytes = hs__type_row_bytes(in->expert_type, (uint64_t)in->n_embd) * 2 * in->n_ff +
-				  hs__type_row_bytes(in->expert_type, (uint64_t)in->n_ff) * in->n_embd;
+	/* the mean over the MoE layers: llama-quantize's mixes give some
+	 * layers' down matrices a larger type */
+	uint64_t w_all = 0;
+	for (int i = 0; i < in->n_layers; i++)
+		if (m->layers[i].moe)
+			w_all += hs__model_expert_weight_bytes(&m->layers[i].l);
+	in->expert_weight_bytes = (w_all + (uint64_t)in->n_moe_layers / 2) / (uint64_t)in->n_moe_layers;
+	describe_types(m);
+	in->expert_types = m->expert_types;
 	in->expert_bias_bytes = in->has_bias ? sizeof(float) * (2 * (uint64_t)in->n_ff + in->n_embd) : 0;
 	in->layer_token_bytes = (uint64_t)in->n_used * (in->expert_weight_bytes + in->expert_bias_bytes);
 	in->layer_expert_bytes = (uint64_t)in->n_experts * (in->expert_weight_bytes + in->expert_bias_bytes);

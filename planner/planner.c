@@ -395,8 +395,11 @@ int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, con
 	c.k = m->n_used;
 	c.S = (double)m->expert_bytes;
 	c.P_e = 3.0 * m->n_embd * m->n_ff;
-	c.slot_bytes = (double)hs__expert_pack_layout(m->expert_type, m->n_embd, m->n_ff,
-						     strcmp(m->arch, "gpt-oss") == 0).bytes;
+	/* a slot holds the largest layer's expert (mixes differ by layer) */
+	const int st[3] = { m->slot_types[0] ? m->slot_types[0] : m->expert_type,
+			    m->slot_types[1] ? m->slot_types[1] : m->expert_type,
+			    m->slot_types[2] ? m->slot_types[2] : m->expert_type };
+	c.slot_bytes = (double)hs__expert_pack_layout(st, m->n_embd, m->n_ff, strcmp(m->arch, "gpt-oss") == 0).bytes;
 	c.staging = STAGING_PER_K * c.k < c.E ? STAGING_PER_K * c.k : c.E;
 	snprintf(p->model, sizeof p->model, "%s", m->name);
 	snprintf(p->machine, sizeof p->machine, "%s", pf->machine);

@@ -76,7 +76,7 @@ int hs__step_bufs_create(struct hs_device *d, const struct hs_moe_layer *l, int 
 	b->hw_b = sizeof(float) * (size_t)max_n * K;
 	b->hids_b = sizeof(int32_t) * (size_t)max_n * K;
 	b->dxq_b = (size_t)max_n * (D / HS_QK) * sizeof(struct hs_block_q8_0);
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = l->n_ff, .n_experts = E,
 				.n_used = K, .n = max_n };
 	b->scratch_b = o->ffn_scratch_bytes(&f);
 	if ((rc = o->alloc(d->dev, b->hx_b, &b->dx)) || (rc = o->alloc(d->dev, b->dxq_b, &b->dxq)) ||
@@ -148,9 +148,9 @@ int hs__hybrid_open_shared(struct hs_hybrid *h, const struct hs_moe_layer *l, st
 	if (max_n < 1 || n_cached < 0 || n_staging < 0 || n_cached + n_staging < 1 || n_cached + n_staging > E)
 		return hs__error(EINVAL, "hybrid: %d tokens, %d cache + %d staging slots for %d experts", max_n, n_cached,
 				 n_staging, E);
-	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
-		return hs__error(EINVAL, "hybrid: experts of type %s; the device takes mxfp4 and q8_0",
-				 hs__type_name(l->type));
+	const struct hs_expert_pack pk = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);
+	if ((rc = o->ffn_takes(&pk, l->n_embd, l->n_ff)))
+		return hs__error(EINVAL, "hybrid: %s", hs_last_error());
 	if (shared && (shared->max_n < max_n || (n_staging > 0 && !shared->n_lists)))
 		return hs__error(EINVAL, "hybrid: shared step buffers for %d tokens%s, the layer needs %d%s", shared->max_n,
 				 shared->n_lists ? " with streams" : "", max_n, n_staging > 0 ? " with streams" : "");
@@ -160,7 +160,7 @@ int hs__hybrid_open_shared(struct hs_hybrid *h, const struct hs_moe_layer *l, st
 	h->max_n = max_n;
 	h->n_cached = n_cached;
 	h->n_staging = n_staging;
-	h->pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);
+	h->pack = pk;
 	h->hpack_b = h->pack.bytes * (size_t)(n_staging > 0 ? n_staging : 1);
 	if (shared) {
 		h->bufs = shared;
@@ -437,7 +437,7 @@ static struct hs_dev_ffn device_ffn(struct step *s, const void *ids)
 {
 	struct hs_hybrid *h = s->h;
 	const struct hs_moe_layer *l = h->l;
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = l->n_embd, .n_ff = l->n_ff,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = l->n_embd, .n_ff = l->n_ff,
 				.n_experts = l->n_experts, .n_used = l->n_used, .pack = h->pack, .pool = h->slots->pool,
 				.pool_stride = h->pack.bytes, .slot_of = h->slots->slot_of, .n = s->n, .xq = h->dxq,
 				.ids = ids, .weights = h->dw, .y = h->dy, .scratch = h->dscratch };

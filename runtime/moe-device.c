@@ -61,9 +61,6 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 
 	if (!l)
 		return hs__error(EINVAL, "layer %d has no experts", layer);
-	if (l->type != HS_TYPE_MXFP4 && l->type != HS_TYPE_Q8_0)
-		return hs__error(EINVAL, "layer %d: experts of type %s; the device takes mxfp4 and q8_0", layer,
-				 hs__type_name(l->type));
 	if (n < 1)
 		return hs__error(EINVAL, "device forward: %d tokens", n);
 	if ((rc = hs__check_finite(x, n, l->n_embd, "hidden states")) ||
@@ -78,6 +75,10 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	if (desc && desc_len)
 		snprintf(desc, desc_len, "%s", d->ops->describe(d->dev));
 	const struct hs_dev_ops *o = d->ops;
+	if ((rc = o->ffn_takes(&pack, D, F))) {
+		rc = hs__error(EINVAL, "layer %d: %s", layer, hs_last_error());
+		goto out_release;
+	}
 	if ((rc = o->queue_create(d->dev, &qc)) || (rc = o->queue_create(d->dev, &qx)))
 		goto out_release;
 	float *hx = pin_alloc(d, &bx, xb), *hw = pin_alloc(d, &bw, sizeof(float) * (size_t)n * K);
@@ -122,7 +123,7 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 		if ((rc = hs__slots_upload(slots, slot_for[e], e, src, qx, qc)))
 			goto out_release;
 	}
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = F, .n_experts = E,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = F, .n_experts = E,
 				.n_used = K, .pack = pack, .pool = slots->pool, .pool_stride = pack.bytes,
 				.slot_of = slots->slot_of, .n = n };
 	size_t sb = o->ffn_scratch_bytes(&f);

@@ -130,9 +130,9 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 			const int repack = pack.packed_rows && part[i].rows;
 			rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n,
 					repack ? plain : blk + part[i].at);
-			if (!rc && repack)
-				hs__pack_matrix(l->type, part[i].rows, part[i].cols, plain,
-						hs__type_row_bytes(l->type, (uint64_t)part[i].cols), blk + part[i].at);
+			if (!rc && repack) /* parts 0..2 are gate, up, down */
+				hs__pack_matrix(l->type[i], part[i].rows, part[i].cols, plain,
+						hs__type_row_bytes(l->type[i], (uint64_t)part[i].cols), blk + part[i].at);
 		}
 		out->identity[e] = e;
 	}

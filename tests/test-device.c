@@ -104,7 +104,7 @@ static void ffn_case(struct layer *L, int n, int mask_mode, int dup)
 		CHECK(O->queue_sync(qx) == 0, "%s", hs_last_error());
 	}
 	void *dx = NULL, *dxq = NULL, *dids = NULL, *dw = NULL, *dy = NULL, *scratch = NULL;
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = F, .n_experts = E, .n_used = K,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = F, .n_experts = E, .n_used = K,
 				.pack = pack, .pool = slots->pool, .pool_stride = pack.bytes, .slot_of = slots->slot_of,
 				.n = n };
 	size_t sb = O->ffn_scratch_bytes(&f);
@@ -127,7 +127,7 @@ static void ffn_case(struct layer *L, int n, int mask_mode, int dup)
 	double err = rel_l2(y, ref, (size_t)n * D);
 	/* MXFP4/Q8_0 weights against Q8_0 activations: the CPU kernel bound */
 	CHECK(err < (mask_mode == 2 ? 1e-30 : 0.05), "%s %s D%d F%d E%d K%d n=%d mask %d dup %d: rel L2 %.3g",
-	      l->arch->name, l->type == HS_TYPE_MXFP4 ? "mxfp4" : "q8_0", D, F, E, K, n, mask_mode, dup, err);
+	      l->arch->name, hs__type_name(l->type[HS_GATE]), D, F, E, K, n, mask_mode, dup, err);
 out_dev:
 	O->free(dev->dev, dx);
 	O->free(dev->dev, dxq);
@@ -204,7 +204,7 @@ static void slot_reuse(void)
 		CHECK(hs__slots_create(dev, 1, E, pack.bytes, qx, &s) == 0, "%s", hs_last_error());
 		if (!s)
 			break;
-		struct hs_dev_ffn f = { .arch = L.l.arch, .type = L.l.type, .n_embd = D, .n_ff = F, .n_experts = E,
+		struct hs_dev_ffn f = { .arch = L.l.arch, .n_embd = D, .n_ff = F, .n_experts = E,
 					.n_used = K, .pack = pack, .pool = s->pool, .pool_stride = pack.bytes,
 					.slot_of = s->slot_of, .n = n };
 		O->alloc(dev->dev, sizeof(float) * D, &dx);
@@ -330,9 +330,9 @@ static void memory_rules(void)
 		int32_t *ids = pinned(sizeof(int32_t) * 4), *slot = pinned(sizeof(int32_t) * 4);
 		for (int i = 0; i < 4; i++)
 			ids[i] = 9, slot[i] = 0;
-		struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .type = HS_TYPE_Q8_0, .n_embd = 32, .n_ff = 32,
+		struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .n_embd = 32, .n_ff = 32,
 					.n_experts = 4, .n_used = 4, .n = 1, .ids = ids, .slot_of = slot,
-					.pack = hs__expert_pack_layout(HS_TYPE_Q8_0, 32, 32, 0) };
+					.pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, 32, 32, 0) };
 		CHECK(O->ffn(qc, &f) == 0, "launch refused early");
 		int rc = O->queue_sync(qc);
 		CHECK(rc == -EINVAL && strstr(hs_last_error(), "id 9"), "sticky error: rc %d, '%s'", rc, hs_last_error());

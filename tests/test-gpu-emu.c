@@ -60,12 +60,12 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 	for (int t = 0; t < n; t++)
 		hs__kernels_best()->quantize_q8_0(x + (size_t)t * D, xq + (size_t)t * (D / HS_QK), D);
 	CHECK(hs__moe_forward_ref(l, n, x, ids, w, ref) == 0, "%s", hs_last_error());
-	struct hs_dev_ffn f = { .arch = l->arch, .type = l->type, .n_embd = D, .n_ff = F, .n_experts = E, .n_used = K,
+	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = F, .n_experts = E, .n_used = K,
 				.pack = pack, .pool = pool, .pool_stride = pack.bytes, .slot_of = slot_of, .n = n,
 				.xq = xq, .ids = ids, .weights = w };
 	size_t sb = hs__cuda_ffn_scratch_bytes(&f) + 64;
 	void *scratch = malloc(sb);
-	CHECK(pack.packed_rows == HS_PACK_ROWS, "%s experts are not packed row-interleaved", hs__type_name(l->type));
+	CHECK(pack.packed_rows == HS_PACK_ROWS, "%s experts are not packed row-interleaved", hs__type_name(l->type[HS_GATE]));
 	f.pack.packed_rows = 0;
 	f.y = y[0];
 	f.scratch = scratch;
@@ -78,7 +78,7 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 		CHECK(hs__cuda_ffn_emulate(&f, tiled) == 0, "%s", hs_last_error());
 		double err = rel_l2(y[tiled], ref, (size_t)n * D);
 		CHECK(err < (mask_mode == 2 ? 1e-30 : 0.05), "%s %s D%d F%d E%d K%d n=%d mask %d dup %d %s: rel L2 %.3g",
-		      l->arch->name, l->type == HS_TYPE_MXFP4 ? "mxfp4" : "q8_0", D, F, E, K, n, mask_mode, dup,
+		      l->arch->name, hs__type_name(l->type[HS_GATE]), D, F, E, K, n, mask_mode, dup,
 		      tiled ? "tiled" : "decode", err);
 	}
 	/* the two paths do the same sums in another order */

@@ -200,7 +200,7 @@ static void admission_in_flight(struct hs_device *d, struct hs_pool *pool)
 		return;
 	}
 	/* the host view packed like slots and pinned: admissions copy from it */
-	struct hs_expert_pack pack = hs__expert_pack_layout(HS_TYPE_Q8_0, D, F, 0);
+	struct hs_expert_pack pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, D, F, 0);
 	uint8_t *packed = NULL;
 	int32_t ident[16];
 	CHECK(posix_memalign((void **)&packed, 4096, pack.bytes * E) == 0, "out of memory");

@@ -128,16 +128,20 @@ struct layer {
 	float *bias, *router, *router_b;
 };
 
+/* the down matrices' type when >= 0 (llama-quantize's mixes), else gate's */
+static int down_type = -1;
+
 static void make_layer(struct layer *L, const struct hs_moe_arch *arch, int type, int D, int F, int E, int K)
 {
+	const int dt = down_type >= 0 ? down_type : type;
 	memset(L, 0, sizeof *L);
 	region_alloc(&L->g, E, (size_t)F * hs__type_row_bytes(type, D));
 	region_alloc(&L->u, E, (size_t)F * hs__type_row_bytes(type, D));
-	region_alloc(&L->d, E, (size_t)D * hs__type_row_bytes(type, F));
+	region_alloc(&L->d, E, (size_t)D * hs__type_row_bytes(dt, F));
 	for (int e = 0; e < E; e++) {
 		fill_matrix(L->g.base + e * L->g.stride, type, F, D);
 		fill_matrix(L->u.base + e * L->u.stride, type, F, D);
-		fill_matrix(L->d.base + e * L->d.stride, type, D, F);
+		fill_matrix(L->d.base + e * L->d.stride, dt, D, F);
 	}
 	L->router = malloc(sizeof(float) * D * E);
 	for (int i = 0; i < D * E; i++)
@@ -148,7 +152,8 @@ static void make_layer(struct layer *L, const struct hs_moe_arch *arch, int type
 	l->n_ff = F;
 	l->n_experts = E;
 	l->n_used = K;
-	l->type = type;
+	l->type[HS_GATE] = l->type[HS_UP] = type;
+	l->type[HS_DOWN] = dt;
 	l->gate = L->g.base;
 	l->up = L->u.base;
 	l->down = L->d.base;
@@ -169,7 +174,7 @@ static void make_layer(struct layer *L, const struct hs_moe_arch *arch, int type
 		l->down_b = L->bias + 2 * F * E;
 		l->router_b = L->router_b;
 	}
-	const struct hs_expert_pack pack = hs__expert_pack_layout(type, D, F, arch->has_bias);
+	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, D, F, arch->has_bias);
 	region_alloc(&L->pool, E, pack.bytes);
 	L->slot_of = malloc(sizeof *L->slot_of * E);
 	for (int e = 0; e < E; e++) {
@@ -455,6 +460,21 @@ static void test_ffn_grid(void)
 	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_Q8_0, 64, 96, 12, 8, 512, 0, 0);
 	ab_ffn(&hs__arch_gpt_oss, HS_TYPE_MXFP4, 64, 64, 8, 4, 5, 0, 1);
 	ab_ffn(&hs__arch_qwen3moe, HS_TYPE_MXFP4, 64, 64, 8, 8, 3, 0, 0);
+	/* the types of llama-quantize's files, down in its own type as in Q4_K_M
+	 * (q4_K with q6_K), Q3_K_M, GLM's fallbacks (q5_0 / q8_0 downs) */
+	static const int mix[][2] = { { HS_TYPE_Q4_K, HS_TYPE_Q6_K }, { HS_TYPE_Q4_K, HS_TYPE_Q4_K },
+				      { HS_TYPE_Q5_K, HS_TYPE_Q6_K }, { HS_TYPE_Q6_K, HS_TYPE_Q6_K },
+				      { HS_TYPE_IQ4_XS, HS_TYPE_IQ4_XS }, { HS_TYPE_Q3_K, HS_TYPE_Q5_K },
+				      { HS_TYPE_Q2_K, HS_TYPE_Q3_K }, { HS_TYPE_Q4_K, HS_TYPE_Q5_0 },
+				      { HS_TYPE_Q4_K, HS_TYPE_Q8_0 }, { HS_TYPE_Q4_0, HS_TYPE_Q4_1 },
+				      { HS_TYPE_Q5_1, HS_TYPE_IQ4_NL } };
+	for (size_t i = 0; i < sizeof mix / sizeof mix[0]; i++) {
+		const int D = hs__type_block_values(mix[i][0]) == 256 ? 256 : 96;
+		const int F = hs__type_block_values(mix[i][1]) == 256 ? 512 : 160;
+		down_type = mix[i][1];
+		ab_ffn(i % 2 ? &hs__arch_gpt_oss : &hs__arch_qwen3moe, mix[i][0], D, F, 16, 4, i % 3 ? 7 : 33, i % 2, 0);
+	}
+	down_type = -1;
 	printf("fused FFN vs double reference, all tiers: worst normalised error %.3g (bound 5e-2)\n", worst_ffn_err);
 }
 
