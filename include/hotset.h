@@ -172,8 +172,9 @@ struct hs_model_info {
 					its experts (routers, norms and token_embd not counted) */
 };
 
-/* Where one expert's pieces lie in the file (byte offset, length).  Slices
- * are not page aligned. */
+/* Where one expert's pieces lie in the file (byte offset, length); in a
+ * split model the offset is within the shard that holds the tensor.
+ * Slices are not page aligned. */
 struct hs_span {
 	uint64_t offset, bytes;
 };

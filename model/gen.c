@@ -359,16 +359,14 @@ out_free:
 	return rc;
 }
 
-int hs__gen_write(const struct hs_gen_params *in, const char *path, hs_gguf_progress_fn progress, void *ctx)
+/* The writer with p's metadata and tensors (p resolved) into *out. */
+static int gen_writer(const struct hs_gen_params *p, struct hs_gguf_writer **out)
 {
 	struct hs_gguf_writer *w;
 	char key[96];
 	int rc;
 
-	if ((rc = hs__gen_check(in)))
-		return rc;
-	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
-	w = hs__gguf_writer_new();
+	*out = w = hs__gguf_writer_new();
 	if (!w)
 		return -ENOMEM;
 	rc = hs__gguf_w_str(w, "general.architecture", p->arch);
@@ -414,8 +412,57 @@ int hs__gen_write(const struct hs_gen_params *in, const char *path, hs_gguf_prog
 		rc = hs__gguf_w_tensor(w, s.name, s.nd, s.ne, s.type);
 		rc = rc < 0 ? rc : 0;
 	}
-	if (!rc)
+	if (rc) {
+		hs__gguf_writer_free(w);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* split_max 0: one file at path; else shards path-0000k-of-0000n.gguf */
+static int gen_write(const struct hs_gen_params *in, const char *path, uint64_t split_max, hs_gguf_progress_fn progress,
+		     void *ctx)
+{
+	struct hs_gguf_writer *w;
+	int rc;
+
+	if ((rc = hs__gen_check(in)))
+		return rc;
+	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
+	if ((rc = gen_writer(p, &w)))
+		return rc;
+	if (split_max)
+		rc = hs__gguf_w_write_split(w, path, split_max, fill, (void *)p, progress, ctx);
+	else
 		rc = hs__gguf_w_write(w, path, fill, (void *)p, progress, ctx);
+	hs__gguf_writer_free(w);
+	return rc;
+}
+
+int hs__gen_write(const struct hs_gen_params *in, const char *path, hs_gguf_progress_fn progress, void *ctx)
+{
+	return gen_write(in, path, 0, progress, ctx);
+}
+
+int hs__gen_write_split(const struct hs_gen_params *in, const char *prefix, uint64_t max_bytes,
+			hs_gguf_progress_fn progress, void *ctx)
+{
+	if (!max_bytes)
+		return hs__error(EINVAL, "gen: a shard size of 0 bytes");
+	return gen_write(in, prefix, max_bytes, progress, ctx);
+}
+
+int hs__gen_shard_count(const struct hs_gen_params *in, uint64_t max_bytes)
+{
+	struct hs_gguf_writer *w;
+	int rc;
+
+	if ((rc = hs__gen_check(in)))
+		return rc;
+	const struct hs_gen_params r = hs__gen_resolve(in);
+	if ((rc = gen_writer(&r, &w)))
+		return rc;
+	rc = hs__gguf_w_shard_count(w, max_bytes);
 	hs__gguf_writer_free(w);
 	return rc;
 }

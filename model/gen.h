@@ -40,6 +40,12 @@ struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *p);
 uint64_t hs__gen_data_bytes(const struct hs_gen_params *p);
 /* Writes the model to path through "<path>.part". */
 int hs__gen_write(const struct hs_gen_params *p, const char *path, hs_gguf_progress_fn progress, void *ctx);
+/* The same model split as llama-gguf-split --split-max-size max_bytes
+ * splits it: prefix-00001-of-0000N.gguf ... (hs__gguf_w_write_split). */
+int hs__gen_write_split(const struct hs_gen_params *p, const char *prefix, uint64_t max_bytes,
+			hs_gguf_progress_fn progress, void *ctx);
+/* How many shards that writes (or a negative errno). */
+int hs__gen_shard_count(const struct hs_gen_params *p, uint64_t max_bytes);
 
 /* The tensors gen writes, in file order, and the bytes of one row as gen
  * makes it: lets tests check a file against what gen meant to write. */

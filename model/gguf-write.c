@@ -210,32 +210,26 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
-int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn fill, void *fill_ctx,
-		     hs_gguf_progress_fn progress, void *progress_ctx)
+/* Tensors [t0, t1) after the metadata block `meta` (n_kv entries) into a
+ * new file `tmp`, offsets counted from its own data section.  On failure
+ * tmp is removed. */
+static int write_one(struct hs_gguf_writer *w, const char *tmp, const struct hs_gguf_writer *meta, int t0, int t1,
+		     hs_gguf_fill_fn fill, void *fill_ctx, hs_gguf_progress_fn progress, void *progress_ctx,
+		     uint64_t *done, uint64_t total)
 {
 	static const uint8_t zeros[HS_GGUF_DEFAULT_ALIGNMENT];
 	struct hs_gguf_writer hdr = { 0 };
-	uint64_t data_len = 0, done = 0;
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 6);
+	uint64_t data_len = 0;
 	uint8_t *buf = NULL;
 	int fd = -1, rc;
 
-	if (!tmp)
-		return hs__error(ENOMEM, "GGUF writer: out of memory");
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".part", 6);
-	if (w->failed) {
-		rc = hs__error(ENOMEM, "%s: an earlier metadata or tensor call failed", path);
-		goto out_free;
-	}
 	/* header, metadata, tensor infos */
 	rc = put(&hdr, "GGUF", 4);
 	if (!rc) rc = put_u32(&hdr, 3);
-	if (!rc) rc = put_u64(&hdr, (uint64_t)w->n_t);
-	if (!rc) rc = put_u64(&hdr, w->n_kv);
-	if (!rc) rc = put(&hdr, w->meta, w->meta_len);
-	for (int i = 0; i < w->n_t && !rc; i++) {
+	if (!rc) rc = put_u64(&hdr, (uint64_t)(t1 - t0));
+	if (!rc) rc = put_u64(&hdr, meta->n_kv);
+	if (!rc) rc = put(&hdr, meta->meta, meta->meta_len);
+	for (int i = t0; i < t1 && !rc; i++) {
 		struct wtensor *t = &w->t[i];
 		t->offset = data_len;
 		data_len = align_up(data_len + t->row_bytes * t->n_rows, HS_GGUF_DEFAULT_ALIGNMENT);
@@ -261,7 +255,7 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 		rc = hs__error(ENOMEM, "GGUF writer: out of memory");
 		goto out_unlink;
 	}
-	for (int i = 0; i < w->n_t; i++) {
+	for (int i = t0; i < t1; i++) {
 		struct wtensor *t = &w->t[i];
 		uint64_t per = t->row_bytes ? CHUNK_BYTES / t->row_bytes : 0, bytes = t->row_bytes * t->n_rows;
 
@@ -274,9 +268,9 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 			uint64_t n = t->n_rows - r < per ? t->n_rows - r : per;
 			if ((rc = fill(fill_ctx, i, r, n, buf)) || (rc = write_all(fd, buf, n * t->row_bytes, tmp)))
 				goto out_unlink;
-			done += n * t->row_bytes;
+			*done += n * t->row_bytes;
 			if (progress)
-				progress(progress_ctx, done, data_len);
+				progress(progress_ctx, *done, total);
 		}
 		if ((rc = write_all(fd, zeros, align_up(bytes, HS_GGUF_DEFAULT_ALIGNMENT) - bytes, tmp)))
 			goto out_unlink;
@@ -290,11 +284,6 @@ int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn
 		rc = hs__error(EIO, "%s: close failed: %s", tmp, strerror(errno));
 		goto out_unlink;
 	}
-	fd = -1;
-	if (rename(tmp, path) != 0) {
-		rc = hs__error(EIO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-		goto out_unlink;
-	}
 	rc = 0;
 	goto out_free;
 
@@ -305,6 +294,173 @@ out_unlink:
 out_free:
 	free(buf);
 	free(hdr.meta);
+	return rc;
+}
+
+/* The padded data bytes of all tensors: what progress counts to. */
+static uint64_t total_bytes(const struct hs_gguf_writer *w)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < w->n_t; i++)
+		n = align_up(n + w->t[i].row_bytes * w->t[i].n_rows, HS_GGUF_DEFAULT_ALIGNMENT);
+	return n;
+}
+
+static char *part_name(const char *path)
+{
+	size_t plen = strlen(path);
+	char *tmp = malloc(plen + 6);
+
+	if (tmp) {
+		memcpy(tmp, path, plen);
+		memcpy(tmp + plen, ".part", 6);
+	}
+	return tmp;
+}
+
+int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn fill, void *fill_ctx,
+		     hs_gguf_progress_fn progress, void *progress_ctx)
+{
+	char *tmp = part_name(path);
+	uint64_t done = 0;
+	int rc;
+
+	if (!tmp)
+		return hs__error(ENOMEM, "GGUF writer: out of memory");
+	if (w->failed) {
+		rc = hs__error(ENOMEM, "%s: an earlier metadata or tensor call failed", path);
+		goto out_free;
+	}
+	if ((rc = write_one(w, tmp, w, 0, w->n_t, fill, fill_ctx, progress, progress_ctx, &done, total_bytes(w))))
+		goto out_free;
+	if (rename(tmp, path) != 0) {
+		rc = hs__error(EIO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+		unlink(tmp);
+	}
+out_free:
 	free(tmp);
+	return rc;
+}
+
+/* ---- split output, as llama-gguf-split writes it ------------------------ */
+
+void hs__gguf_split_path(char *buf, size_t n, const char *prefix, int i, int count)
+{
+	snprintf(buf, n, "%s-%05d-of-%05d.gguf", prefix, i + 1, count);
+}
+
+/* The first tensor of each shard into first[] (room for w->n_t + 1; first[n]
+ * = n_t), the count returned.  llama-gguf-split's rule: a tensor starts a
+ * new shard when the shard's data (each tensor padded to the alignment)
+ * would pass max_bytes with it, unless the shard is empty. */
+static int plan_shards(const struct hs_gguf_writer *w, uint64_t max_bytes, int *first)
+{
+	uint64_t cur = 0;
+	int n = 0;
+
+	for (int i = 0; i < w->n_t; i++) {
+		uint64_t b = align_up(w->t[i].row_bytes * w->t[i].n_rows, HS_GGUF_DEFAULT_ALIGNMENT);
+		if (i == 0 || cur + b > max_bytes) {
+			if (first)
+				first[n] = i;
+			n++;
+			cur = 0;
+		}
+		cur += b;
+	}
+	if (n == 0) { /* no tensors: one shard of metadata, as llama-gguf-split writes */
+		if (first)
+			first[0] = 0;
+		n = 1;
+	}
+	if (first)
+		first[n] = w->n_t;
+	return n;
+}
+
+int hs__gguf_w_shard_count(const struct hs_gguf_writer *w, uint64_t max_bytes)
+{
+	return plan_shards(w, max_bytes ? max_bytes : 1, NULL);
+}
+
+int hs__gguf_w_write_split(struct hs_gguf_writer *w, const char *prefix, uint64_t max_bytes, hs_gguf_fill_fn fill,
+			   void *fill_ctx, hs_gguf_progress_fn progress, void *progress_ctx)
+{
+	const size_t len = strlen(prefix) + 32;
+	int *first = malloc(sizeof *first * (size_t)(w->n_t + 2)), n = 0, written = 0, renamed = 0, rc = 0;
+	char **path = NULL, **tmp = NULL;
+	const uint64_t total = total_bytes(w);
+	uint64_t done = 0;
+
+	if (!first)
+		return hs__error(ENOMEM, "GGUF writer: out of memory");
+	if (w->failed) {
+		rc = hs__error(ENOMEM, "%s: an earlier metadata or tensor call failed", prefix);
+		goto out_free;
+	}
+	if (max_bytes == 0) {
+		rc = hs__error(EINVAL, "%s: a shard size of 0 bytes", prefix);
+		goto out_free;
+	}
+	n = plan_shards(w, max_bytes, first);
+	if (n > 65535) { /* split.count is a uint16 */
+		rc = hs__error(EINVAL, "%s: %d shards of at most %llu bytes; split.count allows 65535", prefix, n,
+			       (unsigned long long)max_bytes);
+		goto out_free;
+	}
+	path = calloc((size_t)n, sizeof *path);
+	tmp = calloc((size_t)n, sizeof *tmp);
+	if (!path || !tmp) {
+		rc = hs__error(ENOMEM, "GGUF writer: out of memory");
+		goto out_free;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!(path[i] = malloc(len)) || !(tmp[i] = malloc(len + 5))) {
+			rc = hs__error(ENOMEM, "GGUF writer: out of memory");
+			goto out_free;
+		}
+		hs__gguf_split_path(path[i], len, prefix, i, n);
+		snprintf(tmp[i], len + 5, "%s.part", path[i]);
+	}
+	/* every shard to its .part first: the final names are touched only once
+	 * all are written, so a failure leaves any earlier files as they were */
+	for (int i = 0; i < n && !rc; i++) {
+		struct hs_gguf_writer meta = { 0 };
+		const uint16_t no = (uint16_t)i, count = (uint16_t)n;
+		const int32_t tensors = w->n_t;
+		/* the first shard carries the model's metadata, every shard the
+		 * split keys, in the order llama-gguf-split leaves them */
+		if (i == 0 && w->meta_len)
+			rc = put(&meta, w->meta, w->meta_len);
+		if (!rc) rc = hs__gguf_w_raw(&meta, "split.no", HS_GGUF_UINT16, &no, 2);
+		if (!rc) rc = hs__gguf_w_raw(&meta, "split.tensors.count", HS_GGUF_INT32, &tensors, 4);
+		if (!rc) rc = hs__gguf_w_raw(&meta, "split.count", HS_GGUF_UINT16, &count, 2);
+		if (i == 0)
+			meta.n_kv += w->n_kv;
+		if (!rc && !(rc = write_one(w, tmp[i], &meta, first[i], first[i + 1], fill, fill_ctx, progress,
+					    progress_ctx, &done, total)))
+			written++;
+		free(meta.meta);
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		if (rename(tmp[i], path[i]) != 0)
+			rc = hs__error(EIO, "%s: cannot rename to %s: %s", tmp[i], path[i], strerror(errno));
+		else
+			renamed++;
+	}
+	if (rc) {
+		for (int i = 0; i < renamed; i++)
+			unlink(path[i]);
+		for (int i = renamed; i < written; i++)
+			unlink(tmp[i]);
+	}
+out_free:
+	for (int i = 0; i < n && path; i++) {
+		free(path[i]);
+		free(tmp ? tmp[i] : NULL);
+	}
+	free(path);
+	free(tmp);
+	free(first);
 	return rc;
 }

@@ -1,7 +1,8 @@
 /* GGUF v3 writer that streams tensor data to disk: metadata and tensor
  * infos are kept in memory, tensor rows are asked for in chunks, so memory
  * stays small for files of many GB.  Written to "<path>.part" and renamed at
- * the end: the final name never holds a half-written file. */
+ * the end: the final name never holds a half-written file.  One file, or
+ * shards as llama-gguf-split writes them. */
 #ifndef HS_GGUF_WRITE_H
 #define HS_GGUF_WRITE_H
 
@@ -37,5 +38,21 @@ int hs__gguf_w_tensor(struct hs_gguf_writer *w, const char *name, int n_dims, co
 /* Writes the file.  On failure nothing is left at `path` or "<path>.part". */
 int hs__gguf_w_write(struct hs_gguf_writer *w, const char *path, hs_gguf_fill_fn fill, void *fill_ctx,
 		     hs_gguf_progress_fn progress, void *progress_ctx);
+
+/* Split output as `llama-gguf-split --split-max-size` writes it: shards
+ * PREFIX-00001-of-0000N.gguf ..., each a whole GGUF v3 file with its own
+ * tensor infos and data; tensors in order, a new shard when the next
+ * tensor's data (padded to the alignment) would take the shard's data past
+ * max_bytes (headers are not counted, so a shard file may be a little
+ * larger), never an empty shard; split.no (uint16), split.tensors.count
+ * (int32) and split.count (uint16) in every shard, the other metadata in
+ * the first.  All shards go to "<shard>.part" first and are renamed once
+ * all are written; on failure no shard and no .part is left. */
+int hs__gguf_w_write_split(struct hs_gguf_writer *w, const char *prefix, uint64_t max_bytes, hs_gguf_fill_fn fill,
+			   void *fill_ctx, hs_gguf_progress_fn progress, void *progress_ctx);
+/* How many shards hs__gguf_w_write_split would write. */
+int hs__gguf_w_shard_count(const struct hs_gguf_writer *w, uint64_t max_bytes);
+/* Shard i (0-based) of count: "PREFIX-%05d-of-%05d.gguf", 1-based as llama.cpp names them. */
+void hs__gguf_split_path(char *buf, size_t n, const char *prefix, int i, int count);
 
 #endif

@@ -288,6 +288,14 @@ int hs__gguf_parse(const void *buf, size_t size, const char *what, struct hs_ggu
 	g->base = buf;
 	g->size = size;
 	g->alignment = HS_GGUF_DEFAULT_ALIGNMENT;
+	g->shards = calloc(1, sizeof *g->shards);
+	if (!g->shards || !(g->shards[0].path = strdup(what))) {
+		rc = hs__error(ENOMEM, "%s: out of memory", what);
+		goto out_free;
+	}
+	g->n_shards = 1;
+	g->shards[0].base = buf;
+	g->shards[0].size = size;
 	if ((rc = take(&c, "magic", 4, &magic)))
 		goto out_free;
 	if (memcmp(magic, "GGUF", 4) != 0) {
@@ -388,6 +396,7 @@ int hs__gguf_parse(const void *buf, size_t size, const char *what, struct hs_ggu
 	}
 	if ((rc = check_unique(g, what)) || (rc = check_disjoint(g, what)))
 		goto out_free;
+	g->shards[0].n_tensors = g->n_tensors;
 	*out = g;
 	return 0;
 
@@ -396,7 +405,8 @@ out_free:
 	return rc;
 }
 
-int hs__gguf_open(const char *path, struct hs_gguf **out)
+/* One file, mapped and parsed. */
+static int open_one(const char *path, struct hs_gguf **out)
 {
 	struct stat st;
 	void *map;
@@ -428,6 +438,268 @@ int hs__gguf_open(const char *path, struct hs_gguf **out)
 	return 0;
 }
 
+/* ---- split models (llama-gguf-split) ------------------------------------ */
+
+/* llama.cpp names shard i (0-based) of n "PREFIX-%05d-of-%05d.gguf" with
+ * 1-based numbers: 20 bytes after the prefix. */
+#define SPLIT_SUFFIX_LEN 20
+#define SPLIT_MAX 65535 /* split.count is a uint16 */
+
+/* The prefix length of a shard's name and the shard number and count the
+ * name gives; 0 when the name is not one of a shard. */
+static int split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count)
+{
+	size_t n = strlen(path);
+	const char *s = n < SPLIT_SUFFIX_LEN ? path : path + n - SPLIT_SUFFIX_LEN;
+
+	if (n < SPLIT_SUFFIX_LEN || s[0] != '-' || memcmp(s + 6, "-of-", 4) || memcmp(s + 15, ".gguf", 5))
+		return 0;
+	*no = *count = 0;
+	for (int i = 0; i < 5; i++) {
+		if (s[1 + i] < '0' || s[1 + i] > '9' || s[10 + i] < '0' || s[10 + i] > '9')
+			return 0;
+		*no = *no * 10 + (unsigned)(s[1 + i] - '0');
+		*count = *count * 10 + (unsigned)(s[10 + i] - '0');
+	}
+	*prefix = n - SPLIT_SUFFIX_LEN;
+	return 1;
+}
+
+struct split_keys {
+	uint64_t no, count, tensors;
+};
+
+/* split.no, split.count and split.tensors.count of a shard; llama-gguf-split
+ * writes uint16, uint16 and int32, any non-negative integer is taken.  1 if
+ * the file has none (not a shard), 0 if it has all three, else an error. */
+static int split_keys(const struct hs_gguf *g, const char *path, struct split_keys *k)
+{
+	static const char *const key[3] = { "split.no", "split.count", "split.tensors.count" };
+	uint64_t *v[3] = { &k->no, &k->count, &k->tensors };
+	int have = 0;
+
+	for (int i = 0; i < 3; i++)
+		have += hs__gguf_find_kv(g, key[i]) != NULL;
+	if (!have)
+		return 1;
+	for (int i = 0; i < 3; i++) {
+		const struct hs_gguf_kv *kv = hs__gguf_find_kv(g, key[i]);
+		if (!kv)
+			return hs__error(EIO, "%s: %s is missing (the file has the other split keys)", path, key[i]);
+		if (hs__gguf_get_u64(g, key[i], v[i]))
+			return hs__error(EIO, "%s: %s is %s, not a count (uint16 or int32 as llama-gguf-split writes)",
+					 path, key[i], scalar_size(kv->type) && kv->type != HS_GGUF_FLOAT32 &&
+					 kv->type != HS_GGUF_FLOAT64 && kv->type != HS_GGUF_BOOL ? "negative" :
+					 hs__gguf_vtype_name(kv->type));
+	}
+	if (k->count < 1 || k->count > SPLIT_MAX)
+		return hs__error(EIO, "%s: split.count %llu (1..%d allowed)", path, (unsigned long long)k->count, SPLIT_MAX);
+	if (k->no >= k->count)
+		return hs__error(EIO, "%s: split.no %llu, but split.count is %llu (split.no counts from 0)", path,
+				 (unsigned long long)k->no, (unsigned long long)k->count);
+	return 0;
+}
+
+/* Joins the shards into the first: its metadata, every shard's tensors in
+ * shard order, each shard's mapping.  part[] is consumed (freed or joined)
+ * whatever the result. */
+static int join_shards(struct hs_gguf **part, int n, uint64_t n_all, struct hs_gguf **out)
+{
+	struct hs_gguf *g = part[0];
+	struct hs_gguf_tensor *all = calloc(n_all ? n_all : 1, sizeof *all), **v = NULL;
+	struct hs_gguf_shard *sh = calloc((size_t)n, sizeof *sh);
+	uint64_t k = 0;
+	int rc = 0;
+
+	if (!all || !sh || (n_all > 1 && !(v = malloc(n_all * sizeof *v)))) {
+		rc = hs__error(ENOMEM, "%s: out of memory", g->shards[0].path);
+		free(all);
+		free(sh);
+		goto out_close;
+	}
+	/* the names move from the parts to the whole */
+	for (int i = 0; i < n; i++) {
+		for (uint64_t t = 0; t < part[i]->n_tensors; t++, k++) {
+			all[k] = part[i]->tensors[t];
+			all[k].shard = i;
+			part[i]->tensors[t].name = NULL;
+		}
+		sh[i] = part[i]->shards[0];
+		part[i]->shards[0].path = NULL;
+		part[i]->mapped = 0; /* the mapping is the whole's now */
+	}
+	for (int i = 1; i < n; i++) {
+		g->size += part[i]->size;
+		hs__gguf_close(part[i]);
+		part[i] = NULL;
+	}
+	for (uint64_t t = 0; t < g->n_tensors; t++)
+		free(g->tensors[t].name);
+	free(g->tensors);
+	free(g->shards[0].path);
+	free(g->shards);
+	g->tensors = all;
+	g->n_tensors = n_all;
+	g->shards = sh;
+	g->n_shards = n;
+	g->mapped = 1;
+	/* each shard's names were unique; one name in two shards is not */
+	for (uint64_t t = 0; v && t < n_all; t++)
+		v[t] = &all[t];
+	if (v)
+		qsort(v, n_all, sizeof *v, cmp_tensor_name);
+	for (uint64_t t = 1; v && t < n_all && !rc; t++)
+		if (strcmp(v[t - 1]->name, v[t]->name) == 0) {
+			const struct hs_gguf_tensor *a = v[t - 1]->shard < v[t]->shard ? v[t - 1] : v[t],
+						    *b = a == v[t] ? v[t - 1] : v[t];
+			rc = hs__error(EIO, "%s: tensor '%s' is in %s too", sh[b->shard].path, b->name, sh[a->shard].path);
+		}
+	free(v);
+	if (rc)
+		goto out_close;
+	*out = g;
+	return 0;
+
+out_close:
+	for (int i = 0; i < n; i++)
+		hs__gguf_close(part[i]);
+	return rc;
+}
+
+/* The other shards of the split model that `first` (opened from path) is
+ * shard k.no of: each opened and checked against it, then joined. */
+static int open_split(const char *path, struct hs_gguf *opened, const struct split_keys *k, struct hs_gguf **out)
+{
+	const int n = (int)k->count;
+	struct hs_gguf **part = calloc((size_t)n, sizeof *part);
+	size_t prefix = 0;
+	unsigned name_no = 0, name_count = 0;
+	uint64_t n_all = 0;
+	char *name = NULL;
+	int rc = 0;
+
+	if (!part) {
+		hs__gguf_close(opened);
+		return hs__error(ENOMEM, "%s: out of memory", path);
+	}
+	part[k->no] = opened;
+	if (!split_name(path, &prefix, &name_no, &name_count)) {
+		rc = hs__error(EIO, "%s: shard %llu of %d (split.no, split.count), but the name does not end in "
+				    "-%05llu-of-%05d.gguf, so the other shards cannot be found",
+			       path, (unsigned long long)k->no + 1, n, (unsigned long long)k->no + 1, n);
+		goto out_close;
+	}
+	if (name_no != k->no + 1 || name_count != (unsigned)n) {
+		rc = hs__error(EIO, "%s: split.no %llu and split.count %d make it shard -%05llu-of-%05d.gguf, not the "
+				    "one its name says",
+			       path, (unsigned long long)k->no, n, (unsigned long long)k->no + 1, n);
+		goto out_close;
+	}
+	name = malloc(prefix + 32); /* room for any int, though a count fits 5 digits */
+	if (!name) {
+		rc = hs__error(ENOMEM, "%s: out of memory", path);
+		goto out_close;
+	}
+	memcpy(name, path, prefix);
+	for (int i = 0; i < n; i++) {
+		struct split_keys ki;
+		if (i == (int)k->no)
+			continue;
+		snprintf(name + prefix, 32, "-%05d-of-%05d.gguf", i + 1, n);
+		if ((rc = open_one(name, &part[i]))) {
+			if (rc == -ENOENT)
+				rc = hs__error(ENOENT, "%s: missing (split.count %d in %s)", name, n, path);
+			goto out_close;
+		}
+		if ((rc = split_keys(part[i], name, &ki)) < 0)
+			goto out_close;
+		if (rc) {
+			rc = hs__error(EIO, "%s: no split keys, so not shard %d of %s's model", name, i + 1, path);
+			goto out_close;
+		}
+		if (ki.no != (uint64_t)i) {
+			rc = hs__error(EIO, "%s: split.no %llu (shard %llu), but the name says shard %d", name,
+				       (unsigned long long)ki.no, (unsigned long long)ki.no + 1, i + 1);
+			goto out_close;
+		}
+		if (ki.count != (uint64_t)n) {
+			rc = hs__error(EIO, "%s: split.count %llu, but %s says %d", name, (unsigned long long)ki.count, path, n);
+			goto out_close;
+		}
+		if (ki.tensors != k->tensors) {
+			rc = hs__error(EIO, "%s: split.tensors.count %llu, but %s says %llu: a shard of another model", name,
+				       (unsigned long long)ki.tensors, path, (unsigned long long)k->tensors);
+			goto out_close;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		n_all += part[i]->n_tensors;
+	if (n_all != k->tensors) {
+		rc = hs__error(EIO, "%s: split.tensors.count %llu, but its %d shards hold %llu tensors", part[0]->shards[0].path,
+			       (unsigned long long)k->tensors, n, (unsigned long long)n_all);
+		goto out_close;
+	}
+	free(name);
+	rc = join_shards(part, n, n_all, out);
+	free(part);
+	return rc;
+
+out_close:
+	for (int i = 0; i < n; i++)
+		hs__gguf_close(part[i]);
+	free(part);
+	free(name);
+	return rc;
+}
+
+int hs__gguf_open(const char *path, struct hs_gguf **out)
+{
+	struct hs_gguf *g;
+	struct split_keys k;
+	int rc;
+
+	*out = NULL;
+	if ((rc = open_one(path, &g)))
+		return rc;
+	if ((rc = split_keys(g, path, &k)) < 0) {
+		hs__gguf_close(g);
+		return rc;
+	}
+	if (rc == 1) { /* not split */
+		*out = g;
+		return 0;
+	}
+	if (k.count == 1) { /* llama-gguf-split's one shard: a whole file with split keys */
+		if (k.tensors != g->n_tensors) {
+			rc = hs__error(EIO, "%s: split.tensors.count %llu, but the file holds %llu tensors", path,
+				       (unsigned long long)k.tensors, (unsigned long long)g->n_tensors);
+			hs__gguf_close(g);
+			return rc;
+		}
+		*out = g;
+		return 0;
+	}
+	return open_split(path, g, &k, out);
+}
+
+int hs__gguf_locate(const struct hs_gguf *g, const void *p, size_t n, const char **path, uint64_t *offset)
+{
+	const uintptr_t a = (uintptr_t)p;
+
+	for (int i = 0; i < g->n_shards; i++) {
+		const struct hs_gguf_shard *s = &g->shards[i];
+		const uintptr_t b = (uintptr_t)s->base;
+		if (a >= b && a - b <= s->size && n <= s->size - (a - b)) {
+			if (path)
+				*path = s->path;
+			if (offset)
+				*offset = a - b;
+			return i;
+		}
+	}
+	return hs__error(EINVAL, "%zu bytes at %p lie in none of the model's %d files", n, p, g->n_shards);
+}
+
 void hs__gguf_close(struct hs_gguf *g)
 {
 	if (!g)
@@ -436,8 +708,12 @@ void hs__gguf_close(struct hs_gguf *g)
 		free(g->tensors[i].name);
 	free(g->tensors);
 	free(g->kv);
-	if (g->mapped)
-		munmap((void *)g->base, g->size);
+	for (int i = 0; g->shards && i < g->n_shards; i++) {
+		if (g->mapped)
+			munmap((void *)g->shards[i].base, g->shards[i].size);
+		free(g->shards[i].path);
+	}
+	free(g->shards);
 	free(g);
 }
 

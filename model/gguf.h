@@ -1,5 +1,8 @@
 /* GGUF v2/v3 files as llama.cpp reads and writes them (little-endian):
- * header, metadata key/values, tensor infos, aligned tensor data. */
+ * header, metadata key/values, tensor infos, aligned tensor data.  A model
+ * split by llama-gguf-split (PREFIX-00001-of-0000N.gguf ...: each shard a
+ * whole GGUF file with the keys split.no, split.count and
+ * split.tensors.count, the other metadata in the first) reads as one. */
 #ifndef HS_GGUF_H
 #define HS_GGUF_H
 
@@ -34,31 +37,53 @@ struct hs_gguf_tensor {
 	int n_dims;
 	uint64_t ne[HS_GGUF_MAX_DIMS]; /* ne[0] is the row length; unused dims 1 */
 	int type;                  /* ggml type id (cpu_kernels/formats.h) */
-	uint64_t offset;           /* from the start of the file */
+	int shard;                 /* the file that holds its data: index into hs_gguf.shards */
+	uint64_t offset;           /* from the start of that file */
 	uint64_t size;             /* bytes */
-	const uint8_t *data;       /* in the mapping */
+	const uint8_t *data;       /* in that file's mapping */
+};
+
+/* One file of the model: a plain GGUF has one, a split model one per shard. */
+struct hs_gguf_shard {
+	char *path;                /* as opened (a parsed buffer: its name in messages) */
+	const uint8_t *base;       /* the whole file */
+	size_t size;
+	uint64_t n_tensors;        /* tensors whose data it holds */
 };
 
 struct hs_gguf {
-	const uint8_t *base;       /* the whole file */
-	size_t size;
-	int mapped;                /* base is an mmap of the file (else caller's memory) */
+	const uint8_t *base;       /* the file of the metadata (split: the first shard) */
+	size_t size;               /* bytes of every file together (the model's file_bytes) */
+	int mapped;                /* the shards are mmaps of their files (else caller's memory) */
 	uint32_t version;
 	uint32_t alignment;
 	uint64_t data_offset;      /* start of the tensor data section */
 	uint64_t n_kv, n_tensors;
 	struct hs_gguf_kv *kv;
-	struct hs_gguf_tensor *tensors;
+	struct hs_gguf_tensor *tensors; /* split: every shard's, in shard order */
+	int n_shards;              /* 1 unless split */
+	struct hs_gguf_shard *shards; /* shards[0] holds the metadata (kv points into it) */
 };
 
 /* Maps and parses a file; every count, length, type and offset is checked
  * against the file before use.  -EIO with a message naming the file and the
- * field for a broken file, -ENOMEM.  Free with hs__gguf_close(). */
+ * field for a broken file, -ENOMEM.  A shard of a split model (any of
+ * them) opens the whole model: the other shards are found by the
+ * -NNNNN-of-NNNNN.gguf name in the same folder, each must say it is that
+ * shard of that many with the same tensor count, and together they hold
+ * split.tensors.count tensors, no name twice; -ENOENT or -EIO naming the
+ * shard file that is missing or wrong.  Free with hs__gguf_close(). */
 int hs__gguf_open(const char *path, struct hs_gguf **out);
 /* Parses `size` bytes at `buf` (not copied: they must outlive the result).
- * `what` names the input in messages.  Used by the fuzz target and tests. */
+ * `what` names the input in messages.  One file: split keys are not
+ * followed.  Used by the fuzz target and tests. */
 int hs__gguf_parse(const void *buf, size_t size, const char *what, struct hs_gguf **out);
 void hs__gguf_close(struct hs_gguf *g);
+
+/* The file that holds bytes [p, p + n) of one of g's mappings (a tensor:
+ * its data and size): its shard index, with *path (owned by g) and the file
+ * offset of p; -EINVAL when no mapping holds the whole range. */
+int hs__gguf_locate(const struct hs_gguf *g, const void *p, size_t n, const char **path, uint64_t *offset);
 
 const struct hs_gguf_kv *hs__gguf_find_kv(const struct hs_gguf *g, const char *key);
 const struct hs_gguf_tensor *hs__gguf_find_tensor(const struct hs_gguf *g, const char *name);

@@ -37,7 +37,7 @@ static int str_array(const struct hs_gguf *g, const char *key, int required, uin
 				 kv->type == HS_GGUF_ARRAY ? "an array of another type" : hs__gguf_vtype_name(kv->type));
 	*n = kv->arr_n;
 	it->p = kv->value + 12; /* element type u32, count u64 */
-	it->end = g->base + g->size;
+	it->end = g->shards[0].base + g->shards[0].size; /* the metadata's file (split: the first) */
 	it->key = key;
 	return 0;
 }

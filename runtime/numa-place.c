@@ -1,5 +1,6 @@
 /* Host experts placed on a NUMA node: a layer's expert tensors are read
- * from the file with large pread()s into anonymous memory bound to the node
+ * from the file (a split model: from the shard that holds each tensor)
+ * with large pread()s into anonymous memory bound to the node
  * (a file mapping would put page-cache pages wherever the faulting thread
  * runs, or leave them where an earlier reader cached them), the file's
  * page cache for those ranges is dropped afterwards, and the placement is
@@ -79,8 +80,7 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 {
 	const struct hs_moe_layer *l = hs__model_layer(m, layer);
 	const struct hs_gguf *g = hs__model_gguf(m);
-	const char *path = hs__model_path(m);
-	int fd, rc = 0;
+	int *fd = NULL, rc = 0; /* one per shard, opened when a tensor first needs it */
 
 	memset(out, 0, sizeof *out);
 	if (!l)
@@ -99,16 +99,14 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	out->identity = malloc(sizeof *out->identity * E);
 	if (pack.packed_rows)
 		plain = malloc(big > l->up_stride ? big : l->up_stride);
-	if (!out->mem || !out->identity || (pack.packed_rows && !plain)) {
+	fd = malloc(sizeof *fd * (size_t)g->n_shards);
+	if (!out->mem || !out->identity || (pack.packed_rows && !plain) || !fd) {
 		rc = hs__error(ENOMEM, "layer %d: no memory for its host experts", layer);
 		goto out_free;
 	}
 	out->os_node = os_node;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = hs__error(EIO, "%s: cannot open to place layer %d: %s", path, layer, strerror(errno));
-		goto out_free;
-	}
+	for (int s = 0; s < g->n_shards; s++)
+		fd[s] = -1;
 	for (int e = 0; e < E && !rc; e++) {
 		uint8_t *blk = out->mem + (size_t)e * pack.bytes;
 		const struct {
@@ -128,15 +126,29 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 			if (!part[i].src || (i >= 3 && !part[i].at))
 				continue;
 			const int repack = pack.packed_rows && part[i].rows;
-			rc = read_range(fd, path, (uint64_t)((const uint8_t *)part[i].src - g->base), part[i].n,
-					repack ? plain : blk + part[i].at);
+			const char *path = NULL;
+			uint64_t off = 0;
+			int s = hs__gguf_locate(g, part[i].src, part[i].n, &path, &off);
+			if (s < 0) {
+				rc = s;
+				break;
+			}
+			if (fd[s] < 0 && (fd[s] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+				rc = hs__error(EIO, "%s: cannot open to place layer %d: %s", path, layer, strerror(errno));
+				break;
+			}
+			rc = read_range(fd[s], path, off, part[i].n, repack ? plain : blk + part[i].at);
 			if (!rc && repack) /* parts 0..2 are gate, up, down */
 				hs__pack_matrix(l->type[i], part[i].rows, part[i].cols, plain,
 						hs__type_row_bytes(l->type[i], (uint64_t)part[i].cols), blk + part[i].at);
 		}
 		out->identity[e] = e;
 	}
-	close(fd);
+	for (int s = 0; s < g->n_shards; s++)
+		if (fd[s] >= 0)
+			close(fd[s]);
+	free(fd);
+	fd = NULL;
 	free(plain);
 	plain = NULL;
 	if (rc)
@@ -152,6 +164,7 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 		goto out_free;
 	return 0;
 out_free:
+	free(fd);
 	free(plain);
 	hs__host_layer_free(out);
 	return rc;

@@ -1,7 +1,9 @@
 /* Runs the `hotset` command on a few hundred hostile inputs made from valid
  * ones (truncations, bit flips, huge declared counts, wrong types and values)
  * for each file kind it reads: GGUF, .npy, plan JSON, profile JSON, trace and
- * hwloc XML.  Each run must end with status 0, 1 or 2 (never a signal, never
+ * hwloc XML; split GGUF models (llama-gguf-split's shards) with one shard
+ * broken or missing, opened from it and from the first.  Each run must end
+ * with status 0, 1 or 2 (never a signal, never
  * a sanitizer's report), within a time limit; a refused input must get
  * exactly one line on stderr and leave no output file (nor a .part) behind.
  * The mutations come from a fixed seed, so a failure reproduces; with -v the
@@ -27,6 +29,9 @@ static const char *hotset, *top;
 static char dir[] = "/tmp/hs-hostile-XXXXXX";
 static const char *keep_dir;
 static int verbose, time_limit = 20, n_cases, n_refused, n_kept;
+/* a GGUF case is written to case_base.gguf and the command opens it, or
+ * open_path (a split model's other shard) when set */
+static const char *case_base = "case", *open_path;
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* fixed: a failure reproduces */
 
 static uint64_t next(void)
@@ -139,6 +144,8 @@ static int command(enum kind k, int v, const char *f, char **argv, const char **
 	*out = NULL;
 	switch (k) {
 	case GGUF:
+		if (open_path)
+			f = open_path;
 		if (v % 2 == 0) {
 			A("model"); A(f);
 		} else {
@@ -211,8 +218,7 @@ static void one_case(enum kind k, const char *label, const uint8_t *b, size_t n)
 	const char *out;
 	size_t en = 0;
 
-	snprintf(f, sizeof f, "%s", path_of("case."));
-	strcat(f, ext[k]);
+	snprintf(f, sizeof f, "%s.%s", path_of(case_base), ext[k]);
 	if (spit(f, b, n)) {
 		CHECK(0, "cannot write %s", f);
 		return;
@@ -426,9 +432,59 @@ static int make_seeds(void)
 			 "-o", path_of("seed.json"), NULL };
 	char *trace[] = { (char *)hotset, "trace", "gen", "--layers", "1", "--experts", "4", "--used", "2", "--top", "1",
 			  "--share", "0.5", "--steps", "4", "--tokens", "2", "-o", path_of("seed.trace"), NULL };
+	/* the same model in shards of at most 50,000 data bytes: 3 of them */
+	char *split[] = { (char *)hotset, "gen", "-q", "--arch", "gpt-oss", "--layers", "1", "--experts", "4", "--used", "2",
+			  "--embd", "64", "--ff", "64", "--split-max-size", "50000", "-o", path_of("sp"), NULL };
 	if (write_npy(path_of("seed.npy"), 3, 64, 1.0f) || write_npy(path_of("seed2.npy"), 2, 64, 0.5f))
 		return -1;
-	return setup_cmd("gen", gen) || setup_cmd("plan", plan) || setup_cmd("trace gen", trace) ? -1 : 0;
+	return setup_cmd("gen", gen) || setup_cmd("plan", plan) || setup_cmd("trace gen", trace) ||
+	       setup_cmd("gen split", split) ? -1 : 0;
+}
+
+/* Split models: shard 2 of 3 broken (cut, flipped, huge counts, another
+ * shard's bytes), opened from itself and from shard 1; the last shard
+ * missing.  The other shards stay valid; shard 2 is put back after. */
+static void split_cases(int scale)
+{
+	char base[3][64], *first = strdup(path_of("sp-00001-of-00003.gguf"));
+	uint8_t *b[3] = { NULL, NULL, NULL };
+	size_t n[3];
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(base[i], sizeof base[i], "sp-%05d-of-00003", i + 1);
+		char name[80];
+		snprintf(name, sizeof name, "%s.gguf", base[i]);
+		b[i] = slurp(path_of(name), &n[i]);
+		if (!b[i] || !n[i]) {
+			CHECK(0, "split seed %s unreadable (did gen cut it into 3 shards?)", name);
+			goto out_free;
+		}
+	}
+	case_base = base[0];
+	one_case(GGUF, "the valid seed", b[0], n[0]); /* the split model from its first shard: read */
+	case_base = base[1];
+	for (int from = 0; from < 2; from++) {
+		static const size_t fields[] = { 8, 16, 24, 4 };
+		open_path = from ? first : NULL;
+		truncations(GGUF, b[1], n[1], 8 / scale);
+		bit_flips(GGUF, b[1], n[1], 256, 12 / scale);
+		huge_fields(GGUF, b[1], n[1], 256, fields, 4, 6 / scale);
+		one_case(GGUF, "shard 3 as shard 2", b[2], n[2]);
+		one_case(GGUF, "shard 1 as shard 2", b[0], n[0]);
+	}
+	spit(path_of("sp-00002-of-00003.gguf"), b[1], n[1]);
+	/* the last shard missing, from the first and from shard 2 */
+	unlink(path_of("sp-00003-of-00003.gguf"));
+	open_path = first;
+	one_case(GGUF, "last shard missing", b[1], n[1]);
+	open_path = NULL;
+	one_case(GGUF, "last shard missing", b[1], n[1]);
+	spit(path_of("sp-00003-of-00003.gguf"), b[2], n[2]);
+	case_base = "case";
+out_free:
+	for (int i = 0; i < 3; i++)
+		free(b[i]);
+	free(first);
 }
 
 int main(int argc, char **argv)
@@ -490,6 +546,8 @@ int main(int argc, char **argv)
 		static const char *const to[] = { "llama", "blk.0.ffn_down_exps.weighx", "expert_coun" };
 		text_swaps(GGUF, seed[GGUF], size[GGUF], from, 3, to, 3, 4 / scale);
 	}
+
+	split_cases(scale);
 
 	/* npy: the header's length (8), its dict, then the data */
 	static const size_t npy_fields[] = { 8, 6 };

@@ -2,7 +2,9 @@
 # written by another implementation matches the float64 NumPy outputs of
 # layers 0 and 1 (relative L2 < 1e-5); `gen` + `model` report the shapes
 # asked for; bad .npy inputs (NaN and Inf values too, named by row and
-# column) and bad flags give one error line and leave no output file behind.
+# column) and bad flags give one error line and leave no output file behind;
+# `gen --split-max-size` writes shards that `model` lists and that run the
+# same layer as the unsplit file, opened from any shard.
 . "${top_srcdir:-.}/tests/lib.sh"
 M=$HS_DATA/models
 CMP=${top_builddir:-.}/tests/npy-cmp
@@ -113,4 +115,43 @@ expect_fail "gen bad preset" "$HOTSET" gen --preset nope -o "$TMP/b.gguf"
 expect_fail "gen no output" "$HOTSET" gen --preset tiny
 expect_fail "gen unwritable" "$HOTSET" gen -q --preset tiny -o "$TMP/no/such/dir/b.gguf"
 [ -e "$TMP/b.gguf" ] && fail "gen wrote a file after an error"
+
+# Split files: -o names the prefix (a trailing .gguf dropped), 3M = 3 x 10^6
+# bytes of tensor data a shard, as llama-gguf-split counts.
+expect_ok "gen split" "$HOTSET" gen -q --preset tiny --seed 9 --split-max-size 3M -o "$TMP/s.gguf"
+S=$TMP/s-00002-of-00003.gguf
+[ -e "$TMP/s-00001-of-00003.gguf" ] && [ -e "$S" ] && [ -e "$TMP/s-00003-of-00003.gguf" ] ||
+	fail "gen split wrote: $(ls "$TMP")"
+ls "$TMP" | grep -q 'part$' && fail "gen split left a .part file"
+total=$(cat "$TMP"/s-0000?-of-00003.gguf | wc -c)
+expect_ok "model split" "$HOTSET" model "$S" && {
+	expect_grep "split file bytes" "^file bytes: $(echo "$total" | sed -e ':a' -e 's/\B[0-9]\{3\}\>/,&/' -e 'ta') "
+	expect_grep "split shards" '^shards: 3$'
+	expect_grep "split shard 1" '^  s-00001-of-00003\.gguf: [0-9,]+ bytes, [0-9]+ tensors$'
+	expect_grep "split shard 3" '^  s-00003-of-00003\.gguf: [0-9,]+ bytes'
+	grep -v -e '^model:' -e '^file bytes:' -e '^shards:' -e '^  s-' "$TMP/out" >"$TMP/split.txt"
+}
+expect_ok "model unsplit" "$HOTSET" model "$TMP/t.gguf" &&
+	grep -v -e '^model:' -e '^file bytes:' "$TMP/out" >"$TMP/whole.txt" &&
+	{ cmp -s "$TMP/split.txt" "$TMP/whole.txt" || fail "model of the split file differs: $(diff "$TMP/split.txt" "$TMP/whole.txt")"; }
+expect_ok "model split json" "$HOTSET" model --json "$TMP/s-00001-of-00003.gguf" && {
+	expect_grep "split json file_bytes" "\"file_bytes\": $total,"
+	expect_grep "split json shard" "\"file\": \"$TMP/s-00003-of-00003\\.gguf\","
+}
+# the host experts come from each tensor's shard: the same layer output
+HOTSET_PROFILES="$top_srcdir/profiles" expect_ok "plan split" "$HOTSET" plan --model "$S" \
+	--profile gpu8g-ram96g --host-layers 2 --no-cache -o "$TMP/splan.json"
+for f in "$TMP/t.gguf" "$S"; do
+	expect_ok "run-layer host $f" "$HOTSET" run-layer --model "$f" --layer 1 --input "$M/x-h256-n4.npy" \
+		--output "$TMP/h-${f##*/}.npy" --device sim --mode cpu --plan "$TMP/splan.json"
+done
+cmp -s "$TMP/h-t.gguf.npy" "$TMP/h-s-00002-of-00003.gguf.npy" || fail "a split model's layer differs from the whole file's"
+mv "$TMP/s-00003-of-00003.gguf" "$TMP/s3"
+expect_fail "missing shard" "$HOTSET" model "$TMP/s-00001-of-00003.gguf" &&
+	expect_grep "missing shard message" "s-00003-of-00003\.gguf: missing \(split.count 3 in .*s-00001-of-00003\.gguf\)" "$TMP/err"
+for bad in 0 4K -3M 1.5G M; do
+	expect_fail "split size $bad" "$HOTSET" gen -q --preset tiny --split-max-size "$bad" -o "$TMP/b" &&
+		expect_grep "split size $bad message" '^hotset gen: --split-max-size' "$TMP/err"
+done
+ls "$TMP" | grep -q '^b' && fail "gen wrote files after a bad --split-max-size"
 finish

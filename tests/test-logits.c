@@ -1,6 +1,7 @@
 /* Checks the whole model's logits against the oracles of tests/data/oracle
- * (two gpt-oss files with sinks, YaRN and sliding windows shorter than the
- * 200-token sequences, one Qwen3-MoE file): the float path (every op's
+ * (three gpt-oss files with sinks, YaRN and sliding windows shorter than the
+ * 200-token sequences, one of them split by llama-gguf-split into three
+ * shards and opened from the first, one Qwen3-MoE file): the float path (every op's
  * double twin, nothing quantized) within 1e-3 of the float64 logits at
  * every position; the fast CPU path and the sim device in every expert mode
  * at least as close to them as llama.cpp is (median relative error within
@@ -9,7 +10,8 @@
  * three sequences decoded together equal each decoded alone; a q8_0 KV
  * cache within its derived bound; bad batches refused whole, and a device
  * failure mid-batch rolled back (or, when a sliding window's ring has lost
- * what the window needs, the sequence emptied).
+ * what the window needs, the sequence emptied); the split model opened
+ * from its second shard gives the same logits bit for bit.
  * HS_TEST_DEVICE=cuda (bench/gpu-check.sh) runs the device part alone on
  * that backend, with ubatches of 1, 7, 64 and the whole prompt and a q8_0
  * KV cache as well (HS_TEST_DEVICE_ONLY=1 does that on sim); the CPU part
@@ -31,6 +33,7 @@
 
 struct oracle {
 	const char *name;
+	const char *gguf;          /* the file to open, when not NAME.gguf (a split model's first shard) */
 	int32_t tok[N_TOK];
 	float *f64, *llama512, *llama1;
 	int n_vocab;
@@ -91,7 +94,10 @@ static int load_oracle(struct oracle *o)
 			return -1;
 		}
 	fclose(f);
-	snprintf(rel, sizeof rel, "oracle/%s.gguf", o->name);
+	if (o->gguf)
+		snprintf(rel, sizeof rel, "oracle/%s", o->gguf);
+	else
+		snprintf(rel, sizeof rel, "oracle/%s.gguf", o->name);
 	snprintf(o->path, sizeof o->path, "%s", hs_test_data(rel));
 	snprintf(rel, sizeof rel, "oracle/%s.f64.npy", o->name);
 	if (hs_npy_read_f32(hs_test_data(rel), &o->f64, &r, &c))
@@ -356,7 +362,7 @@ static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alon
 	CHECK(hs_context_create(rt, &co, &c) == 0, "%s", hs_last_error());
 	if (!c)
 		return;
-	int over = 0, top_diff = 0, swa = strstr(o->name, "swa") != NULL;
+	int over = 0, top_diff = 0, swa = hs_runtime_model_info(rt)->swa_window > 0;
 	double worst = 0;
 	for (int other = 40; other <= 100; other += 60) {
 		hs_context_seq_clear(c, 0);
@@ -493,9 +499,11 @@ static void check_device(const struct oracle *o, const char *dev, const char *pl
 
 int main(void)
 {
-	struct oracle orc[3] = { { .name = "gptoss-l2-h256-swa128-f16" },
+	struct oracle orc[4] = { { .name = "gptoss-l2-h256-swa128-f16" },
 				 { .name = "gptoss-l4-h192-swa32-q8" },
-				 { .name = "qwen3moe-l3-h256-e16k4-q8" } };
+				 { .name = "qwen3moe-l3-h256-e16k4-q8" },
+				 { .name = "gptoss-l4-h256-e16k4-q8-split",
+				   .gguf = "gptoss-l4-h256-e16k4-q8-split-00001-of-00003.gguf" } };
 	const int sanitized = getenv("HS_SANITIZER_BUILD") != NULL;
 	const char *dev = getenv("HS_TEST_DEVICE");
 	if (!dev || !*dev)
@@ -505,7 +513,7 @@ int main(void)
 	char plan[64];
 	snprintf(plan, sizeof plan, "/tmp/hs-test-logits-plan-%d.json", (int)getpid());
 
-	for (int mi = 0; mi < 3; mi++) {
+	for (int mi = 0; mi < 4; mi++) {
 		struct oracle *o = &orc[mi];
 		CHECK(load_oracle(o) == 0, "oracle %s: %s", o->name, hs_last_error());
 		if (!o->f64)
@@ -558,6 +566,19 @@ int main(void)
 		check_keep(rt, o, alone);
 		check_errors(rt, o);
 		hs_runtime_close(rt);
+		if (o->gguf) { /* a split model: opened from another shard, the same model */
+			char second[4096];
+			snprintf(second, sizeof second, "%s", o->path);
+			char *no = strstr(second, "-00001-of-");
+			if (no)
+				no[5] = '2';
+			rt = no ? open_rt(second, "cpu", NULL, HS_MODE_NONE) : NULL;
+			CHECK(rt && run_prompt(rt, NULL, HS_KV_F16, 64, o->tok, N_TOK, got, o->n_vocab) == 0, "%s: %s",
+			      second, hs_last_error());
+			CHECK(rt && memcmp(got, alone, sz) == 0, "%s: logits differ from the first shard's", second);
+			printf("%-28s %-34s the same logits from shard 2\n", o->name, "cpu, ubatch 64");
+			hs_runtime_close(rt);
+		}
 
 		/* the sim device: dense part on the device, every expert mode with host layers */
 		CHECK(host_plan(o->path, plan) == 0, "plan: %s", hs_last_error());

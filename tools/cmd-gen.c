@@ -1,6 +1,7 @@
 /* `hotset gen`: write a synthetic model file with real shapes. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "cpu_kernels/formats.h"
 #include "model/gen.h"
+#include "model/gguf-write.h"
 #include "tools/tools.h"
 
 static void help(void)
@@ -19,12 +21,16 @@ static void help(void)
 	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe] [--layers L] [--experts E]\n"
 	       "                  [--used K] [--embd D] [--ff F] [--type mxfp4|q8_0|f16|bf16|f32]\n"
 	       "                  [--vocab V] [--heads H] [--kv-heads H] [--head-dim D] [--window W]\n"
-	       "                  [--dense-type q8_0|f16|bf16] [--moe-only] [--seed S] [--name TEXT] -o FILE\n\n"
+	       "                  [--dense-type q8_0|f16|bf16] [--moe-only] [--seed S] [--name TEXT]\n"
+	       "                  [--split-max-size N] -o FILE\n\n"
 	       "Writes a GGUF v3 file of a whole model (attention, norms, embeddings, output, the\n"
 	       "routers and experts, and a byte-level tokenizer with the architecture's special\n"
 	       "tokens) and the metadata llama.cpp's readers need, filled with random weights of\n"
 	       "realistic scale (the same seed gives the same file). The file is streamed to\n"
-	       "FILE.part and renamed at the end, so an interrupted run leaves no half file.\n\n"
+	       "FILE.part and renamed at the end, so an interrupted run leaves no half file.\n"
+	       "With --split-max-size the model is split as llama-gguf-split --split-max-size\n"
+	       "splits it: FILE is the prefix (a trailing .gguf is dropped) of the shards\n"
+	       "FILE-00001-of-0000N.gguf ..., which hotset and llama.cpp open from the first.\n\n"
 	       "  --preset NAME   real shapes: %s;\n"
 	       "                  flags given with it override it (--layers 2 makes a small file)\n"
 	       "  --arch A        gpt-oss (experts with biases) or qwen3moe\n"
@@ -41,20 +47,43 @@ static void help(void)
 	       "  --moe-only      routers and experts only (files for the MoE-layer benchmarks)\n"
 	       "  --seed S        random seed (default 1)\n"
 	       "  --name TEXT     general.name (default: the preset or \"hotset gen\")\n"
-	       "  -o, --output F  the file to write\n"
+	       "  --split-max-size N  shards of at most N bytes of tensor data each (N, NM = N x 10^6,\n"
+	       "                  NG = N x 10^9, as llama-gguf-split counts; a tensor is never cut)\n"
+	       "  -o, --output F  the file to write (split: the shards' prefix)\n"
 	       "  -q, --quiet     no progress output\n"
 	       "  -h, --help      this text\n",
 	       hs__gen_preset_names());
 }
 
 static const char *part_path; /* unlinked if the run is interrupted */
+static char **part_paths;      /* the same for each shard of a split file */
+static int n_part_paths;
 
 static void on_signal(int sig)
 {
 	if (part_path)
 		unlink(part_path);
+	for (int i = 0; i < n_part_paths; i++)
+		unlink(part_paths[i]);
 	signal(sig, SIG_DFL);
 	raise(sig);
+}
+
+/* "4M", "2G" as llama-gguf-split reads them (10^6, 10^9 bytes), or plain bytes. */
+static int parse_size(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long n;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	uint64_t unit = !*end ? 1 : !strcmp(end, "M") ? 1000000 : !strcmp(end, "G") ? 1000000000 : 0;
+	if (errno || !unit || n == 0 || n > (UINT64_MAX >> 2) / unit)
+		return -1;
+	*v = n * unit;
+	return 0;
 }
 
 struct progress {
@@ -98,7 +127,7 @@ int hs_cmd_gen(int argc, char **argv)
 		{ "vocab", required_argument, NULL, 'V' },  { "heads", required_argument, NULL, 'H' },
 		{ "kv-heads", required_argument, NULL, 'G' }, { "head-dim", required_argument, NULL, 'Z' },
 		{ "window", required_argument, NULL, 'W' }, { "dense-type", required_argument, NULL, 'Y' },
-		{ "moe-only", no_argument, NULL, 'M' },
+		{ "moe-only", no_argument, NULL, 'M' }, { "split-max-size", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int vocab = 0, heads = 0, kv_heads = 0, head_dim = 0, window = -1, dense_type = -1, moe_only = 0;
@@ -106,6 +135,7 @@ int hs_cmd_gen(int argc, char **argv)
 	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, quiet = 0, c, rc;
 	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
 	unsigned long long seed = 1;
+	uint64_t split_max = 0;
 
 	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -139,6 +169,11 @@ int hs_cmd_gen(int argc, char **argv)
 				return hs_cli_fail("gen", "--dense-type %s: one of q8_0, f16, bf16", optarg);
 			break;
 		case 'M': moe_only = 1; break;
+		case 'S':
+			if (parse_size(optarg, &split_max))
+				return hs_cli_fail("gen", "--split-max-size %s: a positive size in bytes, or with M or G "
+						   "(e.g. 500M, 2G)", optarg);
+			break;
 		case 'n': name = optarg; break;
 		case 'o': out = optarg; break;
 		case 'q': quiet = 1; break;
@@ -198,29 +233,77 @@ int hs_cmd_gen(int argc, char **argv)
 		free(dir);
 	}
 
+	/* split: -o is the prefix, as llama-gguf-split's output argument is;
+	 * "model.gguf" names model-00001-of-0000N.gguf, not model.gguf-00001... */
+	char *prefix = NULL, first[4096 + 32];
+	int n_shards = 0;
+	if (split_max) {
+		size_t n = strlen(out);
+		if (n > 4096)
+			return hs_cli_fail("gen", "-o %.40s...: a prefix of at most 4096 bytes", out);
+		prefix = strdup(out);
+		if (!prefix)
+			return hs_cli_fail("gen", "out of memory");
+		if (n > 5 && !strcmp(prefix + n - 5, ".gguf"))
+			prefix[n - 5] = '\0';
+		n_shards = hs__gen_shard_count(&p, split_max);
+		if (n_shards < 0) {
+			free(prefix);
+			return hs_cli_fail("gen", "%s", hs_last_error());
+		}
+		if (n_shards > 65535) {
+			free(prefix);
+			return hs_cli_fail("gen", "--split-max-size %llu: %d shards; split.count allows 65535",
+					   (unsigned long long)split_max, n_shards);
+		}
+		part_paths = calloc((size_t)n_shards, sizeof *part_paths);
+		for (int i = 0; part_paths && i < n_shards; i++) {
+			char shard[sizeof first];
+			hs__gguf_split_path(shard, sizeof shard, prefix, i, n_shards);
+			if ((part_paths[i] = malloc(strlen(shard) + 6)))
+				sprintf(part_paths[i], "%s.part", shard);
+			n_part_paths = i + 1;
+		}
+		hs__gguf_split_path(first, sizeof first, prefix, 0, n_shards);
+	}
 	char *part = malloc(strlen(out) + 6);
-	if (!part)
+	if (!part || (split_max && !part_paths)) {
+		free(part);
+		free(prefix);
 		return hs_cli_fail("gen", "out of memory");
+	}
 	sprintf(part, "%s.part", out);
-	part_path = part;
+	part_path = split_max ? NULL : part;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
 
 	if (!quiet)
-		fprintf(stderr, "gen: %s%s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s\n",
+		fprintf(stderr, "gen: %s%s, %d layers x %d experts (%d used), n_embd %d, n_ff %d, %s, seed %llu -> %s%s\n",
 			p.arch, moe_only ? " (MoE only)" : "", p.n_layers, p.n_experts, p.n_used, p.n_embd, p.n_ff,
-			hs__type_name(p.type), seed, out);
+			hs__type_name(p.type), seed, split_max ? first : out, split_max ? " ..." : "");
 	struct progress pr = { isatty(2), -1, now() };
-	rc = hs__gen_write(&p, out, quiet ? NULL : show_progress, &pr);
+	if (split_max)
+		rc = hs__gen_write_split(&p, prefix, split_max, quiet ? NULL : show_progress, &pr);
+	else
+		rc = hs__gen_write(&p, out, quiet ? NULL : show_progress, &pr);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	part_path = NULL;
 	free(part);
+	for (int i = 0; i < n_part_paths; i++)
+		free(part_paths[i]);
+	free(part_paths);
+	part_paths = NULL;
+	n_part_paths = 0;
+	free(prefix);
 	if (rc)
 		return hs_cli_fail("gen", "%s", hs_last_error());
-	if (!quiet)
+	if (!quiet && split_max)
+		fprintf(stderr, "gen: wrote %d shard%s, %s ... in %.1f s\n", n_shards, n_shards == 1 ? "" : "s", first,
+			now() - pr.t0);
+	else if (!quiet)
 		fprintf(stderr, "gen: wrote %s in %.1f s\n", out, now() - pr.t0);
 	return 0;
 }

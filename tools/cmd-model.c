@@ -4,9 +4,12 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
+#include "model/gguf.h"
+#include "model/model.h"
 #include "tools/tools.h"
 
 static void help(void)
@@ -15,7 +18,9 @@ static void help(void)
 	       "Reads a GGUF model file (gpt-oss or qwen3moe) and shows its MoE shape: layers,\n"
 	       "experts, experts used per token, n_embd, n_ff, expert type, and the bytes of one\n"
 	       "expert, of the experts one token reads per layer, of a layer and of the whole\n"
-	       "model, and the bytes that are not experts.\n\n"
+	       "model, and the bytes that are not experts. A split model (llama-gguf-split's\n"
+	       "NAME-00001-of-0000N.gguf ...) opens from any of its shards; its file bytes are\n"
+	       "those of all shards, each listed with its own.\n\n"
 	       "  --json      print JSON instead of text\n"
 	       "  -h, --help  this text\n");
 }
@@ -35,7 +40,7 @@ const char *hs_cli_grouped(uint64_t v, char *buf, size_t n)
 	return buf;
 }
 
-static void print_text(const char *path, const struct hs_model_info *in)
+static void print_text(const char *path, const struct hs_model_info *in, const struct hs_gguf *g)
 {
 	char a[32], b[32], c[32];
 
@@ -57,6 +62,14 @@ static void print_text(const char *path, const struct hs_model_info *in)
 	printf("non-expert bytes: %s (%.2f GiB; routers %s)\n", hs_cli_grouped(in->non_expert_bytes, a, sizeof a),
 	       in->non_expert_bytes / 1073741824.0, hs_cli_grouped(in->router_bytes, b, sizeof b));
 	printf("file bytes: %s (%.2f GiB)\n", hs_cli_grouped(in->file_bytes, a, sizeof a), in->file_bytes / 1073741824.0);
+	if (g->n_shards > 1) {
+		printf("shards: %d\n", g->n_shards);
+		for (int i = 0; i < g->n_shards; i++) {
+			const char *name = strrchr(g->shards[i].path, '/');
+			printf("  %s: %s bytes, %llu tensors\n", name ? name + 1 : g->shards[i].path,
+			       hs_cli_grouped(g->shards[i].size, a, sizeof a), (unsigned long long)g->shards[i].n_tensors);
+		}
+	}
 	if (in->whole) {
 		printf("attention: %d heads, %d KV heads, head size %d", in->n_head, in->n_head_kv, in->head_dim);
 		if (in->swa_window)
@@ -67,10 +80,15 @@ static void print_text(const char *path, const struct hs_model_info *in)
 	}
 }
 
-static int print_json(const char *path, const struct hs_model_info *in)
+static int print_json(const char *path, const struct hs_model_info *in, const struct hs_gguf *g)
 {
+	json_t *shards = json_array();
+	for (int i = 0; shards && i < g->n_shards; i++)
+		json_array_append_new(shards, json_pack("{s:s, s:I, s:I}", "file", g->shards[i].path, "bytes",
+							(json_int_t)g->shards[i].size, "tensors",
+							(json_int_t)g->shards[i].n_tensors));
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-			      " s:b, s:i, s:i, s:i, s:i, s:i, s:i}",
+			      " s:o, s:b, s:i, s:i, s:i, s:i, s:i, s:i}",
 			      "file", path, "name", in->name, "arch", in->arch, "layers", in->n_layers,
 			      "moe_layers", in->n_moe_layers, "experts", in->n_experts, "used", in->n_used,
 			      "n_embd", in->n_embd, "n_ff", in->n_ff, "expert_type", in->expert_type_name,
@@ -80,6 +98,7 @@ static int print_json(const char *path, const struct hs_model_info *in)
 			      "layer_expert_bytes", (json_int_t)in->layer_expert_bytes,
 			      "expert_bytes", (json_int_t)in->expert_bytes, "router_bytes", (json_int_t)in->router_bytes,
 			      "non_expert_bytes", (json_int_t)in->non_expert_bytes, "file_bytes", (json_int_t)in->file_bytes,
+			      "shards", shards,
 			      "whole", in->whole, "vocab", in->n_vocab, "heads", in->n_head, "kv_heads", in->n_head_kv,
 			      "head_dim", in->head_dim, "context", in->n_ctx_train, "sliding_window", in->swa_window);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
@@ -117,9 +136,9 @@ int hs_cmd_model(int argc, char **argv)
 		return hs_cli_fail("model", "%s", hs_last_error());
 	rc = 0;
 	if (json)
-		rc = print_json(argv[optind], hs_model_info(m));
+		rc = print_json(argv[optind], hs_model_info(m), hs__model_gguf(m));
 	else
-		print_text(argv[optind], hs_model_info(m));
+		print_text(argv[optind], hs_model_info(m), hs__model_gguf(m));
 	hs_model_free(m);
 	return rc;
 }
