@@ -110,10 +110,10 @@ static int mat(struct ctx *c, int layer, const char *what, int cols, int rows, s
 	if (!t)
 		return layer >= 0 ? not_whole(c, "tensor 'blk.%d.%s' missing", layer, what)
 				  : not_whole(c, "tensor '%s' missing", what);
-	if (t->type != HS_TYPE_F32 && t->type != HS_TYPE_F16 && t->type != HS_TYPE_BF16 && t->type != HS_TYPE_Q8_0 &&
-	    t->type != HS_TYPE_MXFP4)
-		return not_whole(c, "tensor '%s' is %s; dense weights must be f32, f16, bf16, q8_0 or mxfp4", t->name,
-				 hs__type_name(t->type) ? hs__type_name(t->type) : "of an unknown type");
+	if (!hs__type_supported(t->type))
+		return not_whole(c, "tensor '%s' is %s, a type hotset does not compute with (it takes %s)", t->name,
+				 hs__type_name(t->type) ? hs__type_name(t->type) : "of an unknown type",
+				 hs__type_supported_names());
 	if (t->n_dims != 2 || t->ne[0] != (uint64_t)cols || (rows > 0 && t->ne[1] != (uint64_t)rows))
 		return not_whole(c, "tensor '%s' has shape {%llu, %llu} (%d dims), expected {%d, %d}", t->name,
 				 (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], t->n_dims, cols, rows);

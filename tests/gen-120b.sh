@@ -14,7 +14,7 @@ expect_ok "gen 120b" "$HOTSET" gen -q --preset gpt-oss-120b --layers 1 --vocab 5
 		cat "$TMP/out"
 		expect_grep "per expert" '^bytes per expert: 13,219,200 weights \+ 34,560 biases = 13,253,760'
 		expect_grep "per layer-token" '^bytes per layer-token \(4 experts\): 53,015,040 \(50\.56 MiB\)$'
-		expect_grep "shape" '^n_embd: 2880, expert n_ff: 2880, expert type: mxfp4$'
+		expect_grep "shape" '^n_embd: 2880, expert n_ff: 2880, expert types: mxfp4$'
 		expect_grep "experts" '^experts: 128 per layer, 4 used per token$'
 	}
 finish

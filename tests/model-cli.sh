@@ -61,11 +61,20 @@ expect_ok "model" "$HOTSET" model "$M/gptoss-tiny-h256-e32.gguf" && {
 expect_ok "model json" "$HOTSET" model --json "$M/gptoss-tiny-h256-e32.gguf" &&
 	expect_grep "model json" '"expert_weight_bytes": 104448'
 
+# a llama-quantize Q4_K_M file: its mix of types, per expert part and per tensor
+expect_ok "model q4_k_m" "$HOTSET" model "$HS_DATA/oracle/qwen3moe-l2-h512-e16k4-q4km.gguf" && {
+	expect_grep "q4_k_m experts" '^n_embd: 512, expert n_ff: 256, expert types: gate q4_K, up q4_K, down q4_K/q6_K$'
+	expect_grep "q4_k_m file type" '^file type: Q4_K_M \(general.file_type 15\)$'
+	expect_grep "q4_k_m tensors" '^tensor types: q4_K 13 \(7.0 MiB\), q6_K 3 \(1.9 MiB\), f32 11 \(0.1 MiB\)$'
+}
+expect_ok "model json q4_k_m" "$HOTSET" model --json "$HS_DATA/oracle/qwen3moe-l2-h512-e16k4-q4km.gguf" &&
+	expect_grep "model json types" '"q6_K": \{'
+
 # gen with explicit shapes, both architectures, then model reads them back.
 expect_ok "gen qwen" "$HOTSET" gen -q --arch qwen3moe --layers 3 --experts 8 --used 2 --embd 64 --ff 96 \
 	--type q8_0 --seed 5 -o "$TMP/q.gguf" &&
 	expect_ok "model qwen" "$HOTSET" model "$TMP/q.gguf" && {
-		expect_grep "qwen shape" '^n_embd: 64, expert n_ff: 96, expert type: q8_0$'
+		expect_grep "qwen shape" '^n_embd: 64, expert n_ff: 96, expert types: q8_0$'
 		expect_grep "qwen layers" '^layers: 3 \(3 with experts\)$'
 		expect_grep "qwen bias" 'weights \+ 0 biases'
 	}

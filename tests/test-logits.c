@@ -1,7 +1,10 @@
 /* Checks the whole model's logits against the oracles of tests/data/oracle
  * (three gpt-oss files with sinks, YaRN and sliding windows shorter than the
  * 200-token sequences, one of them split by llama-gguf-split into three
- * shards and opened from the first, one Qwen3-MoE file): the float path (every op's
+ * shards and opened from the first, one Qwen3-MoE file; and six Qwen3-MoE
+ * files that llama-quantize made from one BF16 master as Q4_K_M, Q5_K_M,
+ * Q3_K_M, Q6_K, IQ4_XS and Q2_K, whose per-tensor mixes take every K-quant
+ * and IQ4_XS into experts and dense weights): the float path (every op's
  * double twin, nothing quantized) within 1e-3 of the float64 logits at
  * every position; the fast CPU path and the sim device in every expert mode
  * at least as close to them as llama.cpp is (median relative error within
@@ -34,6 +37,7 @@
 struct oracle {
 	const char *name;
 	const char *gguf;          /* the file to open, when not NAME.gguf (a split model's first shard) */
+	int types;                 /* a file for the weight types: the lighter set of checks */
 	int32_t tok[N_TOK];
 	float *f64, *llama512, *llama1;
 	int n_vocab;
@@ -499,11 +503,22 @@ static void check_device(const struct oracle *o, const char *dev, const char *pl
 
 int main(void)
 {
-	struct oracle orc[4] = { { .name = "gptoss-l2-h256-swa128-f16" },
-				 { .name = "gptoss-l4-h192-swa32-q8" },
-				 { .name = "qwen3moe-l3-h256-e16k4-q8" },
-				 { .name = "gptoss-l4-h256-e16k4-q8-split",
-				   .gguf = "gptoss-l4-h256-e16k4-q8-split-00001-of-00003.gguf" } };
+	/* the K- and I-quant files (llama-quantize's mixes of one BF16 master)
+	 * test the types: the float path, the fast CPU path and the sim device
+	 * (every expert mode); the runtime's batching, prefix and rollback
+	 * checks are the first four's */
+	struct oracle orc[] = { { .name = "gptoss-l2-h256-swa128-f16" },
+				{ .name = "gptoss-l4-h192-swa32-q8" },
+				{ .name = "qwen3moe-l3-h256-e16k4-q8" },
+				{ .name = "gptoss-l4-h256-e16k4-q8-split",
+				  .gguf = "gptoss-l4-h256-e16k4-q8-split-00001-of-00003.gguf" },
+				{ .name = "qwen3moe-l2-h512-e16k4-q4km", .types = 1 },
+				{ .name = "qwen3moe-l2-h512-e16k4-q6k", .types = 1 },
+				{ .name = "qwen3moe-l2-h512-e16k4-iq4xs", .types = 1 },
+				{ .name = "qwen3moe-l2-h512-e16k4-q2k", .types = 1 },
+				{ .name = "qwen3moe-l2-h512-e16k4-q5km", .types = 1 },
+				{ .name = "qwen3moe-l2-h512-e16k4-q3km", .types = 1 } };
+	const int n_orc = (int)(sizeof orc / sizeof orc[0]);
 	const int sanitized = getenv("HS_SANITIZER_BUILD") != NULL;
 	const char *dev = getenv("HS_TEST_DEVICE");
 	if (!dev || !*dev)
@@ -513,7 +528,7 @@ int main(void)
 	char plan[64];
 	snprintf(plan, sizeof plan, "/tmp/hs-test-logits-plan-%d.json", (int)getpid());
 
-	for (int mi = 0; mi < 4; mi++) {
+	for (int mi = 0; mi < n_orc; mi++) {
 		struct oracle *o = &orc[mi];
 		CHECK(load_oracle(o) == 0, "oracle %s: %s", o->name, hs_last_error());
 		if (!o->f64)
@@ -540,6 +555,8 @@ int main(void)
 		for (int u = 0; u < 4; u++) {
 			if (sanitized && ubs[u] == 1)
 				continue; /* 200 one-token steps: minutes under ASan; the normal builds run it */
+			if (o->types && ubs[u] == 64)
+				continue;
 			char what[64];
 			snprintf(what, sizeof what, "cpu, ubatch %d", ubs[u]);
 			CHECK(run_prompt(rt, NULL, HS_KV_F16, ubs[u], o->tok, N_TOK, got, o->n_vocab) == 0, "%s",
@@ -561,6 +578,12 @@ int main(void)
 			       q.median, q.top1);
 			CHECK(q.median <= 1.25 * l.median + 0.005 && q.top1 >= l.top1 - 0.04, "%s q8_0 KV: median %.5f, top-1 %.3f",
 			      o->name, q.median, q.top1);
+		}
+		if (o->types) {
+			hs_runtime_close(rt);
+			CHECK(host_plan(o->path, plan) == 0, "plan: %s", hs_last_error());
+			check_device(o, "sim", plan, got, 0);
+			goto next;
 		}
 		check_batching(rt, o, alone);
 		check_keep(rt, o, alone);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "cpu_kernels/formats.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "tools/tools.h"
@@ -40,6 +41,51 @@ const char *hs_cli_grouped(uint64_t v, char *buf, size_t n)
 	return buf;
 }
 
+/* llama.cpp's llama_ftype names for general.file_type (the mix
+ * llama-quantize was asked for), or NULL. */
+static const char *file_type_name(uint64_t ft)
+{
+	static const char *const names[] = {
+		[0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [7] = "Q8_0", [8] = "Q5_0", [9] = "Q5_1",
+		[10] = "Q2_K", [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L", [14] = "Q4_K_S", [15] = "Q4_K_M",
+		[16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K", [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S",
+		[22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL", [26] = "IQ3_S", [27] = "IQ3_M",
+		[28] = "IQ2_S", [29] = "IQ2_M", [30] = "IQ4_XS", [31] = "IQ1_M", [32] = "BF16", [36] = "TQ1_0",
+		[37] = "TQ2_0", [38] = "MXFP4_MOE",
+	};
+	return ft < sizeof names / sizeof names[0] ? names[ft] : NULL;
+}
+
+/* Tensors and bytes per ggml type, most bytes first. */
+struct type_use {
+	int type, tensors;
+	uint64_t bytes;
+};
+
+static int type_uses(const struct hs_gguf *g, struct type_use *u, int max)
+{
+	int n = 0;
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		int k;
+		for (k = 0; k < n && u[k].type != g->tensors[i].type; k++)
+			;
+		if (k == n) {
+			if (n == max)
+				continue;
+			u[n++] = (struct type_use){ g->tensors[i].type, 0, 0 };
+		}
+		u[k].tensors++;
+		u[k].bytes += g->tensors[i].size;
+	}
+	for (int a = 1; a < n; a++) /* insertion sort, by bytes */
+		for (int b = a; b > 0 && u[b - 1].bytes < u[b].bytes; b--) {
+			struct type_use t = u[b];
+			u[b] = u[b - 1];
+			u[b - 1] = t;
+		}
+	return n;
+}
+
 static void print_text(const char *path, const struct hs_model_info *in, const struct hs_gguf *g)
 {
 	char a[32], b[32], c[32];
@@ -48,7 +94,7 @@ static void print_text(const char *path, const struct hs_model_info *in, const s
 	printf("architecture: %s\n", in->arch);
 	printf("layers: %d (%d with experts)\n", in->n_layers, in->n_moe_layers);
 	printf("experts: %d per layer, %d used per token\n", in->n_experts, in->n_used);
-	printf("n_embd: %d, expert n_ff: %d, expert type: %s\n", in->n_embd, in->n_ff, in->expert_type_name);
+	printf("n_embd: %d, expert n_ff: %d, expert types: %s\n", in->n_embd, in->n_ff, in->expert_types);
 	printf("bytes per expert: %s weights + %s biases = %s (%.2f MiB)\n",
 	       hs_cli_grouped(in->expert_weight_bytes, a, sizeof a), hs_cli_grouped(in->expert_bias_bytes, b, sizeof b),
 	       hs_cli_grouped(in->expert_weight_bytes + in->expert_bias_bytes, c, sizeof c),
@@ -62,6 +108,16 @@ static void print_text(const char *path, const struct hs_model_info *in, const s
 	printf("non-expert bytes: %s (%.2f GiB; routers %s)\n", hs_cli_grouped(in->non_expert_bytes, a, sizeof a),
 	       in->non_expert_bytes / 1073741824.0, hs_cli_grouped(in->router_bytes, b, sizeof b));
 	printf("file bytes: %s (%.2f GiB)\n", hs_cli_grouped(in->file_bytes, a, sizeof a), in->file_bytes / 1073741824.0);
+	uint64_t ft;
+	if (hs__gguf_get_u64(g, "general.file_type", &ft) == 0)
+		printf("file type: %s (general.file_type %llu)\n", file_type_name(ft) ? file_type_name(ft) : "unknown",
+		       (unsigned long long)ft);
+	struct type_use u[48];
+	int nu = type_uses(g, u, 48);
+	printf("tensor types:");
+	for (int i = 0; i < nu; i++)
+		printf("%s %s %d (%.1f MiB)", i ? "," : "", hs__type_name(u[i].type), u[i].tensors, u[i].bytes / 1048576.0);
+	printf("\n");
 	if (g->n_shards > 1) {
 		printf("shards: %d\n", g->n_shards);
 		for (int i = 0; i < g->n_shards; i++) {
@@ -87,11 +143,18 @@ static int print_json(const char *path, const struct hs_model_info *in, const st
 		json_array_append_new(shards, json_pack("{s:s, s:I, s:I}", "file", g->shards[i].path, "bytes",
 							(json_int_t)g->shards[i].size, "tensors",
 							(json_int_t)g->shards[i].n_tensors));
-	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
+	json_t *types = json_object();
+	struct type_use u[48];
+	int nu = type_uses(g, u, 48);
+	for (int i = 0; types && i < nu; i++)
+		json_object_set_new(types, hs__type_name(u[i].type),
+				    json_pack("{s:i, s:I}", "tensors", u[i].tensors, "bytes", (json_int_t)u[i].bytes));
+	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
 			      " s:o, s:b, s:i, s:i, s:i, s:i, s:i, s:i}",
 			      "file", path, "name", in->name, "arch", in->arch, "layers", in->n_layers,
 			      "moe_layers", in->n_moe_layers, "experts", in->n_experts, "used", in->n_used,
 			      "n_embd", in->n_embd, "n_ff", in->n_ff, "expert_type", in->expert_type_name,
+			      "expert_types", in->expert_types, "tensor_types", types,
 			      "has_bias", in->has_bias, "expert_weight_bytes", (json_int_t)in->expert_weight_bytes,
 			      "expert_bias_bytes", (json_int_t)in->expert_bias_bytes,
 			      "layer_token_bytes", (json_int_t)in->layer_token_bytes,
