@@ -314,8 +314,9 @@ size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f)
 
 /* ---- dense ops ------------------------------------------------------------------------
  * Checked here as the CPU ops check their jobs, plus what the kernels' loads
- * need: weight rows and F16 cells at 2-byte (F32: 4-byte) aligned
- * addresses, as device allocations and GGUF rows give them. */
+ * need: F32 weight rows at 4-byte aligned addresses, F16, BF16 and Q8_0
+ * rows and F16 cells at 2-byte aligned ones, as device allocations and GGUF
+ * rows give them; the other block types are read byte by byte. */
 
 _Static_assert(HS_GPU_MM_GEMV == 1 && HS_GPU_MM_TILE == 2 && HS_GPU_MM_BLAS == 3,
 	       "device-cuda.h documents the matmul paths as 1, 2, 3");
@@ -329,15 +330,15 @@ static int aligned(const void *p, size_t a)
  * the types they take, aligned rows, scratch for F16/BF16 through cuBLAS. */
 static int check_matmul(const struct hs_dev_matmul *m)
 {
-	const size_t al = m->type == HS_TYPE_F32 ? 4 : m->type == HS_TYPE_MXFP4 ? 1 : 2;
+	const int t = m->type;
+	const size_t al = t == HS_TYPE_F32 ? 4 : t == HS_TYPE_F16 || t == HS_TYPE_BF16 || t == HS_TYPE_Q8_0 ? 2 : 1;
 	struct hs_matmul_job job = { .type = m->type, .rows = m->rows, .cols = m->cols, .row_bytes = m->row_bytes,
 				     .n = m->n, .x_stride = m->x_stride, .y_stride = m->y_stride, .scratch = m->scratch };
 	int rc;
 
-	if (m->type != HS_TYPE_F32 && m->type != HS_TYPE_F16 && m->type != HS_TYPE_BF16 && m->type != HS_TYPE_Q8_0 &&
-	    m->type != HS_TYPE_MXFP4)
-		return hs__error(EINVAL, "matmul: weight type %d (the CUDA device takes f32, f16, bf16, q8_0, mxfp4)",
-				 m->type);
+	if (!hs__type_supported(t))
+		return hs__error(EINVAL, "matmul: weight type %d (the CUDA device takes %s)", t,
+				 hs__type_supported_names());
 	if ((rc = hs__matmul_prepare(&job)))
 		return rc;
 	if (m->row_bytes % al || !aligned(m->w, al))
@@ -395,7 +396,7 @@ int hs__cuda_matmul_emulate(const struct hs_dev_matmul *m, int path)
 		return rc;
 	if (path < HS_GPU_MM_AUTO || path > HS_GPU_MM_BLAS)
 		return hs__error(EINVAL, "matmul emulation: path %d (0..3)", path);
-	if (path == HS_GPU_MM_BLAS && (m->type == HS_TYPE_Q8_0 || m->type == HS_TYPE_MXFP4))
+	if (path == HS_GPU_MM_BLAS && hs__gpu_type_quantized(m->type))
 		return hs__error(EINVAL, "matmul emulation: the cuBLAS path takes float weights, not %s",
 				 hs__type_name(m->type));
 	if (path == HS_GPU_MM_BLAS && m->type != HS_TYPE_F32 && m->n > 0 && !m->scratch)

@@ -58,11 +58,14 @@ int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
  * memory (tests on machines without a GPU).  Arguments are checked by the
  * caller (device/device-cuda.c). */
 
-/* y[t] = W x[t] (+ bias) for t < n.  Q8_0/MXFP4 weights: x quantized to
- * Q8_0 first (as the CPU op), int8 dot products.  F32/F16/BF16: f32
- * activations in the GEMV and tile kernels; through cuBLAS, F16/BF16
- * activations are rounded to the weights' type first (llama.cpp's CUDA
- * backend does the same).  w 2-byte aligned (4 for F32), row_bytes too. */
+/* y[t] = W x[t] (+ bias) for t < n.  Block-type weights (Q8_0, MXFP4, the
+ * K-quants Q2_K..Q6_K, IQ4_XS, IQ4_NL, Q4_0..Q5_1; plain ggml rows): x
+ * quantized to Q8_0 first (as the CPU op), int8 dot products.
+ * F32/F16/BF16: f32 activations in the GEMV and tile kernels; through
+ * cuBLAS, F16/BF16 activations are rounded to the weights' type first
+ * (llama.cpp's CUDA backend does the same).  w and row_bytes 4-byte
+ * aligned for F32, 2 for F16, BF16 and Q8_0 (read as 16-bit words), any
+ * for the other block types (read as bytes). */
 struct hs_gpu_matmul {
 	int type, rows, cols;
 	const unsigned char *w;
