@@ -5,6 +5,7 @@
  * stands in otherwise. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +258,9 @@ static size_t dev_ffn_scratch(const struct hs_dev_ffn *f)
 static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 {
 	struct hs_gpu_ffn a = {
-		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1, .type = (int)f->pack.type[HS_GATE], .n_embd = f->n_embd, .n_ff = f->n_ff,
+		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1,
+		.type = { (int)f->pack.type[HS_GATE], (int)f->pack.type[HS_UP], (int)f->pack.type[HS_DOWN] },
+		.packed = f->pack.packed_rows != 0, .n_embd = f->n_embd, .n_ff = f->n_ff,
 		.n_experts = f->n_experts, .n_used = f->n_used, .n = f->n, .off_gate = f->pack.gate,
 		.off_up = f->pack.up, .off_down = f->pack.down, .off_gate_b = f->pack.gate_b, .off_up_b = f->pack.up_b,
 		.off_down_b = f->pack.down_b, .pool = f->pool, .stride = f->pool_stride, .slot_of = f->slot_of,
@@ -266,18 +269,30 @@ static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 	return a;
 }
 
+/* Every block type on plain rows and MXFP4 / Q8_0 row-interleaved, each
+ * matrix its own type (gpu_kernels/quants.cuh); float experts stay on the CPU. */
 static int dev_ffn_takes(const struct hs_expert_pack *p, int n_embd, int n_ff)
 {
-	const int t = (int)p->type[HS_GATE];
-	if ((t != HS_TYPE_MXFP4 && t != HS_TYPE_Q8_0) || p->type[HS_UP] != p->type[HS_GATE] ||
-	    p->type[HS_DOWN] != p->type[HS_GATE])
-		return hs__error(EINVAL, "ffn: experts of %s/%s/%s (the CUDA kernels take MXFP4 and Q8_0, one type)",
-				 hs__type_name(t), hs__type_name((int)p->type[HS_UP]), hs__type_name((int)p->type[HS_DOWN]));
-	if (n_embd % 32 || n_ff % 32)
-		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", n_embd, n_ff);
-	if (p->packed_rows != HS_PACK_ROWS)
-		return hs__error(EINVAL, "ffn: the device kernels read row-interleaved experts (cpu_kernels/repack.h); "
-					 "this pack has %zu rows per group", (size_t)p->packed_rows);
+	static const char *const what[3] = { "gate", "up", "down" };
+	for (int i = 0; i < 3; i++) {
+		const int t = (int)p->type[i];
+		const int cols = i == HS_DOWN ? n_ff : n_embd;
+		if (!hs__gpu_type_quantized(t))
+			return hs__error(EINVAL, "ffn: %s experts' %s matrices (the CUDA kernels take block types: %s)",
+					 hs__type_name(t) ? hs__type_name(t) : "unknown", what[i], hs__type_supported_names());
+		if (cols % 32 || !hs__type_row_bytes(t, (uint64_t)cols))
+			return hs__error(EINVAL, "ffn: %s rows of %d values (n_embd %d, n_ff %d) are not whole %s blocks of %zu",
+					 what[i], cols, n_embd, n_ff, hs__type_name(t), hs__type_block_values(t));
+	}
+	if (p->packed_rows == HS_PACK_ROWS) {
+		for (int i = 0; i < 3; i++)
+			if (p->type[i] != HS_TYPE_MXFP4 && p->type[i] != HS_TYPE_Q8_0)
+				return hs__error(EINVAL, "ffn: row-interleaved %s matrices of %s (MXFP4 or Q8_0 only)",
+						 what[i], hs__type_name((int)p->type[i]));
+	} else if (p->packed_rows) {
+		return hs__error(EINVAL, "ffn: %zu rows per interleaved group (the CUDA kernels read %d, or plain rows)",
+				 (size_t)p->packed_rows, HS_PACK_ROWS);
+	}
 	return 0;
 }
 
@@ -302,7 +317,10 @@ int hs__cuda_ffn_emulate(const struct hs_dev_ffn *f, int tiled)
 	if (rc)
 		return rc;
 	struct hs_gpu_ffn a = gpu_args(f);
-	if (hs__gpu_ffn_emulate(&a, f->scratch, tiled))
+	rc = hs__gpu_ffn_emulate(&a, f->scratch, tiled);
+	if (rc == -ENOENT)
+		return hs__error(EINVAL, "ffn emulation: a routed expert has no slot (slot_of -1)");
+	if (rc)
 		return hs__error(EINVAL, "ffn emulation: an id outside -1..%d", f->n_experts - 1);
 	return 0;
 }
