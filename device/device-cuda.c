@@ -5,6 +5,7 @@
  * stands in otherwise. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +258,9 @@ static size_t dev_ffn_scratch(const struct hs_dev_ffn *f)
 static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 {
 	struct hs_gpu_ffn a = {
-		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1, .type = (int)f->pack.type[HS_GATE], .n_embd = f->n_embd, .n_ff = f->n_ff,
+		.act = f->arch->act == HS_ACT_SWIGLU_OAI ? 0 : 1,
+		.type = { (int)f->pack.type[HS_GATE], (int)f->pack.type[HS_UP], (int)f->pack.type[HS_DOWN] },
+		.packed = f->pack.packed_rows != 0, .n_embd = f->n_embd, .n_ff = f->n_ff,
 		.n_experts = f->n_experts, .n_used = f->n_used, .n = f->n, .off_gate = f->pack.gate,
 		.off_up = f->pack.up, .off_down = f->pack.down, .off_gate_b = f->pack.gate_b, .off_up_b = f->pack.up_b,
 		.off_down_b = f->pack.down_b, .pool = f->pool, .stride = f->pool_stride, .slot_of = f->slot_of,
@@ -266,18 +269,30 @@ static struct hs_gpu_ffn gpu_args(const struct hs_dev_ffn *f)
 	return a;
 }
 
+/* Every block type on plain rows and MXFP4 / Q8_0 row-interleaved, each
+ * matrix its own type (gpu_kernels/quants.cuh); float experts stay on the CPU. */
 static int dev_ffn_takes(const struct hs_expert_pack *p, int n_embd, int n_ff)
 {
-	const int t = (int)p->type[HS_GATE];
-	if ((t != HS_TYPE_MXFP4 && t != HS_TYPE_Q8_0) || p->type[HS_UP] != p->type[HS_GATE] ||
-	    p->type[HS_DOWN] != p->type[HS_GATE])
-		return hs__error(EINVAL, "ffn: experts of %s/%s/%s (the CUDA kernels take MXFP4 and Q8_0, one type)",
-				 hs__type_name(t), hs__type_name((int)p->type[HS_UP]), hs__type_name((int)p->type[HS_DOWN]));
-	if (n_embd % 32 || n_ff % 32)
-		return hs__error(EINVAL, "ffn: n_embd %d and n_ff %d must be multiples of 32", n_embd, n_ff);
-	if (p->packed_rows != HS_PACK_ROWS)
-		return hs__error(EINVAL, "ffn: the device kernels read row-interleaved experts (cpu_kernels/repack.h); "
-					 "this pack has %zu rows per group", (size_t)p->packed_rows);
+	static const char *const what[3] = { "gate", "up", "down" };
+	for (int i = 0; i < 3; i++) {
+		const int t = (int)p->type[i];
+		const int cols = i == HS_DOWN ? n_ff : n_embd;
+		if (!hs__gpu_type_quantized(t))
+			return hs__error(EINVAL, "ffn: %s experts' %s matrices (the CUDA kernels take block types: %s)",
+					 hs__type_name(t) ? hs__type_name(t) : "unknown", what[i], hs__type_supported_names());
+		if (cols % 32 || !hs__type_row_bytes(t, (uint64_t)cols))
+			return hs__error(EINVAL, "ffn: %s rows of %d values (n_embd %d, n_ff %d) are not whole %s blocks of %zu",
+					 what[i], cols, n_embd, n_ff, hs__type_name(t), hs__type_block_values(t));
+	}
+	if (p->packed_rows == HS_PACK_ROWS) {
+		for (int i = 0; i < 3; i++)
+			if (p->type[i] != HS_TYPE_MXFP4 && p->type[i] != HS_TYPE_Q8_0)
+				return hs__error(EINVAL, "ffn: row-interleaved %s matrices of %s (MXFP4 or Q8_0 only)",
+						 what[i], hs__type_name((int)p->type[i]));
+	} else if (p->packed_rows) {
+		return hs__error(EINVAL, "ffn: %zu rows per interleaved group (the CUDA kernels read %d, or plain rows)",
+				 (size_t)p->packed_rows, HS_PACK_ROWS);
+	}
 	return 0;
 }
 
@@ -302,7 +317,10 @@ int hs__cuda_ffn_emulate(const struct hs_dev_ffn *f, int tiled)
 	if (rc)
 		return rc;
 	struct hs_gpu_ffn a = gpu_args(f);
-	if (hs__gpu_ffn_emulate(&a, f->scratch, tiled))
+	rc = hs__gpu_ffn_emulate(&a, f->scratch, tiled);
+	if (rc == -ENOENT)
+		return hs__error(EINVAL, "ffn emulation: a routed expert has no slot (slot_of -1)");
+	if (rc)
 		return hs__error(EINVAL, "ffn emulation: an id outside -1..%d", f->n_experts - 1);
 	return 0;
 }
@@ -314,8 +332,9 @@ size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f)
 
 /* ---- dense ops ------------------------------------------------------------------------
  * Checked here as the CPU ops check their jobs, plus what the kernels' loads
- * need: weight rows and F16 cells at 2-byte (F32: 4-byte) aligned
- * addresses, as device allocations and GGUF rows give them. */
+ * need: F32 weight rows at 4-byte aligned addresses, F16, BF16 and Q8_0
+ * rows and F16 cells at 2-byte aligned ones, as device allocations and GGUF
+ * rows give them; the other block types are read byte by byte. */
 
 _Static_assert(HS_GPU_MM_GEMV == 1 && HS_GPU_MM_TILE == 2 && HS_GPU_MM_BLAS == 3,
 	       "device-cuda.h documents the matmul paths as 1, 2, 3");
@@ -329,15 +348,15 @@ static int aligned(const void *p, size_t a)
  * the types they take, aligned rows, scratch for F16/BF16 through cuBLAS. */
 static int check_matmul(const struct hs_dev_matmul *m)
 {
-	const size_t al = m->type == HS_TYPE_F32 ? 4 : m->type == HS_TYPE_MXFP4 ? 1 : 2;
+	const int t = m->type;
+	const size_t al = t == HS_TYPE_F32 ? 4 : t == HS_TYPE_F16 || t == HS_TYPE_BF16 || t == HS_TYPE_Q8_0 ? 2 : 1;
 	struct hs_matmul_job job = { .type = m->type, .rows = m->rows, .cols = m->cols, .row_bytes = m->row_bytes,
 				     .n = m->n, .x_stride = m->x_stride, .y_stride = m->y_stride, .scratch = m->scratch };
 	int rc;
 
-	if (m->type != HS_TYPE_F32 && m->type != HS_TYPE_F16 && m->type != HS_TYPE_BF16 && m->type != HS_TYPE_Q8_0 &&
-	    m->type != HS_TYPE_MXFP4)
-		return hs__error(EINVAL, "matmul: weight type %d (the CUDA device takes f32, f16, bf16, q8_0, mxfp4)",
-				 m->type);
+	if (!hs__type_supported(t))
+		return hs__error(EINVAL, "matmul: weight type %d (the CUDA device takes %s)", t,
+				 hs__type_supported_names());
 	if ((rc = hs__matmul_prepare(&job)))
 		return rc;
 	if (m->row_bytes % al || !aligned(m->w, al))
@@ -395,7 +414,7 @@ int hs__cuda_matmul_emulate(const struct hs_dev_matmul *m, int path)
 		return rc;
 	if (path < HS_GPU_MM_AUTO || path > HS_GPU_MM_BLAS)
 		return hs__error(EINVAL, "matmul emulation: path %d (0..3)", path);
-	if (path == HS_GPU_MM_BLAS && (m->type == HS_TYPE_Q8_0 || m->type == HS_TYPE_MXFP4))
+	if (path == HS_GPU_MM_BLAS && hs__gpu_type_quantized(m->type))
 		return hs__error(EINVAL, "matmul emulation: the cuBLAS path takes float weights, not %s",
 				 hs__type_name(m->type));
 	if (path == HS_GPU_MM_BLAS && m->type != HS_TYPE_F32 && m->n > 0 && !m->scratch)

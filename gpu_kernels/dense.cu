@@ -13,7 +13,8 @@
 //  - more tokens, F32/F16/BF16 weights: cuBLAS when it was found (F16/BF16
 //    activations rounded to the weights' type, as llama.cpp's CUDA backend
 //    does; F32 in f32 without TF32), else the tile kernel;
-//  - more tokens, Q8_0/MXFP4 weights: our own tile kernel, 64 rows x 32
+//  - more tokens, block-type weights (Q8_0, MXFP4, the K-quants, IQ4_XS/NL,
+//    Q4_0..Q5_1 on plain rows, quants.cuh): our own tile kernel, 64 rows x 32
 //    tokens per block, int8 dp4a on the Q8_0-quantized activations.  Not
 //    dequantize-to-f16-then-cuBLAS: that needs the whole dequantized matrix
 //    in scratch (1.1 GiB for gpt-oss's 201088 x 2880 output matrix) or a
@@ -37,6 +38,7 @@
 #include <string.h>
 
 #include "gpu_kernels/common.cuh"
+#include "gpu_kernels/quants.cuh"
 #include "gpu_kernels/flat.cuh"
 #include "gpu_kernels/gpu-kernels.h"
 
@@ -90,10 +92,37 @@ HD static inline int dot_words(const int *a, const int *b)
 
 // ---- matrix products -----------------------------------------------------------
 
-// scratch.h's hs__gpu_type_quantized, callable from device code
+// scratch.h's hs__gpu_type_quantized, callable from device code: every
+// block type takes Q8_0 activations
 HD static inline int quantized(int type)
 {
-	return type == TYPE_Q8_0 || type == TYPE_MXFP4;
+	return type_block(type);
+}
+
+// Row r's column block b against a Q8_0 activation block (xv words, scale
+// xs); wv, ws, s, mn: the weight block as weight_block() decoded it.
+struct wblock {
+	int wv[8];
+	float ws;          // Q8_0, MXFP4: the block's scale
+	float s[2], mn[2]; // the other types: per-half scales and mins
+};
+
+HD static inline void weight_block(int type, const unsigned char *row, int b, struct wblock *w)
+{
+	if (type_split(type)) {
+		int8_t q[QK];
+		unpack32(type, row, b, q, w->s, w->mn);
+		memcpy(w->wv, q, QK);
+		return;
+	}
+	w->ws = block_words(type, row + (size_t)b * block_bytes(type), w->wv);
+}
+
+HD static inline float wblock_dot(int type, const struct wblock *w, const int xv[8], float xs)
+{
+	if (type_split(type))
+		return dot_split_words(w->wv, w->s, w->mn, xv, xs);
+	return (float)dot_words(w->wv, xv) * w->ws * xs;
 }
 
 struct mm_ctx {
@@ -116,15 +145,16 @@ HD static inline void gemv_lane(const struct mm_ctx *m, int r, int lane, float a
 	for (int t = 0; t < HS_GPU_GEMV_MAX_TOKENS; t++)
 		acc[t] = 0;
 	if (quantized(a->type)) {
-		const int nb = a->cols / QK, bb = block_bytes(a->type);
+		const int nb = a->cols / QK;
 		for (int b = lane; b < nb; b += 32) {
-			int wv[8], xv[8];
-			const float ws = block_words(a->type, row + (size_t)b * bb, wv);
+			struct wblock wb;
+			int xv[8];
+			weight_block(a->type, row, b, &wb);
 			for (int t = 0; t < HS_GPU_GEMV_MAX_TOKENS; t++) { // constant trip count: acc stays in registers
 				if (t >= a->n)
 					break;
 				const float xs = block_words(TYPE_Q8_0, m->xq + t * m->xq_row + (size_t)b * Q8_BYTES, xv);
-				acc[t] += (float)dot_words(wv, xv) * ws * xs;
+				acc[t] += wblock_dot(a->type, &wb, xv, xs);
 			}
 		}
 		return;
@@ -158,9 +188,10 @@ HD static inline void tile_thread(const struct mm_ctx *m, int row0, int tok0, in
 	if (rows[0] >= a->rows || toks[0] >= a->n)
 		return;
 	if (quantized(a->type)) {
-		const int nb = a->cols / QK, bb = block_bytes(a->type);
+		const int nb = a->cols / QK;
 		for (int b = 0; b < nb; b++) {
-			int xv[2][8], wv[8];
+			int xv[2][8];
+			struct wblock wb;
 			float xs[2] = { 0, 0 };
 			for (int j = 0; j < 2; j++)
 				if (toks[j] < a->n)
@@ -168,10 +199,10 @@ HD static inline void tile_thread(const struct mm_ctx *m, int row0, int tok0, in
 			for (int i = 0; i < 4; i++) {
 				if (rows[i] >= a->rows)
 					continue;
-				const float ws = block_words(a->type, w_row(a, rows[i]) + (size_t)b * bb, wv);
+				weight_block(a->type, w_row(a, rows[i]), b, &wb);
 				for (int j = 0; j < 2; j++)
 					if (toks[j] < a->n)
-						acc[i][j] += (float)dot_words(wv, xv[j]) * ws * xs[j];
+						acc[i][j] += wblock_dot(a->type, &wb, xv[j], xs[j]);
 			}
 		}
 	} else {

@@ -25,12 +25,15 @@ cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *
 /* One fused expert FFN launch (see device/device.h, struct hs_dev_ffn):
  * expert e of a routed pair p = t * n_used + j is the packed block at
  * pool + slot_of[e] * stride, its matrices row-interleaved in groups of 16
- * (cpu_kernels/repack.h); masked pairs (ids -1) read nothing of any
- * expert.  Fewer than 64 pairs take the decode kernels, more the grouped,
- * tiled prefill kernels. */
+ * (cpu_kernels/repack.h; MXFP4 or Q8_0) or plain ggml rows (every block
+ * type), each matrix of its own type; masked pairs (ids -1) read nothing of
+ * any expert, nor do routed experts without a slot (slot_of -1: skipped
+ * by the kernels, an error of the emulation).  Fewer than 64 pairs take
+ * the decode kernels, more the grouped, tiled prefill kernels. */
 struct hs_gpu_ffn {
 	int act;                   /* 0: gpt-oss clamp/sigmoid(1.702 g)(u + 1); 1: silu(g) u */
-	int type;                  /* 39 MXFP4, 8 Q8_0 (ggml ids) */
+	int type[3];               /* gate, up, down: ggml ids of block types */
+	int packed;                /* 1: row-interleaved (every type 39 MXFP4 or 8 Q8_0); 0: plain rows */
 	int n_embd, n_ff, n_experts, n_used, n;
 	size_t off_gate, off_up, off_down, off_gate_b, off_up_b, off_down_b; /* bias offsets 0 = none */
 	const unsigned char *pool;
@@ -48,7 +51,8 @@ size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts);
 cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, void *scratch, cudaStream_t stream);
 /* The same arithmetic on the CPU over host memory (tiled 0: the decode
  * kernels' code, 1: the prefill path's grouping and tiles); -EINVAL for an
- * id out of range.  For tests on machines without a GPU. */
+ * id out of range, -ENOENT for a routed expert without a slot.  For tests
+ * on machines without a GPU. */
 int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
 
 /* ---- dense ops of the whole model (dense.cu) ---------------------------------
@@ -58,11 +62,14 @@ int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
  * memory (tests on machines without a GPU).  Arguments are checked by the
  * caller (device/device-cuda.c). */
 
-/* y[t] = W x[t] (+ bias) for t < n.  Q8_0/MXFP4 weights: x quantized to
- * Q8_0 first (as the CPU op), int8 dot products.  F32/F16/BF16: f32
- * activations in the GEMV and tile kernels; through cuBLAS, F16/BF16
- * activations are rounded to the weights' type first (llama.cpp's CUDA
- * backend does the same).  w 2-byte aligned (4 for F32), row_bytes too. */
+/* y[t] = W x[t] (+ bias) for t < n.  Block-type weights (Q8_0, MXFP4, the
+ * K-quants Q2_K..Q6_K, IQ4_XS, IQ4_NL, Q4_0..Q5_1; plain ggml rows): x
+ * quantized to Q8_0 first (as the CPU op), int8 dot products.
+ * F32/F16/BF16: f32 activations in the GEMV and tile kernels; through
+ * cuBLAS, F16/BF16 activations are rounded to the weights' type first
+ * (llama.cpp's CUDA backend does the same).  w and row_bytes 4-byte
+ * aligned for F32, 2 for F16, BF16 and Q8_0 (read as 16-bit words), any
+ * for the other block types (read as bytes). */
 struct hs_gpu_matmul {
 	int type, rows, cols;
 	const unsigned char *w;

@@ -1,9 +1,13 @@
 // Expert kernels: Q8_0 activation quantization and the fused expert FFN
 // over (token, expert) pairs with masked ids (-1: that expert is never read).
-// Experts come as packed blocks whose matrices are row-interleaved, the one
-// layout of the host copy and the device slots (cpu_kernels/repack.h): rows
-// in groups of 16; per column block a group's 16 scales, then its quant
-// bytes in 4-byte units, 16 rows per unit.
+// Experts come as packed blocks (the one layout of the host copy and the
+// device slots) in one of two forms: experts whose matrices are all MXFP4
+// or Q8_0 row-interleaved (cpu_kernels/repack.h): rows in
+// groups of 16; per column block a group's 16 scales, then its quant bytes
+// in 4-byte units, 16 rows per unit; every other block type, and mixes
+// (llama-quantize's Q4_K gate/up with a Q6_K down), as plain ggml rows, each
+// matrix of its own type, decoded by quants.cuh.  Both forms go through the
+// same thread decomposition below, only the decoding of a block differs.
 //
 // Two paths.  Decode (few pairs): a block of 4 warps computes one 16-row
 // group of one pair: lane l of a warp takes row l % 16 and, with the other
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "gpu_kernels/common.cuh"
+#include "gpu_kernels/quants.cuh"
 #include "gpu_kernels/gpu-kernels.h"
 
 #define PACK_ROWS 16     // rows per interleaved group (HS_PACK_ROWS)
@@ -40,7 +45,7 @@
 
 HD static inline size_t row_bytes(int type, int n)
 {
-	return (size_t)(n / QK) * block_bytes(type);
+	return type_row_bytes(type, n);
 }
 
 // The block group holding column block b of row r's group, in a packed
@@ -68,21 +73,57 @@ HD static inline float unpack_packed(int type, const unsigned char *gb, int i, i
 	return half_at(gb + 2 * i);
 }
 
-// Row r's block b of a packed matrix against one Q8_0 activation block.
-HD static inline float dot_block(int type, const unsigned char *m, int ncols, int r, int b, const unsigned char *x)
-{
+// A weight block decoded: 32 int8 values and the block's scale s[0]
+// (MXFP4, Q8_0), or per-half scales and mins (the other types).
+struct wblk {
 	int8_t v[QK];
-	float ws = unpack_packed(type, group_block(type, m, ncols, r, b), r % PACK_ROWS, v);
-	return (float)dot32(v, (const int8_t *)(x + 2)) * ws * half_at(x);
+	float s[2], mn[2];
+};
+
+// Row r's column block b of a matrix of ncols columns at m: row-interleaved
+// (packed) or a plain ggml row.
+HD static inline void weight_block(int type, int packed, const unsigned char *m, int ncols, int r, int b,
+				   struct wblk *w)
+{
+	if (packed) {
+		w->s[0] = unpack_packed(type, group_block(type, m, ncols, r, b), r % PACK_ROWS, w->v);
+		return;
+	}
+	const unsigned char *row = m + (size_t)r * row_bytes(type, ncols);
+	if (type_split(type))
+		unpack32(type, row, b, w->v, w->s, w->mn);
+	else
+		w->s[0] = unpack_block(type, row + (size_t)b * block_bytes(type), w->v);
+}
+
+// A decoded block against one Q8_0 activation block x.
+HD static inline float wblk_dot(int type, const struct wblk *w, const unsigned char *x)
+{
+	if (!type_split(type))
+		return (float)dot32(w->v, (const int8_t *)(x + 2)) * w->s[0] * half_at(x);
+	int wv[8], xv[8];
+	memcpy(wv, w->v, QK);
+	memcpy(xv, x + 2, QK);
+	return dot_split_words(wv, w->s, w->mn, xv, half_at(x));
+}
+
+// Row r's block b against one Q8_0 activation block.
+HD static inline float dot_block(int type, int packed, const unsigned char *m, int ncols, int r, int b,
+				 const unsigned char *x)
+{
+	struct wblk w;
+	weight_block(type, packed, m, ncols, r, b, &w);
+	return wblk_dot(type, &w, x);
 }
 
 // What decode thread `slot` (0..SLOTS-1) adds to row r's dot product: the
 // blocks slot, slot + SLOTS, ...
-HD static inline float slot_partial(int type, const unsigned char *m, int ncols, int r, int slot, const unsigned char *x)
+HD static inline float slot_partial(int type, int packed, const unsigned char *m, int ncols, int r, int slot,
+				    const unsigned char *x)
 {
 	float acc = 0;
 	for (int b = slot; b < ncols / QK; b += SLOTS)
-		acc += dot_block(type, m, ncols, r, b, x + (size_t)b * Q8_BYTES);
+		acc += dot_block(type, packed, m, ncols, r, b, x + (size_t)b * Q8_BYTES);
 	return acc;
 }
 
@@ -109,6 +150,15 @@ HD static inline float act(int kind, float g, float u)
 HD static inline const unsigned char *expert_base(const struct hs_gpu_ffn *a, int e)
 {
 	return a->pool + (size_t)a->slot_of[e] * a->stride;
+}
+
+// Whether pair p's expert is computed: not masked, and in a slot.  A routed
+// expert without a slot (slot_of -1, which the runtime never hands over) is
+// skipped too rather than read at pool - stride; the emulation reports it
+// (the launcher cannot: slot_of is device memory).
+HD static inline int expert_present(const struct hs_gpu_ffn *a, int e)
+{
+	return e >= 0 && a->slot_of[e] >= 0;
 }
 
 HD static inline const unsigned char *x_of_pair(const struct hs_gpu_ffn *a, int p)
@@ -171,17 +221,14 @@ HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, 
 		for (int i = 0; i < 4; i++) {
 			if (rows[i] >= a->n_ff)
 				continue;
-			int8_t vg[QK], vu[QK];
-			const int ri = rows[i] % PACK_ROWS;
-			float sg = unpack_packed(a->type, group_block(a->type, base + a->off_gate, a->n_embd, rows[i], b), ri, vg);
-			float su = unpack_packed(a->type, group_block(a->type, base + a->off_up, a->n_embd, rows[i], b), ri, vu);
+			struct wblk wg, wu;
+			weight_block(a->type[0], a->packed, base + a->off_gate, a->n_embd, rows[i], b, &wg);
+			weight_block(a->type[1], a->packed, base + a->off_up, a->n_embd, rows[i], b, &wu);
 			for (int j = 0; j < 2; j++) {
 				if (!xb[j])
 					continue;
-				float sx = half_at(xb[j]);
-				const int8_t *xv = (const int8_t *)(xb[j] + 2);
-				g[i][j] += (float)dot32(vg, xv) * sg * sx;
-				u[i][j] += (float)dot32(vu, xv) * su * sx;
+				g[i][j] += wblk_dot(a->type[0], &wg, xb[j]);
+				u[i][j] += wblk_dot(a->type[1], &wu, xb[j]);
 			}
 		}
 	}
@@ -209,14 +256,12 @@ HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, str
 			for (int i = 0; i < 4; i++) {
 				if (out_row[i] >= a->n_embd)
 					continue;
-				int8_t v[QK];
-				float s = unpack_packed(a->type, group_block(a->type, base + a->off_down, a->n_ff, out_row[i], b),
-						       out_row[i] % PACK_ROWS, v);
+				struct wblk w;
+				weight_block(a->type[2], a->packed, base + a->off_down, a->n_ff, out_row[i], b, &w);
 				for (int j = 0; j < 2; j++) {
 					if (out_pair[j] < 0)
 						continue;
-					const unsigned char *hb = hq_of_pair(a, out_pair[j]) + (size_t)b * Q8_BYTES;
-					acc[i][j] += (float)dot32(v, (const int8_t *)(hb + 2)) * s * half_at(hb);
+					acc[i][j] += wblk_dot(a->type[2], &w, hq_of_pair(a, out_pair[j]) + (size_t)b * Q8_BYTES);
 				}
 			}
 		}
@@ -256,11 +301,11 @@ __global__ void hs_gate_up_kernel(struct hs_gpu_ffn a)
 	__shared__ float part[2][WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
-	if (e < 0)
+	if (!expert_present(&a, e))
 		return; // masked: this expert is never read
 	const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
-	float g = slot_partial(a.type, base + a.off_gate, a.n_embd, r, slot, x);
-	float u = slot_partial(a.type, base + a.off_up, a.n_embd, r, slot, x);
+	float g = slot_partial(a.type[0], a.packed, base + a.off_gate, a.n_embd, r, slot, x);
+	float u = slot_partial(a.type[1], a.packed, base + a.off_up, a.n_embd, r, slot, x);
 	g += __shfl_down_sync(0xffffffffu, g, PACK_ROWS);
 	u += __shfl_down_sync(0xffffffffu, u, PACK_ROWS);
 	if (lane < PACK_ROWS) {
@@ -284,10 +329,10 @@ __global__ void hs_down_kernel(struct hs_gpu_ffn a)
 	__shared__ float part[WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
-	if (e < 0)
+	if (!expert_present(&a, e))
 		return;
 	const unsigned char *base = expert_base(&a, e);
-	float v = slot_partial(a.type, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
+	float v = slot_partial(a.type[2], a.packed, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
 	v += __shfl_down_sync(0xffffffffu, v, PACK_ROWS);
 	if (lane < PACK_ROWS)
 		part[w][i] = v;
@@ -331,7 +376,7 @@ __global__ void hs_scatter_kernel(const int *ids, int pairs, int *cursor, int *l
 __global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
 	const int e = blockIdx.y, count = first[e + 1] - first[e];
-	if ((int)blockIdx.z * TILE_PAIRS >= count)
+	if ((int)blockIdx.z * TILE_PAIRS >= count || !expert_present(&a, e))
 		return; // no pairs here: no expert byte is read
 	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
 	tile_gate_up(&a, list, t, threadIdx.x);
@@ -340,7 +385,7 @@ __global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, co
 __global__ void hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
 	const int e = blockIdx.y, count = first[e + 1] - first[e];
-	if ((int)blockIdx.z * TILE_PAIRS >= count)
+	if ((int)blockIdx.z * TILE_PAIRS >= count || !expert_present(&a, e))
 		return;
 	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
 	int pr[2], rw[4];
@@ -422,9 +467,12 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 	if (pairs == 0)
 		return 0;
 	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
-	for (int p = 0; p < pairs; p++)
+	for (int p = 0; p < pairs; p++) {
 		if (a.ids[p] < -1 || a.ids[p] >= E)
 			return -EINVAL;
+		if (a.ids[p] >= 0 && a.slot_of[a.ids[p]] < 0)
+			return -ENOENT;
+	}
 	if (!tiled) {
 		// each thread's partial, summed in the kernels' order
 		float part[SLOTS];
@@ -436,10 +484,10 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 			for (int r = 0; r < a.n_ff; r++) {
 				float g, u;
 				for (int slot = 0; slot < SLOTS; slot++)
-					part[slot] = slot_partial(a.type, base + a.off_gate, a.n_embd, r, slot, x);
+					part[slot] = slot_partial(a.type[0], a.packed, base + a.off_gate, a.n_embd, r, slot, x);
 				g = slots_sum(part);
 				for (int slot = 0; slot < SLOTS; slot++)
-					part[slot] = slot_partial(a.type, base + a.off_up, a.n_embd, r, slot, x);
+					part[slot] = slot_partial(a.type[1], a.packed, base + a.off_up, a.n_embd, r, slot, x);
 				u = slots_sum(part);
 				finish_gate_up(&a, base, p, r, g, u);
 			}
@@ -453,7 +501,8 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 			const unsigned char *base = expert_base(&a, e);
 			for (int r = 0; r < a.n_embd; r++) {
 				for (int slot = 0; slot < SLOTS; slot++)
-					part[slot] = slot_partial(a.type, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
+					part[slot] = slot_partial(a.type[2], a.packed, base + a.off_down, a.n_ff, r, slot,
+								  hq_of_pair(&a, p));
 				a.y[(size_t)(p / a.n_used) * a.n_embd + r] += finish_down(&a, base, p, r, slots_sum(part));
 			}
 		}

@@ -1,8 +1,8 @@
 /* Device scratch the CUDA kernels need, and the launch choices it depends
  * on, in plain C without CUDA headers: the launchers (.cu) size their
  * scratch with these, and the planner counts VRAM with the same formulas in
- * every build.  Type ids are ggml's (0 F32, 1 F16, 8 Q8_0, 30 BF16,
- * 39 MXFP4): this folder does not include cpu_kernels/. */
+ * every build.  Type ids are ggml's (0 F32, 1 F16, 30 BF16, the block
+ * types below): this folder does not include cpu_kernels/. */
 #ifndef HS_GPU_SCRATCH_H
 #define HS_GPU_SCRATCH_H
 
@@ -22,12 +22,19 @@ static inline size_t hs__gpu_align256(size_t b)
 	return (b + 255) & ~(size_t)255;
 }
 
+/* The block types the kernels take with Q8_0 activations: Q4_0 2, Q4_1 3,
+ * Q5_0 6, Q5_1 7, Q8_0 8, Q2_K..Q6_K 10..14, IQ4_NL 20, IQ4_XS 23, MXFP4 39. */
 static inline int hs__gpu_type_quantized(int type)
 {
-	return type == 8 || type == 39;
+	switch (type) {
+	case 2: case 3: case 6: case 7: case 8: case 10: case 11: case 12: case 13: case 14: case 20: case 23: case 39:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
-/* Q8_0 and MXFP4 weights: the activations quantized to Q8_0 blocks
+/* Block-type weights: the activations quantized to Q8_0 blocks
  * (34 bytes per 32 values).  F16 and BF16 weights past the GEMV size: the
  * activations as f16 or bf16 for cuBLAS (counted whether or not cuBLAS is
  * found).  F32: none. */

@@ -65,6 +65,38 @@ static inline int make_layer(struct layer *L, const struct hs_moe_arch *arch, in
 	return 0;
 }
 
+/* The same with a type per matrix (gate, up, down), weights written by
+ * hs__quantize_row_ref (valid blocks of every type: the K-quants' scales
+ * sit where fill_matrix's noise would make them huge). */
+static inline int make_layer3(struct layer *L, const struct hs_moe_arch *arch, const int type[3], int D, int F, int E,
+			      int K)
+{
+	const int rows[3] = { F, F, D }, cols[3] = { D, D, F };
+	size_t at = 0;
+	float *row = malloc(sizeof(float) * (size_t)(D > F ? D : F));
+	memset(L, 0, sizeof *L);
+	const size_t bytes = hs__moe_layer_flat3(&L->l, arch, type, D, F, E, K, NULL, NULL);
+	L->w = malloc(bytes);
+	L->b = malloc(sizeof(float) * (size_t)E * (2 * F + D));
+	if (!L->w || !L->b || !row) {
+		free(row);
+		return -1;
+	}
+	for (int m = 0; m < 3; m++) {
+		const size_t rb = hs__type_row_bytes(type[m], (uint64_t)cols[m]);
+		for (int r = 0; r < E * rows[m]; r++, at += rb) {
+			for (int c = 0; c < cols[m]; c++)
+				row[c] = frand() / sqrtf((float)cols[m]);
+			hs__quantize_row_ref(type[m], row, L->w + at, (size_t)cols[m]);
+		}
+	}
+	free(row);
+	for (size_t i = 0; i < (size_t)E * (2 * F + D); i++)
+		L->b[i] = 0.1f * frand();
+	hs__moe_layer_flat3(&L->l, arch, type, D, F, E, K, L->w, L->b);
+	return 0;
+}
+
 static inline double rel_l2(const float *a, const float *ref, size_t n)
 {
 	double num = 0, den = 0;

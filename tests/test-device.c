@@ -2,7 +2,7 @@
  * default, cuda when a device exists, else SKIP): the fused expert FFN
  * against the double reference over a shape grid (1, 7, 512 tokens, masked
  * and duplicate ids, zero-token experts, n_ff != n_embd, MXFP4 and Q8_0,
- * both architectures), slot upload and reuse ordering under a slow queue
+ * both architectures, a Q4_K/Q6_K mix on plain rows), slot upload and reuse ordering under a slow queue
  * (with a control that shows the test would catch a reuse too early), event
  * ordering, sticky queue errors, -ENOMEM on an oversized allocation, and
  * pinned copies that round-trip bytes exactly. */
@@ -170,6 +170,17 @@ static void ffn_grid(void)
 		free(L.w);
 		free(L.b);
 	}
+	/* a K-quant mix as llama-quantize writes it (Q4_K gate/up, Q6_K down): plain rows in the slots */
+	static const int q4km[3] = { HS_TYPE_Q4_K, HS_TYPE_Q4_K, HS_TYPE_Q6_K };
+	struct layer L;
+	if (make_layer3(&L, &hs__arch_qwen3moe, q4km, 256, 512, 8, 4)) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	for (int j = 0; j < 2; j++)
+		ffn_case(&L, ns[j], j, j);
+	free(L.w);
+	free(L.b);
 }
 
 /* A slot that kernels still read is not overwritten: with a slow compute

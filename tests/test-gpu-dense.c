@@ -13,9 +13,12 @@
  * tests/test-dense.c and test-attention.c for the same arithmetic:
  *  - float-weight products with f32 activations (GEMV, tiles, F32 through
  *    cuBLAS): 1e-5;
- *  - Q8_0/MXFP4 products (activations quantized to Q8_0 as the CPU op does):
- *    1e-5 against the double product of the rounded activations, 3e-2
+ *  - block-type products (Q8_0, MXFP4, and on plain rows the K-quants,
+ *    IQ4_XS/NL, Q4_0..Q5_1; activations quantized to Q8_0 as the CPU op
+ *    does): 1e-5 against the double product of the rounded activations
+ *    (the same integer dots and scales, only the float order differs), 3e-2
  *    against the unrounded ones (where there are 64 outputs or more);
+ *    rows of the byte-read types at odd addresses give the same bits;
  *  - the cuBLAS path with F16/BF16 weights rounds the activations to that
  *    type (u = 2^-11, 2^-8 per value): 1e-3 and 8e-3 against the unrounded
  *    product, 1e-5 against the product of the rounded ones (emulation);
@@ -50,7 +53,7 @@
 
 static int small;
 static double worst[16];
-enum { W_MMF, W_MMQT, W_MMQL, W_BLAS16, W_BLAS16L, W_NORM, W_ROPE, W_ATTN };
+enum { W_MMF, W_MMQT, W_MMQL, W_MMKT, W_MMKL, W_BLAS16, W_BLAS16L, W_NORM, W_ROPE, W_ATTN };
 
 static void note(int k, double e)
 {
@@ -169,7 +172,7 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad, in
 	const size_t rb = hs__type_row_bytes(type, (uint64_t)cols) + (size_t)pad * 4;
 	const size_t xs = (size_t)cols + (size_t)pad, ys = (size_t)rows + (size_t)pad;
 	const size_t ny = (size_t)(n - 1) * ys + rows;
-	const int quant = type == HS_TYPE_Q8_0 || type == HS_TYPE_MXFP4;
+	const int quant = hs__gpu_type_quantized(type);
 	/* on a device the float products of prefill may go through cuBLAS */
 	const int r16 = (type == HS_TYPE_F16 || type == HS_TYPE_BF16) &&
 			(path == 3 || (on_device && n > HS_GPU_GEMV_MAX_TOKENS));
@@ -206,9 +209,10 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad, in
 		CHECK(er <= 1e-5 && (!many || e <= 3e-2) && !nan,
 		      "matmul %s %s %dx%d n%d: %.3g against rounded x (1e-5), %.3g against x (3e-2), %d NaN",
 		      path_name(path), hs__type_name(type), rows, cols, n, er, e, nan);
-		note(W_MMQT, er);
+		const int split = type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4; /* per-half scales and mins */
+		note(split ? W_MMKT : W_MMQT, er);
 		if (many)
-			note(W_MMQL, e);
+			note(split ? W_MMKL : W_MMQL, e);
 	} else if (r16) {
 		const double loose = type == HS_TYPE_F16 ? 1e-3 : 8e-3;
 		/* on a device the path is its own choice: the rounded product is the emulation's claim only */
@@ -235,17 +239,24 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad, in
 
 static void test_matmul(void)
 {
-	static const int types[5] = { HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_BF16, HS_TYPE_Q8_0, HS_TYPE_MXFP4 };
+	static const int types[] = { HS_TYPE_F32,  HS_TYPE_F16,  HS_TYPE_BF16, HS_TYPE_Q8_0,  HS_TYPE_MXFP4,
+				     HS_TYPE_Q4_0, HS_TYPE_Q4_1, HS_TYPE_Q5_0, HS_TYPE_Q5_1,  HS_TYPE_IQ4_NL,
+				     HS_TYPE_Q2_K, HS_TYPE_Q3_K, HS_TYPE_Q4_K, HS_TYPE_Q5_K,  HS_TYPE_Q6_K,
+				     HS_TYPE_IQ4_XS };
 	static const int fshape[5][2] = { { 1, 7 }, { 5, 36 }, { 70, 100 }, { 129, 256 }, { 33, 2880 } };
 	static const int qshape[5][2] = { { 1, 32 }, { 5, 64 }, { 70, 96 }, { 129, 256 }, { 33, 2880 } };
+	/* super-blocks of 256: one, two, three, and many (2816 = 11 x 256) */
+	static const int kshape[5][2] = { { 1, 256 }, { 5, 512 }, { 70, 256 }, { 129, 768 }, { 33, 2816 } };
 	static const int ns[7] = { 1, 2, 5, 8, 9, 33, 70 };
+	const int nt = (int)(sizeof types / sizeof types[0]);
 
-	for (int t = 0; t < 5; t++)
+	for (int t = 0; t < nt; t++)
 		for (int s = 0; s < 5; s++)
 			for (int k = 0; k < 7; k++) {
-				const int quant = types[t] == HS_TYPE_Q8_0 || types[t] == HS_TYPE_MXFP4;
-				const int(*sh)[2] = quant ? qshape : fshape;
-				if (small && (k % 2 || s == 4))
+				const int quant = hs__gpu_type_quantized(types[t]);
+				const int(*sh)[2] = hs__type_block_values(types[t]) == 256 ? kshape : quant ? qshape : fshape;
+				/* the types past MXFP4 share one decoder path each: fewer token counts */
+				if ((small && (k % 2 || s == 4)) || (t > 4 && (k == 1 || k == 3)))
 					continue;
 				/* row padding comes in 4-byte steps: the rows stay aligned for every type */
 				const int bias = (s + k) % 2, pad = (s * k) % 3;
@@ -267,8 +278,9 @@ static void test_matmul(void)
 		ab_matmul(HS_TYPE_Q8_0, 200, 2880, 100, 1, 0, 0);
 		ab_matmul(HS_TYPE_BF16, 150, 640, 100, 0, 0, 0);
 	}
-	printf("matmul: worst error float %.3g (1e-5); quantized %.3g against rounded x (1e-5), %.3g against x (3e-2)",
-	       worst[W_MMF], worst[W_MMQT], worst[W_MMQL]);
+	printf("matmul: worst error float %.3g (1e-5); q8_0/mxfp4 %.3g against rounded x (1e-5), %.3g against x (3e-2); "
+	       "other block types %.3g against rounded x (1e-5), %.3g against x (3e-2)",
+	       worst[W_MMF], worst[W_MMQT], worst[W_MMQL], worst[W_MMKT], worst[W_MMKL]);
 	if (on_device)
 		printf("; f16/bf16 prefill %.3g against x\n", worst[W_BLAS16L]);
 	else
@@ -294,6 +306,46 @@ static void test_matmul(void)
 	m.type = HS_TYPE_F32;
 	m.row_bytes = 130;
 	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "f32 rows 130 bytes apart accepted");
+	m.type = HS_TYPE_Q4_K;
+	m.row_bytes = 144;
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "32 columns of q4_K (a block of 256) accepted");
+	m.cols = 256;
+	CHECK(hs__cuda_matmul_emulate(&m, 3) == -EINVAL, "the cuBLAS path with q4_K weights accepted");
+	m.type = 16; /* iq2_xxs: ggml has it, hotset does not compute with it */
+	m.row_bytes = 66;
+	CHECK(hs__cuda_matmul_emulate(&m, 0) == -EINVAL, "iq2_xxs weights accepted");
+}
+
+/* Rows of the byte-read block types at odd addresses and odd strides (a
+ * row of Q5_0 is 22 bytes: a GGUF tensor may start 2 bytes past a 4-byte
+ * boundary, a sliced one anywhere): the same results as aligned rows. */
+static void test_matmul_unaligned(void)
+{
+	static const int types[] = { HS_TYPE_Q5_0, HS_TYPE_Q4_K, HS_TYPE_Q6_K, HS_TYPE_Q3_K, HS_TYPE_MXFP4 };
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+		const int type = types[i], cols = 512, rows = 37, n = 3;
+		const size_t rb = hs__type_row_bytes(type, cols) + 1;
+		uint8_t *w = du_matrix(type, rows, cols, rb), *wo = du_alloc((size_t)rows * rb + 1);
+		float *x = du_alloc(sizeof(float) * n * cols), *y0 = du_alloc(sizeof(float) * n * rows);
+		float *y1 = du_alloc(sizeof(float) * n * rows);
+		memcpy(wo + 1, w, (size_t)rows * rb);
+		du_fill(x, (size_t)n * cols, 0, 1);
+		for (int path = 1; path <= 2; path++) {
+			struct hs_dev_matmul m = { .type = type, .rows = rows, .cols = cols, .w = w, .row_bytes = rb,
+						   .n = n, .x = x, .x_stride = cols, .y = y0, .y_stride = rows };
+			run_matmul(&m, path, (size_t)n * rows);
+			m.w = wo + 1;
+			m.y = y1;
+			run_matmul(&m, path, (size_t)n * rows);
+			CHECK(memcmp(y0, y1, sizeof(float) * n * rows) == 0, "matmul %s %s: rows at an odd address differ",
+			      path_name(path), hs__type_name(type));
+		}
+		free(w);
+		free(wo);
+		free(x);
+		free(y0);
+		free(y1);
+	}
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------------ */
@@ -665,6 +717,7 @@ int main(void)
 			SKIP("%s", hs_last_error());
 	}
 	test_matmul();
+	test_matmul_unaligned();
 	test_rmsnorm();
 	test_rope();
 	test_kv_store();

@@ -3,13 +3,19 @@
  * hs__gpu_ffn_emulate() runs it on the CPU exactly as the decode kernels
  * (8 threads per row of a 16-row group) and the prefill kernels (grouping
  * by expert, 64 x 32 tiles of 4 x 2 per thread) split it, reading experts
- * in the row-interleaved layout that hs__expert_pack writes (the host
- * copy's).  Both paths against the double reference and against each
- * other, over odd shapes, 1..300 tokens, masked, duplicate and all-masked
- * ids, experts absent from the pool (slot -1); a pack of plain rows is
- * refused.  Not covered here:
- * launch geometry, shuffles, atomics (bench/gpu-check.sh on a GPU).  SKIP
- * in a build without CUDA. */
+ * in the layout that hs__expert_pack writes (the host copy's): MXFP4 and
+ * Q8_0 matrices row-interleaved, every other block type and
+ * llama-quantize's mixes (Q4_K gate/up with a Q6_K down, ...) as plain
+ * rows; a type per matrix in both.
+ * Both paths against the double reference (5e-2: the activations and h
+ * are quantized to Q8_0), against the CPU's reference kernels (1e-3: the
+ * same integer dots and scales, only the float order differs, and h is
+ * quantized again from floats that may differ in the last bit) and against
+ * each other (1e-4), over odd shapes, 1..300 tokens, masked, duplicate and
+ * all-masked ids, experts absent from the pool (slot -1); a routed expert
+ * without a slot, float experts and a wrong interleave are refused.  Not
+ * covered here: launch geometry, shuffles, atomics (bench/gpu-check.sh on
+ * a GPU).  SKIP in a build without CUDA. */
 #include "config.h"
 
 #include <errno.h>
@@ -26,13 +32,39 @@
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
 
+static double worst_ref, worst_cpu, worst_paths;
+
+static void note(double *w, double e)
+{
+	*w = e > *w ? e : *w;
+}
+
+/* The CPU's fused FFN with the reference kernels over the same pool. */
+static void cpu_ffn(const struct hs_moe_layer *l, const struct hs_expert_pack *pack, const uint8_t *pool,
+		    const int32_t *slot_of, int n, const float *x, const int32_t *ids, const float *w, float *y)
+{
+	struct hs_moe_layer lp = *l;
+	lp.gate = lp.up = lp.down = NULL;
+	lp.gate_b = lp.up_b = lp.down_b = NULL;
+	lp.pool = pool;
+	lp.pool_stride = pack->bytes;
+	lp.slot_of = slot_of;
+	lp.pack = *pack;
+	void *scratch = aligned_alloc(64, (hs__ffn_scratch_bytes(&lp, n) + 63) & ~(size_t)63);
+	struct hs_ffn_job job = { .layer = &lp, .ops = &hs__kernels_ref, .n = n, .x = x, .ids = ids, .weights = w,
+				  .y = y, .scratch = scratch };
+	memset(y, 0, sizeof(float) * (size_t)n * l->n_embd);
+	CHECK(scratch && hs__ffn_run_omp(&job, 1) == 0, "CPU fused FFN: %s", hs_last_error());
+	free(scratch);
+}
+
 static void one_case(struct layer *L, int n, int mask_mode, int dup)
 {
 	const struct hs_moe_layer *l = &L->l;
 	const int D = l->n_embd, F = l->n_ff, E = l->n_experts, K = l->n_used;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, D, F, l->arch->has_bias);
 	float *x = malloc(sizeof *x * (size_t)n * D), *w = malloc(sizeof *w * (size_t)n * K);
-	float *ref = malloc(sizeof *ref * (size_t)n * D), *y[2];
+	float *ref = malloc(sizeof *ref * (size_t)n * D), *cpu = malloc(sizeof *cpu * (size_t)n * D), *y[2];
 	int32_t *ids = malloc(sizeof *ids * (size_t)n * K), *slot_of = malloc(sizeof *slot_of * E);
 	struct hs_block_q8_0 *xq = malloc(sizeof *xq * (size_t)n * (D / HS_QK));
 	uint8_t *pool = malloc(pack.bytes * (size_t)E);
@@ -60,31 +92,56 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 	for (int t = 0; t < n; t++)
 		hs__kernels_best()->quantize_q8_0(x + (size_t)t * D, xq + (size_t)t * (D / HS_QK), D);
 	CHECK(hs__moe_forward_ref(l, n, x, ids, w, ref) == 0, "%s", hs_last_error());
+	cpu_ffn(l, &pack, pool, slot_of, n, x, ids, w, cpu);
 	struct hs_dev_ffn f = { .arch = l->arch, .n_embd = D, .n_ff = F, .n_experts = E, .n_used = K,
 				.pack = pack, .pool = pool, .pool_stride = pack.bytes, .slot_of = slot_of, .n = n,
 				.xq = xq, .ids = ids, .weights = w };
 	size_t sb = hs__cuda_ffn_scratch_bytes(&f) + 64;
 	void *scratch = malloc(sb);
-	CHECK(pack.packed_rows == HS_PACK_ROWS, "%s experts are not packed row-interleaved", hs__type_name(l->type[HS_GATE]));
-	f.pack.packed_rows = 0;
+	int interleave = 1; /* the layout interleaves when every matrix is MXFP4 or Q8_0 */
+	for (int i = 0; i < 3; i++)
+		interleave &= l->type[i] == HS_TYPE_MXFP4 || l->type[i] == HS_TYPE_Q8_0;
+	CHECK(!!pack.packed_rows == interleave, "%s/%s/%s experts: packed_rows %zu", hs__type_name(l->type[HS_GATE]),
+	      hs__type_name(l->type[HS_UP]), hs__type_name(l->type[HS_DOWN]), (size_t)pack.packed_rows);
 	f.y = y[0];
 	f.scratch = scratch;
-	CHECK(hs__cuda_ffn_emulate(&f, 0) == -EINVAL, "plain rows accepted by the device kernels");
+	f.pack.packed_rows = 8;
+	CHECK(hs__cuda_ffn_emulate(&f, 0) == -EINVAL, "8 rows per interleaved group accepted");
 	f.pack.packed_rows = pack.packed_rows;
+	if (!interleave) {
+		f.pack.packed_rows = HS_PACK_ROWS;
+		CHECK(hs__cuda_ffn_emulate(&f, 0) == -EINVAL, "row-interleaved %s experts accepted",
+		      hs__type_name(l->type[HS_GATE]));
+		f.pack.packed_rows = 0;
+	}
 	for (int tiled = 0; tiled < 2; tiled++) {
 		f.y = y[tiled];
 		f.scratch = scratch;
 		memset(scratch, 0xff, sb); /* NaN: nothing may be left from the other path */
 		CHECK(hs__cuda_ffn_emulate(&f, tiled) == 0, "%s", hs_last_error());
-		double err = rel_l2(y[tiled], ref, (size_t)n * D);
-		CHECK(err < (mask_mode == 2 ? 1e-30 : 0.05), "%s %s D%d F%d E%d K%d n=%d mask %d dup %d %s: rel L2 %.3g",
-		      l->arch->name, hs__type_name(l->type[HS_GATE]), D, F, E, K, n, mask_mode, dup,
-		      tiled ? "tiled" : "decode", err);
+		const double err = rel_l2(y[tiled], ref, (size_t)n * D), ec = rel_l2(y[tiled], cpu, (size_t)n * D);
+		CHECK(err < (mask_mode == 2 ? 1e-30 : 0.05) && ec <= 1e-3,
+		      "%s %s/%s/%s D%d F%d E%d K%d n=%d mask %d dup %d %s: rel L2 %.3g (5e-2), %.3g against the CPU (1e-3)",
+		      l->arch->name, hs__type_name(l->type[HS_GATE]), hs__type_name(l->type[HS_UP]),
+		      hs__type_name(l->type[HS_DOWN]), D, F, E, K, n, mask_mode, dup, tiled ? "tiled" : "decode", err,
+		      ec);
+		note(&worst_ref, err);
+		note(&worst_cpu, ec);
 	}
 	/* the two paths do the same sums in another order */
 	double diff = rel_l2(y[1], y[0], (size_t)n * D);
 	CHECK(diff < 1e-4 || mask_mode == 2, "decode and tiled paths differ by %.3g (n=%d)", diff, n);
+	note(&worst_paths, diff);
+	/* a routed expert without a slot is an error, not a read before the pool */
+	if (mask_mode == 0) {
+		const int32_t keep = ids[0];
+		ids[0] = E - 1;
+		for (int tiled = 0; tiled < 2; tiled++)
+			CHECK(hs__cuda_ffn_emulate(&f, tiled) == -EINVAL, "a routed expert without a slot accepted");
+		ids[0] = keep;
+	}
 	free(scratch);
+	free(cpu);
 	free(x);
 	free(w);
 	free(ref);
@@ -108,6 +165,14 @@ int main(void)
 		{ &hs__arch_qwen3moe, HS_TYPE_MXFP4, 96, 224, 8, 2 },
 	};
 	static const int ns[] = { 1, 7, 33, 300 };
+	/* llama-quantize's mixes (gate/up, down), as test-kernels has them;
+	 * D and F multiples of 256 where a matrix has 256-value blocks */
+	static const int mix[][2] = { { HS_TYPE_Q4_K, HS_TYPE_Q6_K }, { HS_TYPE_Q5_K, HS_TYPE_Q5_K },
+				      { HS_TYPE_Q6_K, HS_TYPE_Q6_K }, { HS_TYPE_IQ4_XS, HS_TYPE_IQ4_XS },
+				      { HS_TYPE_Q3_K, HS_TYPE_Q5_K }, { HS_TYPE_Q2_K, HS_TYPE_Q3_K },
+				      { HS_TYPE_Q4_K, HS_TYPE_Q5_0 }, { HS_TYPE_Q4_K, HS_TYPE_Q8_0 },
+				      { HS_TYPE_Q4_0, HS_TYPE_Q4_1 }, { HS_TYPE_Q5_1, HS_TYPE_IQ4_NL },
+				      { HS_TYPE_Q8_0, HS_TYPE_MXFP4 }, { HS_TYPE_Q4_0, HS_TYPE_MXFP4 } };
 	struct hs_dev_ffn probe = { 0 };
 
 	if (hs__cuda_ffn_emulate(&probe, 0) == -ENOSYS)
@@ -124,5 +189,33 @@ int main(void)
 		free(L.w);
 		free(L.b);
 	}
+	for (size_t i = 0; i < sizeof mix / sizeof mix[0]; i++) {
+		const int t3[3] = { mix[i][0], mix[i][0], mix[i][1] };
+		const int D = hs__type_block_values(t3[0]) == 256 ? 256 : 96;
+		const int F = hs__type_block_values(t3[2]) == 256 ? 512 : 160;
+		struct layer L;
+		if (make_layer3(&L, i % 2 ? &hs__arch_gpt_oss : &hs__arch_qwen3moe, t3, D, F, 8, 4)) {
+			CHECK(0, "out of memory");
+			break;
+		}
+		/* decode and prefill sizes; a masked and duplicated batch */
+		one_case(&L, 1 + (int)(i % 3) * 3, 0, 0);
+		one_case(&L, 33, 1, 1);
+		if (i % 4 == 0)
+			one_case(&L, 100, 0, 1);
+		free(L.w);
+		free(L.b);
+	}
+	/* float experts stay on the CPU */
+	struct hs_dev_ffn f = probe;
+	f.arch = &hs__arch_qwen3moe;
+	f.n_embd = f.n_ff = 64;
+	f.n_experts = 2;
+	f.n_used = 1;
+	f.pack = hs__expert_pack_layout1(HS_TYPE_F16, 64, 64, 0);
+	CHECK(hs__cuda_ffn_emulate(&f, 0) == -EINVAL, "f16 experts accepted");
+	printf("ffn: worst error %.3g against the double reference (5e-2), %.3g against the CPU kernels (1e-3), "
+	       "%.3g between the paths (1e-4)\n",
+	       worst_ref, worst_cpu, worst_paths);
 	return hs_test_end();
 }
