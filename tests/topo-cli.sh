@@ -35,6 +35,24 @@ expect_ok "this machine" "$HOTSET" topo && expect_grep "this machine" '^topology
 expect_grep "cuda line" '^CUDA: '
 expect_ok "this machine json" "$HOTSET" topo --json && expect_grep "json nodes" '"nodes": \['
 
+# memory added to a VM while it runs: the nodes report less than the
+# system has; node memory is scaled up to the system's (and -v says so), and
+# left alone when the system says no more than the nodes (an empty meminfo:
+# the nodes' own figures)
+HOTSET_MEMINFO=/dev/null expect_ok "this machine json" "$HOTSET" topo --json
+nodes=$(python3 -c 'import json,sys; print(sum(n["memory_bytes"] for n in json.load(open(sys.argv[1]))["nodes"]))' "$TMP/out" 2>/dev/null)
+if [ -n "$nodes" ]; then
+	printf 'MemTotal:       %d kB\nMemFree:        1 kB\n' $((nodes / 1024 * 4)) >"$TMP/meminfo-big"
+	printf 'MemTotal:       %d kB\n' $((nodes / 1024 / 2)) >"$TMP/meminfo-small"
+	HOTSET_MEMINFO="$TMP/meminfo-big" expect_ok "hot-added memory" "$HOTSET" -v topo --json &&
+		python3 -c 'import json,sys; t=sum(n["memory_bytes"] for n in json.load(open(sys.argv[1]))["nodes"]); sys.exit(0 if abs(t - int(sys.argv[2]) * 4) < 4 * 1024 * len(json.load(open(sys.argv[1]))["nodes"]) + 4096 else 1)' "$TMP/out" "$nodes" ||
+		fail "hot-added memory: the nodes do not add up to the system's memory"
+	expect_grep "hot-added message" 'NUMA nodes report .* GiB of memory, the system .* GiB' "$TMP/err"
+	HOTSET_MEMINFO="$TMP/meminfo-small" expect_ok "nodes above the system" "$HOTSET" topo --json &&
+		python3 -c 'import json,sys; t=sum(n["memory_bytes"] for n in json.load(open(sys.argv[1]))["nodes"]); sys.exit(0 if t == int(sys.argv[2]) else 1)' "$TMP/out" "$nodes" ||
+		fail "nodes above the system: node memory changed"
+fi
+
 printf '<?xml version="1.0"?>\n<topology><object type="Machine"' >"$TMP/cut.xml"
 expect_fail "cut XML" "$HOTSET" topo --topology "$TMP/cut.xml" && expect_grep "cut message" 'cut\.xml' "$TMP/err"
 expect_fail "missing XML" "$HOTSET" topo --topology "$TMP/nope.xml" && expect_grep "missing message" 'nope\.xml: No such file' "$TMP/err"

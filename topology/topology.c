@@ -150,6 +150,44 @@ static int fill_nodes(hs_topology *t, hwloc_topology_t h)
 	return 0;
 }
 
+/* MemTotal of /proc/meminfo in bytes, or 0 ($HOTSET_MEMINFO names
+ * another file: the tests' hot-added VM). */
+static uint64_t system_memory(void)
+{
+	const char *path = getenv("HOTSET_MEMINFO");
+	FILE *f = fopen(path && *path ? path : "/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = sscanf(line, "MemTotal: %llu kB", &kb) == 1;
+	fclose(f);
+	return found ? (uint64_t)kb * 1024 : 0;
+}
+
+/* On VMs whose memory is added while they run, the nodes' MemTotal lags
+ * the system's (seen: node 0 7.3 GB minutes after boot, /proc/meminfo 24.7
+ * GB): a plan on the nodes' figures would call a model that fits
+ * thrashing.  When the nodes add up to less than the system has, each
+ * node's memory is scaled up to its share of the system's, and -v says so. */
+static void fix_node_memory(hs_topology *t)
+{
+	uint64_t sum = 0, sys = system_memory();
+
+	for (int i = 0; i < t->n_nodes; i++)
+		sum += t->nodes[i].memory_bytes;
+	if (!sys || !sum || sum >= sys - sys / 50) /* within 2%: the kernel's own reservations */
+		return;
+	hs__log(HS_LOG_INFO, "NUMA nodes report %.1f GiB of memory, the system %.1f GiB (memory added while running, "
+			     "as on VMs): planning with the system's",
+		sum / 1073741824.0, sys / 1073741824.0);
+	for (int i = 0; i < t->n_nodes; i++)
+		t->nodes[i].memory_bytes = (uint64_t)((double)t->nodes[i].memory_bytes * ((double)sys / (double)sum));
+}
+
 static int is_nvidia_gpu(hwloc_obj_t o)
 {
 	return o->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA &&
@@ -353,8 +391,10 @@ int hs_topology_open(const char *xml_path, hs_topology **out)
 	t->this_system = hwloc_topology_is_thissystem(h);
 	if ((rc = fill_nodes(t, h)) != 0 || (rc = fill_gpus(t, h)) != 0)
 		goto out_destroy;
-	if (!xml_path)
+	if (!xml_path) {
 		match_cuda(t);
+		fix_node_memory(t);
+	}
 	hwloc_topology_destroy(h);
 	hs__log(HS_LOG_DEBUG, "topology: %s%s: %d NUMA node%s, %d cores, %d NVIDIA GPU%s", t->source,
 		t->this_system ? "" : " (another machine's export)", t->n_nodes, t->n_nodes == 1 ? "" : "s", t->n_cores,
