@@ -56,17 +56,34 @@ static void fill(uint8_t *p, size_t n)
 		p[i] = (uint8_t)next();
 }
 
+/* Byte offsets of a block's fp16 scale fields (ggml-common.h), so random
+ * bytes elsewhere make a block of sane values (random halves would be NaN
+ * or inf now and then). */
+static int half_fields(int type, int off[2])
+{
+	switch (type) {
+	case HS_TYPE_Q4_K: case HS_TYPE_Q5_K: case HS_TYPE_Q4_1: case HS_TYPE_Q5_1: off[0] = 0, off[1] = 2; return 2;
+	case HS_TYPE_Q2_K: off[0] = 80, off[1] = 82; return 2;
+	case HS_TYPE_Q3_K: off[0] = 108; return 1;
+	case HS_TYPE_Q6_K: off[0] = 208; return 1;
+	default: off[0] = 0; return 1; /* Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS */
+	}
+}
+
 static void fix_scales(uint8_t *m, int type, size_t rows, size_t cols)
 {
-	size_t rb = hs__type_row_bytes(type, cols), bb = hs__type_block_bytes(type);
+	size_t rb = hs__type_row_bytes(type, cols), bb = hs__type_block_bytes(type), bv = hs__type_block_values(type);
+	int off[2], nh = half_fields(type, off);
 	for (size_t r = 0; r < rows; r++)
-		for (size_t b = 0; b < cols / HS_QK; b++) {
+		for (size_t b = 0; b < cols / bv; b++) {
 			uint8_t *blk = m + r * rb + b * bb;
-			if (type == HS_TYPE_MXFP4)
+			if (type == HS_TYPE_MXFP4) {
 				blk[0] = (uint8_t)(118 + next() % 4);
-			else {
+				continue;
+			}
+			for (int h = 0; h < nh; h++) {
 				uint16_t d = hs__fp32_to_fp16(0.001f);
-				memcpy(blk, &d, 2);
+				memcpy(blk + off[h], &d, 2);
 			}
 		}
 }
@@ -247,11 +264,12 @@ int main(int argc, char **argv)
 		{ "tiers", required_argument, NULL, 'T' },   { "layout", required_argument, NULL, 'L' },
 		{ "ns", required_argument, NULL, 'n' },	     { "shapes", required_argument, NULL, 'S' },
 		{ "no-masked", no_argument, NULL, 'M' },     { "ops", required_argument, NULL, 'O' },
+		{ "types", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int quick = 0, json = 0, c, thr[8] = { 1, 2 }, nthr = 2, packed = 1, ns[16], nn = 0, masked_on = 1;
-	int shape_on[2] = { 1, 1 }, op_on[2] = { 1, 1 };
+	int shape_on[2] = { 1, 1 }, op_on[2] = { 1, 1 }, qtypes[16], nq = 0;
 	double secs = 1.0;
 	const struct hs_kernel_ops *tiers[HS_TIER_COUNT];
 	int ntiers = 0, tier_id[HS_TIER_COUNT];
@@ -294,6 +312,17 @@ int main(int argc, char **argv)
 			}
 			packed = strcmp(optarg, "packed") == 0;
 			break;
+		case 'Y':
+			for (char *tok = strtok(optarg, ","); tok && nq < 16; tok = strtok(NULL, ",")) {
+				qtypes[nq] = hs__type_from_name(tok);
+				if (!hs__kernel_type_quantized(qtypes[nq])) {
+					fprintf(stderr, "bench-kernels: --types: %s is not a block type hotset computes (%s)\n", tok,
+						hs__type_supported_names());
+					return 2;
+				}
+				nq++;
+			}
+			break;
 		case 'S':
 			shape_on[0] = strstr(optarg, "gpt-oss") != NULL;
 			shape_on[1] = strstr(optarg, "qwen3") != NULL;
@@ -306,21 +335,33 @@ int main(int argc, char **argv)
 		case 'h':
 			printf("usage: bench-kernels [--quick] [--json] [--threads 1,2] [--seconds S] [--tiers LIST]\n"
 			       "                     [--layout packed|plain] [--ns 1,8,32,128,512] [--shapes gpt-oss,qwen3]\n"
+			       "                     [--types q4_K,q6_K,iq4_xs,...]\n"
 			       "                     [--ops ffn,mmid] [--no-masked]\n"
 			       "Measures memory read bandwidth, then the fused expert FFN and mul_mat_id on the\n"
 			       "gpt-oss-120b (2880x2880 MXFP4, 4 of 128) and Qwen3-30B-A3B (2048x768 Q8_0, 8 of\n"
 			       "128) expert shapes for n = 1, 8, 32, 128, 512 tokens, and the masked-skip scaling.\n"
 			       "Experts are in the host copy's layout (row-interleaved) unless --layout plain.\n"
 			       "--tiers runs every case on each listed CPU tier (ref, avx2, avx-vnni,\n"
-			       "avx512-vnni, amx) back to back; by default the tier this machine runs.\n");
+			       "avx512-vnni, amx) back to back; by default the tier this machine runs.\n"
+			       "--types runs the Qwen3-30B-A3B shape in each listed block type instead of Q8_0\n"
+			       "(K-quants and the 32-value types keep plain rows in the host copy).\n");
 			return 0;
 		default: return 2;
 		}
 	}
-	const struct shape shapes[2] = {
+	/* --types: the Qwen3 shape once per type (its files come as K-quants) */
+	struct shape shapes[18] = {
 		{ "gpt-oss-120b 2880x2880", &hs__arch_gpt_oss, HS_TYPE_MXFP4, 2880, 2880, 128, 4 },
 		{ "qwen3-30b-a3b 2048x768", &hs__arch_qwen3moe, HS_TYPE_Q8_0, 2048, 768, 128, 8 },
 	};
+	int n_shapes = 2, shape_on_all[18] = { shape_on[0], shape_on[1] };
+	for (int i = 0; i < nq; i++) {
+		shapes[n_shapes] = shapes[1];
+		shapes[n_shapes].type = qtypes[i];
+		shape_on_all[n_shapes++] = 1;
+	}
+	if (nq)
+		shape_on_all[1] = 0;
 	static const int ns_full[5] = { 1, 8, 32, 128, 512 }, ns_quick[3] = { 1, 32, 512 };
 	if (!nn) {
 		nn = quick ? 3 : 5;
@@ -367,9 +408,9 @@ int main(int argc, char **argv)
 		   "just before each n (column 'read'); this machine's speed drifts by the minute\n");
 	fprintf(o, "\n%-24s %-5s %-6s %5s %4s %-13s %9s %8s %9s %6s %7s\n", "shape", "type", "op", "n", "thr", "tier",
 		"ms/step", "GB/s", "GFLOP/s", "read", "ratio");
-	for (int si = 0; si < 2; si++) {
+	for (int si = 0; si < n_shapes; si++) {
 		struct bench_layer b;
-		if (!shape_on[si])
+		if (!shape_on_all[si])
 			continue;
 		if (make_layer(&b, &shapes[si], packed) != 0) {
 			fprintf(stderr, "bench-kernels: out of memory for %s\n", shapes[si].name);

@@ -31,7 +31,10 @@ static inline int qx_signed(int type)
 /* Values per scale-decoding unit: a super-block, or one 32-value block. */
 static inline int qx_unit_values(int type)
 {
-	return hs__type_block_values(type) == HS_QK_K ? HS_QK_K : HS_QK;
+	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K || type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K ||
+			       type == HS_TYPE_Q2_K || type == HS_TYPE_IQ4_XS
+		       ? HS_QK_K
+		       : HS_QK;
 }
 
 /* 32 bytes whose bit `bit` (0..7) is bit i of the 32-bit mask m, as 0x10
@@ -115,6 +118,81 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
 	}
 }
 
+/* The scales (and mins) of one unit as hs__unit_scales() gives them, for a
+ * type known at compile time: no table look-ups, nothing but the bits. */
+static inline __attribute__((always_inline)) void qx_unit_scales(int type, const uint8_t *blk, float *s, float *m)
+{
+	uint16_t h0, h1;
+	memcpy(&h0, blk, 2);
+	switch (type) {
+	case HS_TYPE_Q4_K:
+	case HS_TYPE_Q5_K: {
+		memcpy(&h1, blk + 2, 2);
+		const float d = _cvtsh_ss(h0), dmin = _cvtsh_ss(h1);
+		const uint8_t *q = blk + 4;
+		for (int j = 0; j < 8; j++) {
+			int sc, mn;
+			if (j < 4) {
+				sc = q[j] & 63;
+				mn = q[j + 4] & 63;
+			} else {
+				sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+				mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+			}
+			s[2 * j] = s[2 * j + 1] = d * (float)sc;
+			m[2 * j] = m[2 * j + 1] = dmin * (float)mn;
+		}
+		return;
+	}
+	case HS_TYPE_Q6_K: {
+		memcpy(&h0, blk + 208, 2);
+		const float d = _cvtsh_ss(h0);
+		for (int i = 0; i < 16; i++)
+			s[i] = d * (float)(int8_t)blk[192 + i];
+		return;
+	}
+	case HS_TYPE_Q3_K: {
+		memcpy(&h0, blk + 108, 2);
+		const float d = _cvtsh_ss(h0);
+		const uint8_t *p = blk + 96;
+		for (int j = 0; j < 16; j++) {
+			int lo = j < 8 ? p[j % 8] & 0xf : p[j % 8] >> 4, hi = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
+			s[j] = d * (float)((lo | hi << 4) - 32);
+		}
+		return;
+	}
+	case HS_TYPE_Q2_K: {
+		memcpy(&h0, blk + 80, 2);
+		memcpy(&h1, blk + 82, 2);
+		const float d = _cvtsh_ss(h0), dmin = _cvtsh_ss(h1);
+		for (int i = 0; i < 16; i++) {
+			s[i] = d * (float)(blk[i] & 0xf);
+			m[i] = dmin * (float)(blk[i] >> 4);
+		}
+		return;
+	}
+	case HS_TYPE_IQ4_XS: {
+		const float d = _cvtsh_ss(h0);
+		uint16_t sh;
+		memcpy(&sh, blk + 2, 2);
+		for (int j = 0; j < 8; j++) {
+			int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 0xf) | (((sh >> (2 * j)) & 3) << 4);
+			s[2 * j] = s[2 * j + 1] = d * (float)(ls - 32);
+		}
+		return;
+	}
+	case HS_TYPE_Q4_1:
+	case HS_TYPE_Q5_1:
+		memcpy(&h1, blk + 2, 2);
+		s[0] = s[1] = _cvtsh_ss(h0);
+		m[0] = m[1] = -_cvtsh_ss(h1);
+		return;
+	default: /* Q4_0, Q5_0, IQ4_NL */
+		s[0] = s[1] = _cvtsh_ss(h0);
+		return;
+	}
+}
+
 /* Per token block: its scale, and the sums of its two halves (types with mins). */
 static void qx_prepare(const struct hs_block_q8_0 *x, int nb, int mins, float *dx, float *xs)
 {
@@ -142,7 +220,9 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 {
 	const __m256i iq4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values));
 	const int uv = qx_unit_values(type) / HS_QK, mins = qx_has_min(type), sgn = qx_signed(type);
-	const size_t ub = hs__type_block_bytes(type);
+	const size_t ub = type == HS_TYPE_Q4_K ? 144 : type == HS_TYPE_Q5_K ? 176 : type == HS_TYPE_Q6_K ? 210 :
+			  type == HS_TYPE_Q3_K ? 110 : type == HS_TYPE_Q2_K ? 84 : type == HS_TYPE_IQ4_XS ? 136 :
+			  type == HS_TYPE_Q4_1 ? 20 : type == HS_TYPE_Q5_0 ? 22 : type == HS_TYPE_Q5_1 ? 24 : 18;
 
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w + (size_t)r * row_bytes;
@@ -153,7 +233,7 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 		for (int u = 0; u < nb / uv; u++) {
 			float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
 			const uint8_t *blk = row + (size_t)u * ub;
-			hs__unit_scales(type, row, u, s, m);
+			qx_unit_scales(type, blk, s, m);
 			for (int j = 0; j < uv; j++) {
 				const int b = u * uv + j;
 				const __m256i wv = qx_values(type, blk, j, iq4);
