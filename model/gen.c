@@ -19,13 +19,13 @@
 #include "model/gen.h"
 
 /* name, arch, layers, experts, used, embd, ff, type, seed, general.name, moe_only, vocab, heads, kv heads,
- * head size, dense type, window, context */
+ * head size, dense type, window, context, down type */
 static const struct hs_gen_params presets[] = {
-	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072 },
-	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072 },
-	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960 },
-	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960 },
-	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072 },
+	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0 },
+	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0 },
+	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960, 0 },
+	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960, 0 },
+	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072, 0 },
 };
 
 const struct hs_gen_params *hs__gen_preset(const char *name)
@@ -91,9 +91,12 @@ int hs__gen_check(const struct hs_gen_params *in)
 	if (!a)
 		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe", in->arch ? in->arch : "(none)");
 	struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
-	if (p->type != HS_TYPE_MXFP4 && p->type != HS_TYPE_Q8_0 && p->type != HS_TYPE_F16 &&
-	    p->type != HS_TYPE_BF16 && p->type != HS_TYPE_F32)
-		return hs__error(EINVAL, "--type: not one of mxfp4, q8_0, f16, bf16, f32");
+	if (!hs__type_supported(p->type))
+		return hs__error(EINVAL, "--type: not one of %s", hs__type_supported_names());
+	if (p->down_type && !hs__type_supported(p->down_type))
+		return hs__error(EINVAL, "--down-type: not one of %s", hs__type_supported_names());
+	const int dt = p->down_type ? p->down_type : p->type;
+	const size_t dblk = hs__type_block_values(dt);
 	if (p->n_layers < 1 || p->n_layers > 1024)
 		return hs__error(EINVAL, "--layers %d: 1..1024 allowed", p->n_layers);
 	if (p->n_experts < 1 || p->n_experts > 4096)
@@ -104,13 +107,16 @@ int hs__gen_check(const struct hs_gen_params *in)
 	if (p->n_embd < (int)blk || p->n_embd > 65536 || p->n_embd % (int)blk)
 		return hs__error(EINVAL, "--embd %d: a multiple of %zu (the %s block) up to 65536", p->n_embd, blk,
 				 hs__type_name(p->type));
-	if (p->n_ff < (int)blk || p->n_ff > 65536 || p->n_ff % (int)blk)
-		return hs__error(EINVAL, "--ff %d: a multiple of %zu (the %s block) up to 65536", p->n_ff, blk,
-				 hs__type_name(p->type));
+	if (p->n_ff < (int)dblk || p->n_ff > 65536 || p->n_ff % (int)dblk)
+		return hs__error(EINVAL, "--ff %d: a multiple of %zu (the %s block) up to 65536", p->n_ff, dblk,
+				 hs__type_name(dt));
+	if (p->n_embd % (int)dblk)
+		return hs__error(EINVAL, "--embd %d: a multiple of %zu (the %s block of the down matrices)", p->n_embd,
+				 dblk, hs__type_name(dt));
 	if (p->moe_only)
 		return 0;
-	if (p->dense_type != HS_TYPE_Q8_0 && p->dense_type != HS_TYPE_F16 && p->dense_type != HS_TYPE_BF16)
-		return hs__error(EINVAL, "--dense-type: q8_0, f16 or bf16");
+	if (!hs__type_supported(p->dense_type) || p->dense_type == HS_TYPE_F32)
+		return hs__error(EINVAL, "--dense-type: one of %s but f32", hs__type_supported_names());
 	if (p->n_vocab < 256 + n_special(p) || p->n_vocab > (1 << 20))
 		return hs__error(EINVAL, "--vocab %d: %d..%d (256 byte tokens and %d special ones at least)", p->n_vocab,
 				 256 + n_special(p), 1 << 20, n_special(p));
@@ -194,7 +200,7 @@ static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 		T(L("ffn_gate_inp.weight"), 2, D, E, 1, HS_TYPE_F32, ROUTER);
 		T(L("ffn_gate_exps.weight"), 3, D, F, E, p->type, MAT);
 		T(L("ffn_up_exps.weight"), 3, D, F, E, p->type, MAT);
-		T(L("ffn_down_exps.weight"), 3, F, D, E, p->type, MAT);
+		T(L("ffn_down_exps.weight"), 3, F, D, E, p->down_type ? p->down_type : p->type, MAT);
 		if (oss) {
 			T(L("ffn_gate_inp.bias"), 1, E, 1, 1, HS_TYPE_F32, BIAS);
 			T(L("ffn_gate_exps.bias"), 2, F, E, 1, HS_TYPE_F32, BIAS);

@@ -24,6 +24,8 @@ struct hs_gen_params {
 				   gpt-oss-120b file), or HS_TYPE_F16 / HS_TYPE_BF16 */
 	int swa_window;         /* gpt-oss: 0 = 128; -1 = none (no sliding layers) */
 	int n_ctx;              /* context_length */
+	int down_type;          /* ffn_down's own type, as llama-quantize's mixes give it (Q4_K_M: q6_K in
+				   some layers); 0 = type (presets: positional, so this stays last) */
 };
 
 /* Preset shapes by name ("gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b",

@@ -70,6 +70,20 @@ expect_ok "model q4_k_m" "$HOTSET" model "$HS_DATA/oracle/qwen3moe-l2-h512-e16k4
 expect_ok "model json q4_k_m" "$HOTSET" model --json "$HS_DATA/oracle/qwen3moe-l2-h512-e16k4-q4km.gguf" &&
 	expect_grep "model json types" '"q6_K": \{'
 
+# gen writes K-quant mixes (and refuses shapes their blocks do not fit)
+expect_ok "gen q4_K + q6_K" "$HOTSET" gen -q --arch qwen3moe --layers 2 --experts 8 --used 2 --embd 256 --ff 512 \
+	--type q4_K --down-type q6_K --dense-type iq4_xs --vocab 512 -o "$TMP/k.gguf" &&
+	expect_ok "model q4_K + q6_K" "$HOTSET" model "$TMP/k.gguf" && {
+		expect_grep "gen mix" '^n_embd: 256, expert n_ff: 512, expert types: gate q4_K, up q4_K, down q6_K$'
+		expect_grep "gen mix tensors" '^tensor types: q4_K 4 .*q6_K 2 .*iq4_xs'
+	}
+expect_ok "run q4_K + q6_K" "$HOTSET" run --model "$TMP/k.gguf" --tokens "1 2 3" -n 2
+expect_fail "gen q4_K on 96 columns" "$HOTSET" gen -q --arch qwen3moe --layers 1 --experts 4 --used 2 --embd 96 \
+	--ff 256 --type q4_K -o "$TMP/bad.gguf" && expect_grep "gen block message" 'embd 96: a multiple of 256' "$TMP/err"
+expect_fail "gen unsupported type" "$HOTSET" gen -q --preset tiny --type iq2_xxs -o "$TMP/bad.gguf" &&
+	expect_grep "gen type message" 'type iq2_xxs: one of f32, f16' "$TMP/err"
+[ -e "$TMP/bad.gguf" ] && fail "gen left bad.gguf"
+
 # gen with explicit shapes, both architectures, then model reads them back.
 expect_ok "gen qwen" "$HOTSET" gen -q --arch qwen3moe --layers 3 --experts 8 --used 2 --embd 64 --ff 96 \
 	--type q8_0 --seed 5 -o "$TMP/q.gguf" &&

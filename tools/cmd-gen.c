@@ -19,9 +19,9 @@
 static void help(void)
 {
 	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe] [--layers L] [--experts E]\n"
-	       "                  [--used K] [--embd D] [--ff F] [--type mxfp4|q8_0|f16|bf16|f32]\n"
+	       "                  [--used K] [--embd D] [--ff F] [--type T] [--down-type T]\n"
 	       "                  [--vocab V] [--heads H] [--kv-heads H] [--head-dim D] [--window W]\n"
-	       "                  [--dense-type q8_0|f16|bf16] [--moe-only] [--seed S] [--name TEXT]\n"
+	       "                  [--dense-type T] [--moe-only] [--seed S] [--name TEXT]\n"
 	       "                  [--split-max-size N] -o FILE\n\n"
 	       "Writes a GGUF v3 file of a whole model (attention, norms, embeddings, output, the\n"
 	       "routers and experts, and a byte-level tokenizer with the architecture's special\n"
@@ -37,12 +37,18 @@ static void help(void)
 	       "  --layers L      MoE layers          --experts E   experts per layer\n"
 	       "  --used K        experts per token   --embd D      hidden size\n"
 	       "  --ff F          expert intermediate size\n"
-	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, q8_0 for qwen3moe)\n"
+	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, q8_0 for qwen3moe):\n"
+	       "                  %s; the K-quants and iq4_xs need\n"
+	       "                  --embd and --ff multiples of 256 (their quantizer is a plain\n"
+	       "                  round-to-nearest one, not llama-quantize's search: for tests)\n"
+	       "  --down-type T   the down matrices' own type, as llama-quantize's mixes give them\n"
+	       "                  (Q4_K_M: --type q4_K --down-type q6_K)\n"
 	       "  --vocab V       vocabulary size (default 512; presets: the real one)\n"
 	       "  --heads H       query heads         --kv-heads H  KV heads (GQA)\n"
 	       "  --head-dim D    values per head (default 64)\n"
 	       "  --window W      gpt-oss sliding window of the even layers (default 128; 0: none)\n"
-	       "  --dense-type T  attention, embeddings and output (default q8_0, as in the published\n"
+	       "  --dense-type T  attention, embeddings and output, any type above but f32 (default\n"
+	       "                  q8_0, as in the published\n"
 	       "                  gpt-oss-120b file; norms, biases, sinks and routers are f32)\n"
 	       "  --moe-only      routers and experts only (files for the MoE-layer benchmarks)\n"
 	       "  --seed S        random seed (default 1)\n"
@@ -52,7 +58,7 @@ static void help(void)
 	       "  -o, --output F  the file to write (split: the shards' prefix)\n"
 	       "  -q, --quiet     no progress output\n"
 	       "  -h, --help      this text\n",
-	       hs__gen_preset_names());
+	       hs__gen_preset_names(), hs__type_supported_names());
 }
 
 static const char *part_path; /* unlinked if the run is interrupted */
@@ -128,11 +134,12 @@ int hs_cmd_gen(int argc, char **argv)
 		{ "kv-heads", required_argument, NULL, 'G' }, { "head-dim", required_argument, NULL, 'Z' },
 		{ "window", required_argument, NULL, 'W' }, { "dense-type", required_argument, NULL, 'Y' },
 		{ "moe-only", no_argument, NULL, 'M' }, { "split-max-size", required_argument, NULL, 'S' },
+		{ "down-type", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int vocab = 0, heads = 0, kv_heads = 0, head_dim = 0, window = -1, dense_type = -1, moe_only = 0;
 	struct hs_gen_params p = { 0 };
-	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, quiet = 0, c, rc;
+	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, down_type = -1, quiet = 0, c, rc;
 	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
 	unsigned long long seed = 1;
 	uint64_t split_max = 0;
@@ -148,8 +155,13 @@ int hs_cmd_gen(int argc, char **argv)
 		case 'F': if (hs_cli_parse_int("gen", "--ff", optarg, 1, 65536, &ff)) return 1; break;
 		case 'T':
 			type = hs__type_from_name(optarg);
-			if (type < 0)
-				return hs_cli_fail("gen", "--type %s: one of mxfp4, q8_0, f16, bf16, f32", optarg);
+			if (!hs__type_supported(type))
+				return hs_cli_fail("gen", "--type %s: one of %s", optarg, hs__type_supported_names());
+			break;
+		case 'd':
+			down_type = hs__type_from_name(optarg);
+			if (!hs__type_supported(down_type) || down_type == HS_TYPE_F32)
+				return hs_cli_fail("gen", "--down-type %s: one of %s but f32", optarg, hs__type_supported_names());
 			break;
 		case 's': {
 			char *end;
@@ -165,8 +177,8 @@ int hs_cmd_gen(int argc, char **argv)
 		case 'W': if (hs_cli_parse_int("gen", "--window", optarg, 0, 1 << 24, &window)) return 1; break;
 		case 'Y':
 			dense_type = hs__type_from_name(optarg);
-			if (dense_type != HS_TYPE_Q8_0 && dense_type != HS_TYPE_F16 && dense_type != HS_TYPE_BF16)
-				return hs_cli_fail("gen", "--dense-type %s: one of q8_0, f16, bf16", optarg);
+			if (!hs__type_supported(dense_type) || dense_type == HS_TYPE_F32)
+				return hs_cli_fail("gen", "--dense-type %s: one of %s but f32", optarg, hs__type_supported_names());
 			break;
 		case 'M': moe_only = 1; break;
 		case 'S':
@@ -211,6 +223,7 @@ int hs_cmd_gen(int argc, char **argv)
 	if (head_dim) p.head_dim = head_dim;
 	if (window >= 0) p.swa_window = window ? window : -1; /* 0 in the params is the default */
 	if (dense_type >= 0) p.dense_type = dense_type;
+	if (down_type >= 0) p.down_type = down_type;
 	p.moe_only = moe_only;
 	p.seed = seed;
 	p.name = name ? name : preset ? preset : "hotset gen";
