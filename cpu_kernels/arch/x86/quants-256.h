@@ -15,17 +15,34 @@
  * the activations prepared once per token.  Scales are decoded once per
  * super-block of 256 values (per block for the 32-value types). */
 
-/* The types of this file with mins (value = s q - m). */
+/* Signed types go into the byte dots as their unsigned storage, q + off
+ * (Q6_K: 0..63), and off * s * sum(x) is taken off with the mins: no sign
+ * operations per token.  The IQ4 levels + 128 (1..241) need VNNI's int32
+ * lanes: vpmaddubsw's int16 pairs would saturate (2 x 241 x 127), so the
+ * AVX2 tier takes them signed, through |w| and sign(x, w). */
+static inline int qx_offset(int type)
+{
+	switch (type) {
+	case HS_TYPE_Q6_K: return 32;
+	case HS_TYPE_Q3_K: return 4;
+	case HS_TYPE_Q4_0: return 8;
+	case HS_TYPE_Q5_0: return 16;
+	case HS_TYPE_IQ4_XS:
+	case HS_TYPE_IQ4_NL: return X86_VNNI ? 128 : 0;
+	default: return 0;
+	}
+}
+
+/* The types of this file with a mins term (value = s q - m, or the offset's). */
 static inline int qx_has_min(int type)
 {
 	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K || type == HS_TYPE_Q2_K || type == HS_TYPE_Q4_1 ||
-	       type == HS_TYPE_Q5_1;
+	       type == HS_TYPE_Q5_1 || qx_offset(type);
 }
 
 static inline int qx_signed(int type)
 {
-	return type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_IQ4_XS || type == HS_TYPE_IQ4_NL ||
-	       type == HS_TYPE_Q4_0 || type == HS_TYPE_Q5_0;
+	return (type == HS_TYPE_IQ4_XS || type == HS_TYPE_IQ4_NL) && !qx_offset(type);
 }
 
 /* Values per scale-decoding unit: a super-block, or one 32-value block. */
@@ -83,15 +100,15 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
 		lo = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
 		__m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
 		hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * k)), m3);
-		return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+		return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* + 32 */
 	}
 	case HS_TYPE_Q3_K: {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * n));
 		q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m3);
 		__m256i h = _mm256_loadu_si256((const __m256i *)blk);
 		const __m256i bit = _mm256_set1_epi8((char)(1u << (4 * n + k)));
-		__m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), _mm256_setzero_si256());
-		return _mm256_sub_epi8(q, _mm256_and_si256(clear, _mm256_set1_epi8(4)));
+		__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+		return _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(4))); /* + 4 */
 	}
 	case HS_TYPE_Q2_K: {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * n));
@@ -102,7 +119,7 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
 	case HS_TYPE_IQ4_NL:
 		return _mm256_shuffle_epi8(iq4, qx_nibbles16(blk + 2));
 	case HS_TYPE_Q4_0:
-		return _mm256_sub_epi8(qx_nibbles16(blk + 2), _mm256_set1_epi8(8));
+		return qx_nibbles16(blk + 2); /* + 8 */
 	case HS_TYPE_Q4_1:
 		return qx_nibbles16(blk + 4);
 	case HS_TYPE_Q5_0:
@@ -111,15 +128,18 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
 		uint32_t qh;
 		memcpy(&qh, blk + (one ? 4 : 2), 4);
 		__m256i q = _mm256_or_si256(qx_nibbles16(blk + (one ? 8 : 6)), qx_bits_to_0x10(qh));
-		return one ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+		return q; /* Q5_0: + 16 */
 	}
 	default:
 		return _mm256_setzero_si256();
 	}
 }
 
-/* The scales (and mins) of one unit as hs__unit_scales() gives them, for a
- * type known at compile time: no table look-ups, nothing but the bits. */
+/* The scales (and mins) of one unit, the values hs__unit_scales() gives,
+ * for a type known at compile time: no table look-ups, nothing but the
+ * bits.  Types with 16-value sub-blocks (qx_halves) write 16 entries, one
+ * per 16 values; the others one per sub-block of 32 (8 for a super-block,
+ * 1 for a 32-value block).  s and m: 32-byte aligned. */
 static inline __attribute__((always_inline)) void qx_unit_scales(int type, const uint8_t *blk, float *s, float *m)
 {
 	uint16_t h0, h1;
@@ -127,21 +147,20 @@ static inline __attribute__((always_inline)) void qx_unit_scales(int type, const
 	switch (type) {
 	case HS_TYPE_Q4_K:
 	case HS_TYPE_Q5_K: {
+		/* the 12 bytes of 6-bit scales and mins rearranged in 32-bit words
+		 * (as ggml's kernels do) into 8 scale bytes, then 8 min bytes */
+		uint32_t u[4];
 		memcpy(&h1, blk + 2, 2);
-		const float d = _cvtsh_ss(h0), dmin = _cvtsh_ss(h1);
-		const uint8_t *q = blk + 4;
-		for (int j = 0; j < 8; j++) {
-			int sc, mn;
-			if (j < 4) {
-				sc = q[j] & 63;
-				mn = q[j + 4] & 63;
-			} else {
-				sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-				mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-			}
-			s[2 * j] = s[2 * j + 1] = d * (float)sc;
-			m[2 * j] = m[2 * j + 1] = dmin * (float)mn;
-		}
+		memcpy(u, blk + 4, 12);
+		u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+		const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
+		u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+		u[2] = mins_lo;
+		u[0] &= 0x3f3f3f3f;
+		const __m256i b8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)u));
+		const __m256i m8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(u + 2)));
+		_mm256_store_ps(s, _mm256_mul_ps(_mm256_cvtepi32_ps(b8), _mm256_set1_ps(_cvtsh_ss(h0))));
+		_mm256_store_ps(m, _mm256_mul_ps(_mm256_cvtepi32_ps(m8), _mm256_set1_ps(_cvtsh_ss(h1))));
 		return;
 	}
 	case HS_TYPE_Q6_K: {
@@ -177,107 +196,185 @@ static inline __attribute__((always_inline)) void qx_unit_scales(int type, const
 		memcpy(&sh, blk + 2, 2);
 		for (int j = 0; j < 8; j++) {
 			int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 0xf) | (((sh >> (2 * j)) & 3) << 4);
-			s[2 * j] = s[2 * j + 1] = d * (float)(ls - 32);
+			s[j] = d * (float)(ls - 32);
 		}
 		return;
 	}
 	case HS_TYPE_Q4_1:
 	case HS_TYPE_Q5_1:
 		memcpy(&h1, blk + 2, 2);
-		s[0] = s[1] = _cvtsh_ss(h0);
-		m[0] = m[1] = -_cvtsh_ss(h1);
+		s[0] = _cvtsh_ss(h0);
+		m[0] = -_cvtsh_ss(h1);
 		return;
 	default: /* Q4_0, Q5_0, IQ4_NL */
-		s[0] = s[1] = _cvtsh_ss(h0);
+		s[0] = _cvtsh_ss(h0);
 		return;
 	}
 }
 
-/* Per token block: its scale, and the sums of its two halves (types with mins). */
-static void qx_prepare(const struct hs_block_q8_0 *x, int nb, int mins, float *dx, float *xs)
+/* Types whose two halves of a 32-value block share their scale and min
+ * (sub-blocks of 32): one broadcast per block.  The others (Q6_K, Q3_K,
+ * Q2_K: sub-blocks of 16) take a two-valued scale vector. */
+static inline int qx_halves(int type)
 {
+	return type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_Q2_K;
+}
+
+/* Per token, prepared once per call for every block b (all scaled by the
+ * block's dx): d1[b] = dx; d2[2b + h] = dx per half (16-value types);
+ * x1[b] = dx sum(x) (32-value mins), x2[2b + h] = dx sum(half) (Q2_K). */
+struct qx_tok {
+	float *d1, *d2, *x1, *x2;
+};
+
+static void qx_prepare(int type, const struct hs_block_q8_0 *x, int nb, struct qx_tok t)
+{
+	const int halves = qx_halves(type), mins = qx_has_min(type);
 	for (int b = 0; b < nb; b++) {
-		dx[b] = _cvtsh_ss(x[b].d);
+		const float dx = _cvtsh_ss(x[b].d);
+		t.d1[b] = dx;
+		if (halves)
+			t.d2[2 * b] = t.d2[2 * b + 1] = dx;
 		if (!mins)
 			continue;
-		int s0 = 0, s1 = 0;
-		for (int i = 0; i < 16; i++) {
-			s0 += x[b].qs[i];
-			s1 += x[b].qs[16 + i];
+		/* 8 lanes of 4-byte sums: lanes 0-3 the first half, 4-7 the second */
+		const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+		__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
+		__m128i lo = _mm256_castsi256_si128(s8), hi = _mm256_extracti128_si256(s8, 1);
+		lo = _mm_hadd_epi32(lo, hi); /* a0+a1 a2+a3 b0+b1 b2+b3 */
+		lo = _mm_hadd_epi32(lo, lo); /* half 0, half 1, ... */
+		const int h0 = _mm_cvtsi128_si32(lo), h1 = _mm_extract_epi32(lo, 1);
+		if (halves) {
+			t.x2[2 * b] = dx * (float)h0;
+			t.x2[2 * b + 1] = dx * (float)h1;
+		} else {
+			t.x1[b] = dx * (float)(h0 + h1);
 		}
-		xs[2 * b] = dx[b] * (float)s0;
-		xs[2 * b + 1] = dx[b] * (float)s1;
 	}
 }
 
 #define QX_MAX_UNIT 16 /* scales per unit: 256 / 16 */
 
-/* Rows r0..r1 against NT (1..4) tokens; dx, xs: the tokens' prepared
- * scales and half sums, nb entries (2 nb) each. */
+/* Rows r0..r1 against NT (1..4) tokens.  Per unit of 256 values (or one
+ * block of 32): the row's scales once, then per token their products with
+ * the token's block scales (one vector multiply for 8 blocks) and the mins
+ * term (one FMA of 8 mins with 8 block sums); per block and token one byte
+ * dot, one convert and one FMA. */
 static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_t *w, size_t row_bytes, int r0,
 							   int r1, int nb, const struct hs_block_q8_0 *const *x,
-							   const float *dx, const float *xs, int NT, float *const *out)
+							   const struct qx_tok *tk, int NT, float *const *out)
 {
-	const __m256i iq4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values));
+	const __m256i iq4 = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values)),
+					    _mm256_set1_epi8((char)qx_offset(type)));
 	const int uv = qx_unit_values(type) / HS_QK, mins = qx_has_min(type), sgn = qx_signed(type);
+	const int halves = qx_halves(type);
 	const size_t ub = type == HS_TYPE_Q4_K ? 144 : type == HS_TYPE_Q5_K ? 176 : type == HS_TYPE_Q6_K ? 210 :
 			  type == HS_TYPE_Q3_K ? 110 : type == HS_TYPE_Q2_K ? 84 : type == HS_TYPE_IQ4_XS ? 136 :
 			  type == HS_TYPE_Q4_1 ? 20 : type == HS_TYPE_Q5_0 ? 22 : type == HS_TYPE_Q5_1 ? 24 : 18;
 
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w + (size_t)r * row_bytes;
-		__m256 acc[4];
-		float macc[4] = { 0, 0, 0, 0 };
+		__m256 acc[4], acc2[4], macc[4];
 		_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
-			acc[t] = _mm256_setzero_ps();
+			acc[t] = acc2[t] = macc[t] = _mm256_setzero_ps();
 		for (int u = 0; u < nb / uv; u++) {
-			float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
+			_Alignas(32) float s[QX_MAX_UNIT], m[QX_MAX_UNIT], f[4][QX_MAX_UNIT];
 			const uint8_t *blk = row + (size_t)u * ub;
+			const int b0 = u * uv;
 			qx_unit_scales(type, blk, s, m);
-			for (int j = 0; j < uv; j++) {
-				const int b = u * uv + j;
+			if (qx_offset(type)) { /* value = s (q + off) - off s */
+				const __m256 off = _mm256_set1_ps((float)qx_offset(type));
+				if (uv == 8) {
+					_mm256_store_ps(m, _mm256_mul_ps(off, _mm256_load_ps(s)));
+					if (halves)
+						_mm256_store_ps(m + 8, _mm256_mul_ps(off, _mm256_load_ps(s + 8)));
+				} else {
+					m[0] = (float)qx_offset(type) * s[0];
+				}
+			}
+			if (uv == 8) { /* a super-block: 8 blocks' products at once */
+				_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+					if (halves) {
+						_mm256_store_ps(f[t], _mm256_mul_ps(_mm256_load_ps(s), _mm256_loadu_ps(tk[t].d2 + 2 * b0)));
+						_mm256_store_ps(f[t] + 8,
+								_mm256_mul_ps(_mm256_load_ps(s + 8), _mm256_loadu_ps(tk[t].d2 + 2 * b0 + 8)));
+						if (mins) {
+							macc[t] = _mm256_fmadd_ps(_mm256_load_ps(m), _mm256_loadu_ps(tk[t].x2 + 2 * b0), macc[t]);
+							macc[t] = _mm256_fmadd_ps(_mm256_load_ps(m + 8), _mm256_loadu_ps(tk[t].x2 + 2 * b0 + 8),
+										  macc[t]);
+						}
+					} else {
+						_mm256_store_ps(f[t], _mm256_mul_ps(_mm256_load_ps(s), _mm256_loadu_ps(tk[t].d1 + b0)));
+						if (mins)
+							macc[t] = _mm256_fmadd_ps(_mm256_load_ps(m), _mm256_loadu_ps(tk[t].x1 + b0), macc[t]);
+					}
+				}
+			} else { /* one 32-value block */
+				_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+					f[t][0] = s[0] * tk[t].d1[b0];
+					if (mins)
+						macc[t] = _mm256_add_ps(macc[t], _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, m[0] * tk[t].x1[b0]));
+				}
+			}
+			/* unrolled: the bit positions of block j are constants */
+			_Pragma("GCC unroll 8") for (int j = 0; j < uv; j++) {
+				const int b = b0 + j;
 				const __m256i wv = qx_values(type, blk, j, iq4);
-				const __m256 sv = _mm256_set_m128(_mm_set1_ps(s[2 * j + 1]), _mm_set1_ps(s[2 * j]));
 				const __m256i wa = sgn ? _mm256_sign_epi8(wv, wv) : wv;
 				_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
 					__m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
 					if (sgn)
 						xv = _mm256_sign_epi8(xv, wv);
 					__m256i p = dpbusd256(_mm256_setzero_si256(), wa, xv);
-					acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-								 _mm256_mul_ps(sv, _mm256_set1_ps(dx[t * nb + b])), acc[t]);
-					if (mins)
-						macc[t] += m[2 * j] * xs[t * 2 * nb + 2 * b] +
-							   m[2 * j + 1] * xs[t * 2 * nb + 2 * b + 1];
+					const __m256 sv = halves ? _mm256_set_m128(_mm_broadcast_ss(&f[t][2 * j + 1]),
+										    _mm_broadcast_ss(&f[t][2 * j]))
+								 : _mm256_broadcast_ss(&f[t][j]);
+					/* two chains per token (even and odd blocks) */
+					if (j % 2)
+						acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sv, acc2[t]);
+					else
+						acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sv, acc[t]);
 				}
 			}
 		}
 		_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
-			out[t][r - r0] = hsum(acc[t]) - macc[t];
+			out[t][r - r0] = hsum(_mm256_add_ps(acc[t], acc2[t])) - hsum(macc[t]);
 	}
 }
 
 #define ROWS_QX_NT(TYPE)                                                                                        \
 	do {                                                                                                  \
 		switch (jn) {                                                                                 \
-		case 4: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 4, out + j0); break;         \
-		case 3: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 3, out + j0); break;         \
-		case 2: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 2, out + j0); break;         \
-		default: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, dx, xs, 1, out + j0); break;        \
+		case 4: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, tk, 4, out + j0); break;             \
+		case 3: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, tk, 3, out + j0); break;             \
+		case 2: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, tk, 2, out + j0); break;             \
+		default: rows_qx(TYPE, w, row_bytes, r0, r1, nb, x + j0, tk, 1, out + j0); break;            \
 		}                                                                                             \
 	} while (0)
 
 static void tile_qx_256(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK, mins = qx_has_min(type);
-	/* 4 tokens' scales and half sums: at most 96 KiB for 65536 columns */
-	float dx[4 * nb], xs[mins ? 8 * nb : 1];
+	const int nb = ncols / HS_QK, halves = qx_halves(type), mins = qx_has_min(type);
+	/* 4 tokens' prepared scales and sums: at most 4 x 2048 x 5 floats (160 KiB)
+	 * for the 65536 columns hotset accepts; 10 KiB for a 4096-wide row */
+	const int per = nb * (1 + (halves ? 2 : 0) + (mins ? (halves ? 2 : 1) : 0));
+	float buf[4 * per];
+	struct qx_tok tk[4];
 
+	for (int j = 0; j < 4; j++) {
+		float *p = buf + j * per;
+		tk[j].d1 = p;
+		p += nb;
+		tk[j].d2 = halves ? p : NULL;
+		p += halves ? 2 * nb : 0;
+		tk[j].x1 = mins && !halves ? p : NULL;
+		tk[j].x2 = mins && halves ? p : NULL;
+	}
 	for (int j0 = 0; j0 < nt; j0 += 4) {
 		const int jn = nt - j0 < 4 ? nt - j0 : 4;
 		for (int j = 0; j < jn; j++)
-			qx_prepare(x[j0 + j], nb, mins, dx + j * nb, xs + (mins ? 2 * j * nb : 0));
+			qx_prepare(type, x[j0 + j], nb, tk[j]);
 		switch (type) {
 		case HS_TYPE_Q4_K: ROWS_QX_NT(HS_TYPE_Q4_K); break;
 		case HS_TYPE_Q5_K: ROWS_QX_NT(HS_TYPE_Q5_K); break;
