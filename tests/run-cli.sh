@@ -15,6 +15,7 @@ expect_ok "run greedy" "$HOTSET" run --model "$TMP/w.gguf" --tokens "1 2 3, 4,5"
 	expect_grep "prompt eval line" '^prompt eval time = +[0-9.]+ ms / +5 tokens \(' "$TMP/err"
 	expect_grep "eval line" '^eval time = +[0-9.]+ ms / +11 runs' "$TMP/err"
 	expect_grep "load line" '^load time = ' "$TMP/err"
+	expect_grep "peak RSS line" '^peak RSS = [0-9]+ MiB' "$TMP/err"
 	expect_grep "moe line" '^MoE: ' "$TMP/err"
 	cp "$TMP/out" "$TMP/greedy"
 }

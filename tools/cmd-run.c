@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -408,11 +409,15 @@ static int run(const struct run_opts *o)
 	if (!o->quiet) {
 		if (stop)
 			fprintf(stderr, "run: interrupted after %d generated tokens\n", n_done);
+		struct rusage ru;
+		double peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0; /* Linux: KiB */
 		fprintf(stderr, "load time = %10.2f ms\n", t_load * 1e3);
 		fprintf(stderr, "prompt eval time = %10.2f ms / %5ld tokens (%8.2f ms per token, %8.2f tokens per second)\n",
 			p_s * 1e3, p_tokens, p_tokens ? p_s * 1e3 / p_tokens : 0, p_s > 0 ? p_tokens / p_s : 0);
 		fprintf(stderr, "eval time = %10.2f ms / %5ld runs   (%8.2f ms per token, %8.2f tokens per second)\n",
 			e_s * 1e3, e_tokens, e_tokens ? e_s * 1e3 / e_tokens : 0, e_s > 0 ? e_tokens / e_s : 0);
+		fprintf(stderr, "peak RSS = %.0f MiB (the most this process held in memory: host experts, the mapped\n"
+				"           file's touched pages, caches)\n", peak);
 		double all = st.attn_s + st.moe_s + st.other_s;
 		fprintf(stderr, "time: attention %.0f%%, MoE %.0f%%, other %.0f%% (dense part on %s)\n",
 			all > 0 ? 100 * st.attn_s / all : 0, all > 0 ? 100 * st.moe_s / all : 0,
