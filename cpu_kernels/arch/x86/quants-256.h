@@ -165,39 +165,57 @@ static inline __attribute__((always_inline)) void qx_unit_scales(int type, const
 	}
 	case HS_TYPE_Q6_K: {
 		memcpy(&h0, blk + 208, 2);
-		const float d = _cvtsh_ss(h0);
-		for (int i = 0; i < 16; i++)
-			s[i] = d * (float)(int8_t)blk[192 + i];
+		const __m256 d = _mm256_set1_ps(_cvtsh_ss(h0));
+		const __m128i sc = _mm_loadu_si128((const __m128i *)(blk + 192));
+		_mm256_store_ps(s, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+		_mm256_store_ps(s + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
 		return;
 	}
 	case HS_TYPE_Q3_K: {
+		/* low 4 bits: bytes 0..7, low nibbles then high; the top 2: byte
+		 * j % 4 of bytes 8..11 at shift 2 (j / 4), one 32-bit lane per j / 4 */
+		uint32_t h4;
+		uint64_t l8;
 		memcpy(&h0, blk + 108, 2);
-		const float d = _cvtsh_ss(h0);
-		const uint8_t *p = blk + 96;
-		for (int j = 0; j < 16; j++) {
-			int lo = j < 8 ? p[j % 8] & 0xf : p[j % 8] >> 4, hi = (p[8 + j % 4] >> (2 * (j / 4))) & 3;
-			s[j] = d * (float)((lo | hi << 4) - 32);
-		}
+		memcpy(&l8, blk + 96, 8);
+		memcpy(&h4, blk + 104, 4);
+		const __m128i v = _mm_cvtsi64_si128((long long)l8), m4 = _mm_set1_epi8(0x0f);
+		const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+		const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)h4), _mm_setr_epi32(0, 2, 4, 6)),
+						 _mm_set1_epi8(3));
+		const __m128i sc = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+		const __m256 d = _mm256_set1_ps(_cvtsh_ss(h0));
+		_mm256_store_ps(s, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+		_mm256_store_ps(s + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
 		return;
 	}
 	case HS_TYPE_Q2_K: {
 		memcpy(&h0, blk + 80, 2);
 		memcpy(&h1, blk + 82, 2);
-		const float d = _cvtsh_ss(h0), dmin = _cvtsh_ss(h1);
-		for (int i = 0; i < 16; i++) {
-			s[i] = d * (float)(blk[i] & 0xf);
-			m[i] = dmin * (float)(blk[i] >> 4);
-		}
+		const __m256 d = _mm256_set1_ps(_cvtsh_ss(h0)), dmin = _mm256_set1_ps(_cvtsh_ss(h1));
+		const __m128i v = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(0x0f);
+		const __m128i sc = _mm_and_si128(v, m4), mn = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+		_mm256_store_ps(s, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
+		_mm256_store_ps(s + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)))));
+		_mm256_store_ps(m, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+		_mm256_store_ps(m + 8, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mn, 8)))));
 		return;
 	}
 	case HS_TYPE_IQ4_XS: {
-		const float d = _cvtsh_ss(h0);
+		/* ls_j: nibble j of the 4 bytes scales_l, and bits 2j, 2j + 1 of
+		 * scales_h on top */
+		uint32_t sl;
 		uint16_t sh;
 		memcpy(&sh, blk + 2, 2);
-		for (int j = 0; j < 8; j++) {
-			int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 0xf) | (((sh >> (2 * j)) & 3) << 4);
-			s[j] = d * (float)(ls - 32);
-		}
+		memcpy(&sl, blk + 4, 4);
+		const __m128i v = _mm_cvtsi32_si128((int)sl), m4 = _mm_set1_epi8(0x0f);
+		const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+		const __m256i hi = _mm256_and_si256(
+			_mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+			_mm256_set1_epi32(3));
+		const __m256i ls = _mm256_or_si256(_mm256_cvtepu8_epi32(nib), _mm256_slli_epi32(hi, 4));
+		_mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h0)),
+						 _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)))));
 		return;
 	}
 	case HS_TYPE_Q4_1:
@@ -272,6 +290,7 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 			  type == HS_TYPE_Q3_K ? 110 : type == HS_TYPE_Q2_K ? 84 : type == HS_TYPE_IQ4_XS ? 136 :
 			  type == HS_TYPE_Q4_1 ? 20 : type == HS_TYPE_Q5_0 ? 22 : type == HS_TYPE_Q5_1 ? 24 : 18;
 
+	const uint8_t *end = w + (size_t)r1 * row_bytes; /* prefetches stay inside the call's rows */
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w + (size_t)r * row_bytes;
 		__m256 acc[4], acc2[4], macc[4];
@@ -281,6 +300,12 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 			_Alignas(32) float s[QX_MAX_UNIT], m[QX_MAX_UNIT], f[4][QX_MAX_UNIT];
 			const uint8_t *blk = row + (size_t)u * ub;
 			const int b0 = u * uv;
+			/* decode streams each expert's rows once, from cold: a software
+			 * prefetch PREFETCH_AHEAD bytes ahead (kernels-256.h) keeps
+			 * more of them in flight (the loads were the stalls) */
+			if (NT == 1 && blk + PREFETCH_AHEAD + ub <= end)
+				for (size_t o = 0; o < ub; o += 64)
+					_mm_prefetch((const char *)blk + PREFETCH_AHEAD + o, _MM_HINT_T0);
 			qx_unit_scales(type, blk, s, m);
 			if (qx_offset(type)) { /* value = s (q + off) - off s */
 				const __m256 off = _mm256_set1_ps((float)qx_offset(type));
@@ -326,9 +351,15 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 					if (sgn)
 						xv = _mm256_sign_epi8(xv, wv);
 					__m256i p = dpbusd256(_mm256_setzero_si256(), wa, xv);
-					const __m256 sv = halves ? _mm256_set_m128(_mm_broadcast_ss(&f[t][2 * j + 1]),
-										    _mm_broadcast_ss(&f[t][2 * j]))
-								 : _mm256_broadcast_ss(&f[t][j]);
+					/* halves: lanes 0-3 take product 2j, 4-7 2j + 1, of the
+					 * 8 in f[t] + 8 (j / 4) */
+					const __m256 sv =
+						halves ? _mm256_permutevar8x32_ps(
+								 _mm256_load_ps(f[t] + 8 * (j / 4)),
+								 _mm256_setr_epi32(2 * (j % 4), 2 * (j % 4), 2 * (j % 4), 2 * (j % 4),
+										   2 * (j % 4) + 1, 2 * (j % 4) + 1, 2 * (j % 4) + 1,
+										   2 * (j % 4) + 1))
+						       : _mm256_broadcast_ss(&f[t][j]);
 					/* two chains per token (even and odd blocks) */
 					if (j % 2)
 						acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sv, acc2[t]);
