@@ -171,7 +171,9 @@ static const uint32_t guard_bits = 0x7fc0beef;
 static void test_tiles(const struct hs_kernel_ops *fast)
 {
 	const int colsk[3] = { 256, 768, 5120 }, cols32[3] = { 32, 96, 2880 };
-	const int nts[6] = { 1, 2, 3, 4, 5, 9 };
+	/* 9, 17 and 33 take the AVX-512 tier's token lanes (15 a tile, a last
+	 * one of 8 or more) with a 256-bit rest */
+	const int nts[8] = { 1, 2, 3, 4, 5, 9, 17, 33 };
 	const int R = 40;
 
 	for (int t = 0; t < NTYPES; t++) {
@@ -182,22 +184,22 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 			const int cols = k ? colsk[c] : cols32[c];
 			const size_t rb = hs__type_row_bytes(types[t], (uint64_t)cols) + 64 * (c == 1); /* a gap between rows */
 			uint8_t *w = malloc(rb * R);
-			float *row = malloc(sizeof *row * cols), *x = malloc(sizeof *x * cols * 9);
-			struct hs_block_q8_0 *xq = malloc(sizeof *xq * (size_t)(cols / 32) * 9);
+			float *row = malloc(sizeof *row * cols), *x = malloc(sizeof *x * cols * 33);
+			struct hs_block_q8_0 *xq = malloc(sizeof *xq * (size_t)(cols / 32) * 33);
 			for (int r = 0; r < R; r++) {
 				for (int i = 0; i < cols; i++)
 					row[i] = gauss() * (r % 7 == 3 ? 1e-4f : 0.05f) + (r % 5 == 1 ? 0.02f : 0.0f);
 				hs__quantize_row_ref(types[t], row, w + (size_t)r * rb, cols);
 			}
-			for (int i = 0; i < cols * 9; i++)
+			for (int i = 0; i < cols * 33; i++)
 				x[i] = gauss() * (i % 97 == 0 ? 30.0f : 1.0f);
-			quantize_tokens(x, xq, 9, cols);
-			for (int ni = 0; ni < 6; ni++) {
+			quantize_tokens(x, xq, 33, cols);
+			for (int ni = 0; ni < 8; ni++) {
 				const int nt = nts[ni], r0 = ni % 3 == 1 ? 3 : 0, r1 = ni % 2 ? R : R - 5;
 				const int n_out = r1 - r0;
 				float *a = malloc(sizeof *a * (size_t)(n_out + GUARD) * nt), *b = malloc(sizeof *b * (size_t)n_out * nt);
-				const struct hs_block_q8_0 *xs[9];
-				float *oa[9], *ob[9];
+				const struct hs_block_q8_0 *xs[33];
+				float *oa[33], *ob[33];
 				for (int j = 0; j < nt; j++) {
 					xs[j] = xq + (size_t)j * (cols / 32);
 					oa[j] = a + (size_t)j * (n_out + GUARD);

@@ -232,6 +232,148 @@ static void tile_q8_lanes(const uint8_t *w, size_t row_bytes, int r0, int r1, in
 	}
 }
 
+/* The other block types (quants-256.h's) against 8 or more tokens, tokens
+ * in the lanes as tile_q8_lanes has them: per row and 32-value block the
+ * weights are decoded once into 32 signed bytes (their true integers: the
+ * unsigned storage less the type's offset) on the stack, and 8 vpdpbusd
+ * broadcast 4 of them each against the 15 tokens' (x + 128) bytes; the
+ * 16th lane's sum(w) takes 128 sum(w) off.  The 16-value types keep the
+ * block's halves (units 0-3, 4-7) in two accumulators for their two
+ * scales.  Per block then: per half one convert and one FMA with
+ * s x the tokens' dx, and the mins (m x the tokens' dx sum(x)) in one FMA:
+ * about 1.3 instructions per block and token where the 256-bit tiles take
+ * about 5. */
+#define QL_CHUNK 64 /* blocks per prepared chunk (a multiple of a super-block's 8) */
+
+static inline __attribute__((always_inline)) void lane_rows_qx(int type, const uint8_t *row, int b0, int kb,
+								const int32_t *xs, const float *dxs, const float *xh,
+								float *acc_mem, int first)
+{
+	const __m256i iq4 = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values)),
+					    _mm256_set1_epi8((char)qx_offset(type)));
+	const __m512i last = _mm512_set1_epi32(LANE_TOKENS);
+	const int uv = qx_unit_values(type) / HS_QK, halves = qx_halves(type), mins = qx_has_min(type) && !qx_offset(type);
+	const size_t ub = hs__type_block_bytes(type);
+	__m512 acc = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem);
+
+	for (int k0 = 0; k0 < kb; k0 += uv) {
+		const int u = (b0 + k0) / uv;
+		const uint8_t *blk = row + (size_t)u * ub;
+		_Alignas(32) float sc[QX_MAX_UNIT] = { 0 }, mn[QX_MAX_UNIT] = { 0 }; /* (for the compiler) */
+		_Alignas(32) int8_t wb[32];
+		qx_unit_scales(type, blk, sc, mn);
+		_Pragma("GCC unroll 8") for (int j = 0; j < uv; j++) {
+			const int k = k0 + j;
+			__m256i wv = qx_values(type, blk, j, iq4);
+			if (qx_offset(type))
+				wv = _mm256_sub_epi8(wv, _mm256_set1_epi8((char)qx_offset(type)));
+			_mm256_store_si256((__m256i *)wb, wv);
+			const __m512 d = _mm512_loadu_ps(dxs + k * 16);
+			__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+			_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+				const __m512i xv = _mm512_loadu_si512((const void *)(xs + (k * 8 + q) * 16));
+				if (q < 4)
+					a0 = _mm512_dpbusd_epi32(a0, xv, _mm512_set1_epi32(load32(wb + 4 * q)));
+				else
+					a1 = _mm512_dpbusd_epi32(a1, xv, _mm512_set1_epi32(load32(wb + 4 * q)));
+			}
+			if (halves) {
+				a0 = _mm512_sub_epi32(a0, _mm512_slli_epi32(_mm512_permutexvar_epi32(last, a0), 7));
+				a1 = _mm512_sub_epi32(a1, _mm512_slli_epi32(_mm512_permutexvar_epi32(last, a1), 7));
+				acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(d, _mm512_set1_ps(sc[2 * j])), acc);
+				acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(d, _mm512_set1_ps(sc[2 * j + 1])), acc);
+				if (mins) { /* Q2_K: dx sum of each half, 32 floats a block */
+					acc = _mm512_fnmadd_ps(_mm512_loadu_ps(xh + k * 32), _mm512_set1_ps(mn[2 * j]), acc);
+					acc = _mm512_fnmadd_ps(_mm512_loadu_ps(xh + k * 32 + 16), _mm512_set1_ps(mn[2 * j + 1]), acc);
+				}
+			} else {
+				__m512i a = _mm512_add_epi32(a0, a1);
+				a = _mm512_sub_epi32(a, _mm512_slli_epi32(_mm512_permutexvar_epi32(last, a), 7));
+				acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(d, _mm512_set1_ps(sc[j])), acc);
+				if (mins) /* dx sum of the block: the first 16 of its 32 */
+					acc = _mm512_fnmadd_ps(_mm512_loadu_ps(xh + k * 32), _mm512_set1_ps(mn[j]), acc);
+			}
+		}
+	}
+	_mm512_storeu_ps(acc_mem, acc);
+}
+
+static inline __attribute__((always_inline)) void tile_qx_lanes(int type, const uint8_t *w, size_t row_bytes, int r0,
+								   int r1, int ncols,
+			  const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK;
+	_Alignas(64) int32_t xs[QL_CHUNK * 8 * 16]; /* [block][unit][lane] */
+	_Alignas(64) float dxs[QL_CHUNK * 16];      /* [block][lane] */
+	_Alignas(64) float xh[QL_CHUNK * 32];       /* [block][half][lane]: dx sum(x); whole blocks in half 0 */
+	_Alignas(64) float acc[LANE_ROW_BLOCK * 16]; /* [row][lane] */
+
+	for (int j0 = 0; j0 < nt; j0 += LANE_TOKENS) {
+		const int jn = nt - j0 < LANE_TOKENS ? nt - j0 : LANE_TOKENS;
+		for (int rb0 = r0; rb0 < r1; rb0 += LANE_ROW_BLOCK) {
+			const int rn = r1 - rb0 < LANE_ROW_BLOCK ? r1 - rb0 : LANE_ROW_BLOCK;
+			for (int b0 = 0; b0 < nb; b0 += QL_CHUNK) {
+				const int kb = nb - b0 < QL_CHUNK ? nb - b0 : QL_CHUNK;
+				for (int k = 0; k < kb; k++)
+					for (int j = 0; j < 16; j++) {
+						const int real = j < jn;
+						const struct hs_block_q8_0 *xb = real ? &x[j0 + j][b0 + k] : NULL;
+						for (int q = 0; q < 8; q++)
+							xs[(k * 8 + q) * 16 + j] = j == LANE_TOKENS ? 0x01010101
+										   : real ? load32(xb->qs + 4 * q) ^ (int32_t)0x80808080
+											  : (int32_t)0x80808080;
+						float dx = real ? _cvtsh_ss(xb->d) : 0.0f, h0 = 0, h1 = 0;
+						if (real) {
+							const __m256i v = _mm256_loadu_si256((const __m256i *)xb->qs);
+							__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+										       _mm256_set1_epi16(1));
+							__m128i lo = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+							lo = _mm_hadd_epi32(lo, lo);
+							h0 = (float)_mm_cvtsi128_si32(lo);
+							h1 = (float)_mm_extract_epi32(lo, 1);
+						}
+						dxs[k * 16 + j] = dx;
+						if (qx_halves(type)) {
+							xh[k * 32 + j] = dx * h0;
+							xh[k * 32 + 16 + j] = dx * h1;
+						} else {
+							xh[k * 32 + j] = dx * (h0 + h1);
+						}
+					}
+				for (int r = 0; r < rn; r++)
+					lane_rows_qx(type, w + (size_t)(rb0 + r) * row_bytes, b0, kb, xs, dxs, xh, acc + 16 * r,
+						     b0 == 0);
+			}
+			for (int r = 0; r < rn; r++)
+				for (int j = 0; j < jn; j++)
+					out[j0 + j][rb0 - r0 + r] = acc[16 * r + j];
+		}
+	}
+}
+
+#define TILE_QX_LANES(TYPE) tile_qx_lanes(TYPE, w, row_bytes, r0, r1, ncols, x, nt, out)
+
+/* The lanes for the types with a constant `type` each (the inner loops
+ * specialise on it). */
+static void tile_qx_lanes_any(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	switch (type) {
+	case HS_TYPE_Q4_K: TILE_QX_LANES(HS_TYPE_Q4_K); break;
+	case HS_TYPE_Q5_K: TILE_QX_LANES(HS_TYPE_Q5_K); break;
+	case HS_TYPE_Q6_K: TILE_QX_LANES(HS_TYPE_Q6_K); break;
+	case HS_TYPE_Q3_K: TILE_QX_LANES(HS_TYPE_Q3_K); break;
+	case HS_TYPE_Q2_K: TILE_QX_LANES(HS_TYPE_Q2_K); break;
+	case HS_TYPE_IQ4_XS: TILE_QX_LANES(HS_TYPE_IQ4_XS); break;
+	case HS_TYPE_IQ4_NL: TILE_QX_LANES(HS_TYPE_IQ4_NL); break;
+	case HS_TYPE_Q4_0: TILE_QX_LANES(HS_TYPE_Q4_0); break;
+	case HS_TYPE_Q4_1: TILE_QX_LANES(HS_TYPE_Q4_1); break;
+	case HS_TYPE_Q5_0: TILE_QX_LANES(HS_TYPE_Q5_0); break;
+	case HS_TYPE_Q5_1: TILE_QX_LANES(HS_TYPE_Q5_1); break;
+	default: break;
+	}
+}
+
 /* Plain Q8_0 rows against fewer tokens than the lanes path takes (decode,
  * and the tokens left over from whole lane tiles), with the lanes path's
  * arithmetic per row and token: each block's dot summed exactly in int32,
@@ -286,6 +428,14 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
+	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= LANES_MIN_TOKENS) {
+		/* whole lane tiles, and a last one of 8 or more; the rest 256-bit */
+		const int lanes = nt % LANE_TOKENS >= LANES_MIN_TOKENS ? nt : nt / LANE_TOKENS * LANE_TOKENS;
+		tile_qx_lanes_any(type, w, row_bytes, r0, r1, ncols, x, lanes, out);
+		if (lanes < nt)
+			tile_q_256(type, w, row_bytes, r0, r1, ncols, x + lanes, nt - lanes, out + lanes);
+		return;
+	}
 	if (type != HS_TYPE_Q8_0) {
 		tile_q_256(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 		return;
