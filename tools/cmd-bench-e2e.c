@@ -274,9 +274,11 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 	if (hs_model_open(path, &m))
 		return hs_cli_fail("bench", "%s", hs_last_error());
 	struct hs_model_info in = *hs_model_info(m);
-	char name[128];
+	char name[128], types[224];
 	snprintf(name, sizeof name, "%s", in.name);
+	snprintf(types, sizeof types, "%s", in.expert_types);
 	in.name = name;
+	in.expert_types = types;
 	hs_model_free(m);
 	if (!in.whole)
 		return hs_cli_fail("bench", "%s: not a whole model (--e2e runs token to token)", path);
@@ -289,7 +291,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 	       o.reps);
 	printf("build: %s\n", hs_build_info());
 	printf("model: %s (%s), %d layers x %d experts (%d used), n_embd %d, vocab %d, experts %s, %.0f MiB\n", path,
-	       in.name, in.n_layers, in.n_experts, in.n_used, in.n_embd, in.n_vocab, in.expert_type_name,
+	       in.name, in.n_layers, in.n_experts, in.n_used, in.n_embd, in.n_vocab, in.expert_types,
 	       in.file_bytes / 1048576.0);
 	printf("weights a generated token reads: %.1f MiB (%d experts x %d layer%s %.1f MiB + attention and output "
 	       "%.1f MiB)\n",

@@ -521,7 +521,7 @@ int hs_cmd_bench(int argc, char **argv)
 		printf("machine: %s\n", machine);
 		printf("device:  %s%s\n", dev_desc, sim ? "  [sim: the device is threads of this CPU]" : "");
 		printf("model:   %s: %d MoE layers x %d experts (%d per token), %d x %d %s, %.2f MiB per expert\n",
-		       model_file, in->n_moe_layers, E, K, in->n_embd, in->n_ff, in->expert_type_name,
+		       model_file, in->n_moe_layers, E, K, in->n_embd, in->n_ff, in->expert_types,
 		       u.shape.S / 1048576);
 		printf("routing: %s; cache policy %s, 1 admission per layer step, warm start from the routing\n",
 		       c.trace ? c.trace : "synthetic", c.policy);
