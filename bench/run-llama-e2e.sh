@@ -36,18 +36,26 @@ while [ "$r" -le "$rounds" ]; do
 	flock /tmp/hs-bench.lock "$llama" -m "$model" -t "$thr" -p "$pp" -n "$tg" -r 2 >>"$out.txt" 2>&1
 	r=$((r + 1))
 done
-# per round: hotset tok/s / llama.cpp tok/s for pp and tg
-awk -v pp="pp$pp" -v tg="tg$tg" '
+# per round: hotset tok/s / llama.cpp tok/s for pp and tg (llama-bench's
+# table: the test in the next-to-last column, "t/s" in the last)
+summary() {
+	awk -v pp="pp$pp" -v tg="tg$tg" '
+function trim(x) { gsub(/^ +| +$/, "", x); return x }
 /^== round/ { round = $3; who = $4 }
 who == "hotset:" && $1 == "cpu" { hp[round] = $3; ht[round] = $5 }
-who == "llama.cpp:" && index($0, "| " pp " ") { n = split($0, f, "|"); split(f[n - 1], v, " "); lp[round] = v[1] }
-who == "llama.cpp:" && index($0, "| " tg " ") { n = split($0, f, "|"); split(f[n - 1], v, " "); lt[round] = v[1] }
+who == "llama.cpp:" && /^\|/ {
+	n = split($0, f, "|"); t = trim(f[n - 2]); split(trim(f[n - 1]), v, " ")
+	if (t == pp) lp[round] = v[1]
+	if (t == tg) lt[round] = v[1]
+}
 END {
 	print "\nsummary: hotset / llama.cpp tokens per second, per round next to each other in time"
 	printf "%5s %10s %10s %8s %10s %10s %8s\n", "round", "hotset pp", "llama pp", "ratio", "hotset tg", "llama tg", "ratio"
 	for (r = 1; r in hp; r++)
 		printf "%5d %10.1f %10.1f %8.2f %10.2f %10.2f %8.2f\n", r, hp[r], lp[r], lp[r] ? hp[r] / lp[r] : 0,
 		       ht[r], lt[r], lt[r] ? ht[r] / lt[r] : 0
-}' "$out.txt" >>"$out.txt"
+}' "$1"
+}
+summary "$out.txt" >>"$out.txt"
 cat "$out.txt"
 echo "raw output: $out.txt"
