@@ -16,7 +16,7 @@ CLANG=${CLANG:-clang}
 command -v "$CLANG" >/dev/null 2>&1 || { echo "SKIP: no clang (Debian package clang)"; exit 77; }
 out="$build/fuzz"
 mkdir -p "$out" "$build/fuzz-crashes"
-lib="$src/model/gguf.c $src/base/error.c $src/cpu_kernels/formats.c"
+lib="$src/model/gguf.c $src/base/error.c $src/cpu_kernels/formats.c $src/cpu_kernels/quants.c"
 for f in unicode unicode-tables pretok tokenizer bpe detok chat chat-tools reply; do lib="$lib $src/model/$f.c"; done
 for target in gguf tokenizer; do
 	# shellcheck disable=SC2086 # $lib is a list of files
