@@ -206,9 +206,12 @@ static void ab_matmul(int type, int rows, int cols, int n, int bias, int pad, in
 	const double er = quant || r16 ? du_rel_l2_rows(y, y_r, n, ys, rows, &nan) : 0;
 	const int many = (long)rows * n >= 64; /* a few dot products can cancel: loose bounds hold over many */
 	if (quant) {
-		CHECK(er <= 1e-5 && (!many || e <= 3e-2) && !nan,
-		      "matmul %s %s %dx%d n%d: %.3g against rounded x (1e-5), %.3g against x (3e-2), %d NaN",
-		      path_name(path), hs__type_name(type), rows, cols, n, er, e, nan);
+		/* one or a few dots of the types with mins (s dot - m sum) can cancel
+		 * to a small value whose float rounding is then a larger share of it
+		 * (1.6e-5 seen for one Q5_1 dot of 32 in the sanitizer build) */
+		CHECK(er <= (many ? 1e-5 : 1e-4) && (!many || e <= 3e-2) && !nan,
+		      "matmul %s %s %dx%d n%d: %.3g against rounded x (%g), %.3g against x (3e-2), %d NaN",
+		      path_name(path), hs__type_name(type), rows, cols, n, er, many ? 1e-5 : 1e-4, e, nan);
 		const int split = type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4; /* per-half scales and mins */
 		note(split ? W_MMKT : W_MMQT, er);
 		if (many)
