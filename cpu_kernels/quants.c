@@ -41,6 +41,22 @@ static float h2f(uint16_t h)
 	return hs__fp16_to_fp32(h);
 }
 
+/* A block as its struct, copied out: rows in a file or a caller's buffer
+ * need not be aligned for the structs' 16-bit fields. */
+union any_block {
+	struct hs_block_q2_k q2;
+	struct hs_block_q3_k q3;
+	struct hs_block_q6_k q6;
+	struct hs_block_iq4_xs iq4;
+	uint8_t raw[256];
+};
+
+static const union any_block *copy_block(union any_block *b, const uint8_t *src, size_t bytes)
+{
+	memcpy(b->raw, src, bytes);
+	return b;
+}
+
 void hs__unit_scales(int type, const void *row, int u, float *s, float *m)
 {
 	const uint8_t *r = row;
@@ -78,14 +94,16 @@ void hs__unit_scales(int type, const void *row, int u, float *s, float *m)
 		return;
 	}
 	case HS_TYPE_Q6_K: {
-		const struct hs_block_q6_k *blk = (const struct hs_block_q6_k *)(const void *)r + u;
+		union any_block c;
+		const struct hs_block_q6_k *blk = &copy_block(&c, r + (size_t)u * 210, 210)->q6;
 		const float d = h2f(blk->d);
 		for (int i = 0; i < 16; i++)
 			s[i] = d * (float)blk->scales[i];
 		return;
 	}
 	case HS_TYPE_Q3_K: {
-		const struct hs_block_q3_k *blk = (const struct hs_block_q3_k *)(const void *)r + u;
+		union any_block c;
+		const struct hs_block_q3_k *blk = &copy_block(&c, r + (size_t)u * 110, 110)->q3;
 		int v[16];
 		scales_q3_k(blk->scales, v);
 		const float d = h2f(blk->d);
@@ -94,7 +112,8 @@ void hs__unit_scales(int type, const void *row, int u, float *s, float *m)
 		return;
 	}
 	case HS_TYPE_Q2_K: {
-		const struct hs_block_q2_k *blk = (const struct hs_block_q2_k *)(const void *)r + u;
+		union any_block c;
+		const struct hs_block_q2_k *blk = &copy_block(&c, r + (size_t)u * 84, 84)->q2;
 		const float d = h2f(blk->d), dmin = h2f(blk->dmin);
 		for (int i = 0; i < 16; i++) {
 			s[i] = d * (float)(blk->scales[i] & 0xf);
@@ -103,7 +122,8 @@ void hs__unit_scales(int type, const void *row, int u, float *s, float *m)
 		return;
 	}
 	case HS_TYPE_IQ4_XS: {
-		const struct hs_block_iq4_xs *blk = (const struct hs_block_iq4_xs *)(const void *)r + u;
+		union any_block c;
+		const struct hs_block_iq4_xs *blk = &copy_block(&c, r + (size_t)u * 136, 136)->iq4;
 		const float d = h2f(blk->d);
 		for (int j = 0; j < 8; j++) {
 			int ls = ((blk->scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | (((blk->scales_h >> (2 * j)) & 3) << 4);
@@ -172,7 +192,8 @@ static void unpack_values(int type, const uint8_t *r, int b, int8_t q[32])
 		/* half n = j / 4 of 128 values; quarter k = j % 4 of it:
 		 * ql[64n + 32 (k & 1) + l] low (k < 2) or high nibble, and 2 bits
 		 * of qh[32n + l] at shift 2k; minus 32 */
-		const struct hs_block_q6_k *p = (const void *)blk;
+		union any_block c;
+		const struct hs_block_q6_k *p = &copy_block(&c, blk, 210)->q6;
 		for (int l = 0; l < 32; l++) {
 			int lo = p->ql[64 * n + 32 * (k & 1) + l];
 			lo = k < 2 ? lo & 0xf : lo >> 4;
@@ -184,7 +205,8 @@ static void unpack_values(int type, const uint8_t *r, int b, int8_t q[32])
 	case HS_TYPE_Q3_K: {
 		/* 2 bits of qs[32n + l] at shift 2k; the third (set: +0, clear:
 		 * -4) is bit 4n + k of hmask[l] */
-		const struct hs_block_q3_k *p = (const void *)blk;
+		union any_block c;
+		const struct hs_block_q3_k *p = &copy_block(&c, blk, 110)->q3;
 		for (int l = 0; l < 32; l++) {
 			int v = (p->qs[32 * n + l] >> (2 * k)) & 3;
 			q[l] = (int8_t)(v - ((p->hmask[l] >> (4 * n + k)) & 1 ? 0 : 4));
@@ -192,13 +214,15 @@ static void unpack_values(int type, const uint8_t *r, int b, int8_t q[32])
 		return;
 	}
 	case HS_TYPE_Q2_K: {
-		const struct hs_block_q2_k *p = (const void *)blk;
+		union any_block c;
+		const struct hs_block_q2_k *p = &copy_block(&c, blk, 84)->q2;
 		for (int l = 0; l < 32; l++)
 			q[l] = (int8_t)((p->qs[32 * n + l] >> (2 * k)) & 3);
 		return;
 	}
 	case HS_TYPE_IQ4_XS: {
-		const struct hs_block_iq4_xs *p = (const void *)blk;
+		union any_block c;
+		const struct hs_block_iq4_xs *p = &copy_block(&c, blk, 136)->iq4;
 		for (int l = 0; l < 16; l++) {
 			q[l] = hs__iq4nl_values[p->qs[16 * j + l] & 0xf];
 			q[l + 16] = hs__iq4nl_values[p->qs[16 * j + l] >> 4];
@@ -491,14 +515,16 @@ void hs__quantize_row_other(int type, const float *src, void *dst, size_t n)
 	for (size_t b = 0; b < n / bv; b++) {
 		const float *x = src + b * bv;
 		uint8_t *blk = o + b * bb;
+		union any_block c; /* built aligned, then copied to where the row is */
 		switch (type) {
-		case HS_TYPE_Q4_K: quant_q45_k(0, x, blk); break;
-		case HS_TYPE_Q5_K: quant_q45_k(1, x, blk); break;
-		case HS_TYPE_Q6_K: quant_q6_k(x, (void *)blk); break;
-		case HS_TYPE_Q3_K: quant_q3_k(x, (void *)blk); break;
-		case HS_TYPE_Q2_K: quant_q2_k(x, (void *)blk); break;
-		case HS_TYPE_IQ4_XS: quant_iq4_xs(x, (void *)blk); break;
-		default: quant32(type, x, blk); break;
+		case HS_TYPE_Q4_K: quant_q45_k(0, x, blk); continue;
+		case HS_TYPE_Q5_K: quant_q45_k(1, x, blk); continue;
+		case HS_TYPE_Q6_K: quant_q6_k(x, &c.q6); break;
+		case HS_TYPE_Q3_K: quant_q3_k(x, &c.q3); break;
+		case HS_TYPE_Q2_K: quant_q2_k(x, &c.q2); break;
+		case HS_TYPE_IQ4_XS: quant_iq4_xs(x, &c.iq4); break;
+		default: quant32(type, x, blk); continue;
 		}
+		memcpy(blk, c.raw, bb);
 	}
 }
