@@ -1,6 +1,6 @@
 /* The hybrid runtime's public face: a model loaded with the plan's
  * placement, each MoE layer a hybrid layer (device + CPU pool) or a CPU-only
- * layer, forward() per layer, reports.  See README "Runtime". */
+ * layer, forward() per layer, reports.  See docs/runtime.md. */
 #include "config.h"
 
 #include <errno.h>

@@ -30,7 +30,7 @@
  * written and values past n_rot must keep what was there.
  *
  * Mutations of the CUDA arithmetic tried, each caught by the case named:
- * see the table in README.md ("GPU kernels"). */
+ * see docs/device.md. */
 #include "config.h"
 
 #include <errno.h>
