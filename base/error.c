@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hotset.h"
 #include "base/error.h"
@@ -20,6 +21,11 @@ int hs__error(int err, const char *fmt, ...)
 	vsnprintf(last_error, sizeof last_error, fmt, ap);
 	va_end(ap);
 	return -err;
+}
+
+int hs__null_arg(const char *fn, const char *arg)
+{
+	return hs__error(EINVAL, "%s: %s is NULL", fn, arg);
 }
 
 void hs__error_clear(void)
@@ -58,6 +64,17 @@ int hs__check_finite(const float *v, long rows, long cols, const char *what)
 			return hs__error(EINVAL, "%s: row %ld, column %ld is %s; the values must be finite", what, r, c,
 					 kind);
 		}
+	return 0;
+}
+
+int hs__check_threads(int threads, const char *what)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long max = 4 * (cpus > 0 ? cpus : 1);
+
+	if (threads < 0 || threads > max)
+		return hs__error(EINVAL, "%s: %d threads; 0 (default) to %ld (4 x %ld online CPUs)", what, threads, max,
+				 cpus > 0 ? cpus : 1);
 	return 0;
 }
 
