@@ -67,14 +67,23 @@ int hs__check_finite(const float *v, long rows, long cols, const char *what)
 	return 0;
 }
 
-int hs__check_threads(int threads, const char *what)
+static long online_cpus(void)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	long max = 4 * (cpus > 0 ? cpus : 1);
+	return cpus > 0 ? cpus : 1;
+}
 
-	if (threads < 0 || threads > max)
-		return hs__error(EINVAL, "%s: %d threads; 0 (default) to %ld (4 x %ld online CPUs)", what, threads, max,
-				 cpus > 0 ? cpus : 1);
+int hs__max_threads(void)
+{
+	long max = 4 * online_cpus();
+	return max < 65536 ? (int)max : 65536;
+}
+
+int hs__check_threads(int threads, const char *what)
+{
+	if (threads < 0 || threads > hs__max_threads())
+		return hs__error(EINVAL, "%s: %d threads; 0 (default) to %d (4 x %ld online CPUs)", what, threads,
+				 hs__max_threads(), online_cpus());
 	return 0;
 }
 

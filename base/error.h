@@ -34,6 +34,8 @@ int hs__check_finite(const float *v, long rows, long cols, const char *what);
  * online CPUs (more workers than that only share cores); -EINVAL naming
  * `what` and the limit otherwise. */
 int hs__check_threads(int threads, const char *what);
+/* That limit: 4 x the online CPUs. */
+int hs__max_threads(void);
 
 /* Internal invariants only, never for input checks: a broken invariant is a
  * bug in hotset, so it aborts with the place where it broke. */

@@ -14,7 +14,10 @@
 /* The kernel view of a MoE layer, or NULL with a message. */
 static const struct hs_moe_layer *moe_layer(const hs_model *m, int layer)
 {
-	HS_NEED(m, NULL);
+	if (!m) {
+		hs__error(EINVAL, "MoE layer %d: the model m is NULL", layer);
+		return NULL;
+	}
 	const struct hs_moe_layer *l = hs__model_layer(m, layer);
 
 	if (!l) {
@@ -29,8 +32,8 @@ static const struct hs_moe_layer *moe_layer(const hs_model *m, int layer)
  * come out as NaN without a word: refused, naming the row and column. */
 static int check_inputs(const struct hs_moe_layer *l, int n, const float *x, const float *weights)
 {
-	if (n)
-		HS_NEED(x, -EINVAL);
+	if (n && !x)
+		return hs__error(EINVAL, "hidden states: x is NULL for %d tokens", n);
 	int rc = hs__check_finite(x, n, l->n_embd, "hidden states");
 	return rc || !weights ? rc : hs__check_finite(weights, n, l->n_used, "expert weights");
 }

@@ -399,6 +399,11 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && (rt->o.plan_path || rt->o.plan))
 		hs__runtime_say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
+	if (threads > hs__max_threads()) { /* a plan made for a larger machine */
+		hs__runtime_say(rt, "note: the plan's %d CPU threads are more than this machine takes; %d run", threads,
+				hs__max_threads());
+		threads = hs__max_threads();
+	}
 	/* workers bound to the cores of the plan's CPU node, one per core */
 	int free_cpus[4096];
 	int n_free = 0;
