@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hotset.h"
 #include "base/error.h"
@@ -20,6 +21,11 @@ int hs__error(int err, const char *fmt, ...)
 	vsnprintf(last_error, sizeof last_error, fmt, ap);
 	va_end(ap);
 	return -err;
+}
+
+int hs__null_arg(const char *fn, const char *arg)
+{
+	return hs__error(EINVAL, "%s: %s is NULL", fn, arg);
 }
 
 void hs__error_clear(void)
@@ -58,6 +64,26 @@ int hs__check_finite(const float *v, long rows, long cols, const char *what)
 			return hs__error(EINVAL, "%s: row %ld, column %ld is %s; the values must be finite", what, r, c,
 					 kind);
 		}
+	return 0;
+}
+
+static long online_cpus(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus > 0 ? cpus : 1;
+}
+
+int hs__max_threads(void)
+{
+	long max = 4 * online_cpus();
+	return max < 65536 ? (int)max : 65536;
+}
+
+int hs__check_threads(int threads, const char *what)
+{
+	if (threads < 0 || threads > hs__max_threads())
+		return hs__error(EINVAL, "%s: %d threads; 0 (default) to %d (4 x %ld online CPUs)", what, threads,
+				 hs__max_threads(), online_cpus());
 	return 0;
 }
 

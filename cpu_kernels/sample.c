@@ -212,6 +212,11 @@ void hs__sampler_free(struct hs_sampler *s)
 	free(s);
 }
 
+int hs__sampler_n_vocab(const struct hs_sampler *s)
+{
+	return s->n_vocab;
+}
+
 void hs__sampler_seed(struct hs_sampler *s, uint64_t seed)
 {
 	hs__rng_seed(&s->rng, seed);

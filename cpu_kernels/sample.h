@@ -48,6 +48,8 @@ struct hs_token_prob {
 struct hs_sampler;
 struct hs_sampler *hs__sampler_create(const struct hs_sample_params *p, int n_vocab);
 void hs__sampler_free(struct hs_sampler *s);
+/* The vocabulary it was made for. */
+int hs__sampler_n_vocab(const struct hs_sampler *s);
 /* Restarts the generator from a seed. */
 void hs__sampler_seed(struct hs_sampler *s, uint64_t seed);
 /* Reads logits[n_vocab]; returns the token.  Advances the generator by

@@ -20,7 +20,7 @@ int main(int argc, char **argv)
 	}
 	int layer = atoi(argv[2]);
 	struct hs_runtime_opts opts = {
-		.device = argc > 3 ? argv[3] : NULL, /* NULL: a CUDA device if there is one, else sim */
+		.device = argc > 3 ? argv[3] : NULL, /* NULL: a CUDA device if there is one, else the CPU */
 		.mode = HS_MODE_NONE,                /* the plan's modes */
 		.q = -1,                             /* the plan's streamed share */
 		.max_tokens = 4,

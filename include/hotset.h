@@ -4,7 +4,9 @@
  * Conventions: every call that can fail returns 0 or a negative errno
  * (-EINVAL bad input, -ENOMEM, -ENODEV no such device, -EIO bad file), or a
  * NULL pointer; hs_last_error() then holds a one-line message naming the thing
- * and the limit.  The library never exits and never prints.
+ * and the limit.  The library never exits and never prints.  A NULL handle
+ * or out-pointer is -EINVAL (NULL from calls that return a pointer) with
+ * such a message; hs_*_free(NULL) and hs_*_close(NULL) do nothing.
  */
 #ifndef HOTSET_H
 #define HOTSET_H
@@ -191,7 +193,7 @@ int hs_model_open(const char *path, hs_model **out);
 void hs_model_free(hs_model *m);
 /* Owned by m. */
 const struct hs_model_info *hs_model_info(const hs_model *m);
-/* Whether layer is a MoE layer (0 <= layer < n_layers). */
+/* Whether layer is a MoE layer (0 <= layer < n_layers): 1 or 0; -EINVAL for a NULL m. */
 int hs_model_layer_is_moe(const hs_model *m, int layer);
 /* Layout of expert `expert` of MoE layer `layer`; -EINVAL out of range. */
 int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_expert_layout *out);
@@ -205,8 +207,8 @@ int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_
 	       const float *weights, float *y);
 /* The same layer on the fastest CPU kernels this machine has (AVX2 with
  * Q8_0 activations; the scalar twins with HS_USE_REF=1), on `threads`
- * OpenMP threads (<= 0: OpenMP's default).  Same arguments and errors as
- * hs_moe_ref(); allocates its scratch per call. */
+ * OpenMP threads (<= 0: OpenMP's default; at most 4 x the online CPUs).
+ * Same arguments and errors as hs_moe_ref(); allocates its scratch per call. */
 int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, const int32_t *ids,
 		       const float *weights, float *y, int threads);
 /* The same layer on a device through the device layer: backend "sim" (the
@@ -253,7 +255,8 @@ int32_t hs_tokenizer_bos(const hs_tokenizer *t);
 int32_t hs_tokenizer_eos(const hs_tokenizer *t);
 int32_t hs_tokenizer_eot(const hs_tokenizer *t);
 /* The id of the token whose text is exactly `text` (NUL-terminated), e.g.
- * "<|return|>" or "Hello"; -1 when no token has it.  Special tokens are
+ * "<|return|>" or "Hello"; -1 when no token has it, -EINVAL when t or text
+ * is NULL (bos, eos and eot too give -EINVAL for a NULL t).  Special tokens are
  * found by their text, ordinary ones by their bytes. */
 int32_t hs_tokenizer_find(const hs_tokenizer *t, const char *text);
 
@@ -291,7 +294,8 @@ const char *hs_tokenizer_chat_template(const hs_tokenizer *t);
  * Bytes that are not well-formed UTF-8 are kept, each one a character of
  * its own (punctuation, for the pre-tokenizer) encoded by its byte tokens, so
  * decoding gives back the same bytes for any input.  -EINVAL when len is
- * more than INT_MAX - 1. */
+ * more than INT_MAX - 1, max_ids is negative, or text (len > 0) or ids
+ * (max_ids > 0) is NULL. */
 int hs_tokenize(const hs_tokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int max_ids);
 
 /* The bytes of token id: what it stands for in the text, which may be part
@@ -331,7 +335,8 @@ enum hs_chat_format { HS_CHAT_AUTO = 0, HS_CHAT_HARMONY = 1, HS_CHAT_CHATML = 2,
 const char *hs_chat_format_name(enum hs_chat_format f);
 /* The format named "harmony", "chatml", "raw" or "auto"; -EINVAL otherwise. */
 int hs_chat_format_parse(const char *name, enum hs_chat_format *out);
-/* What AUTO means for this tokenizer (never AUTO). */
+/* What AUTO means for this tokenizer: never AUTO, except as the error
+ * value for a NULL t (with a message). */
 enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t);
 
 /* One message of a conversation.  The strings belong to the caller. */
@@ -364,6 +369,8 @@ struct hs_chat_opts {
 					 types ("namespace functions"), ChatML as Qwen3's "# Tools"
 					 block of JSON lines in the system message; RAW ignores them */
 };
+/* The defaults (all zeros: opts NULL means the same). */
+struct hs_chat_opts hs_chat_opts_default(void);
 
 /* Renders a conversation as the prompt text the model was trained on
  * (harmony: system message with identity, knowledge cutoff, date, reasoning
@@ -612,6 +619,11 @@ struct hs_plan_opts {
 	const float *freq;
 	int freq_layers, freq_experts;
 };
+/* The defaults: GPU 0 (none when the profile has no GPU, as `hotset plan`
+ * without --gpu), ctx 8192, f16 KV, ubatch 512, the host layers searched,
+ * one sequence.  A zero struct differs in host_layers (0: every layer on
+ * the GPU); the others' zeros mean these defaults. */
+struct hs_plan_opts hs_plan_opts_default(void);
 
 struct hs_plan_layer {
 	int layer;                /* block index */
@@ -684,12 +696,14 @@ struct hs_plan {
 };
 
 /* The planner: searches placements with the cost model (DESIGN.md §5) and
- * fills *out.  Pure: no hardware is touched.  -EINVAL with a message for
- * impossible input (no memory left for the non-expert part, a GPU index the
- * profile lacks, a frequency table of the wrong shape). */
+ * fills *out.  Pure: no hardware is touched.  opts NULL: the defaults.
+ * -EINVAL with a message for impossible input (no memory left for the
+ * non-expert part, a GPU index the profile lacks, a frequency table of the
+ * wrong shape, an unknown KV type, counts outside the structs' arrays). */
 int hs_plan_make(const struct hs_model_desc *model, const struct hs_profile *profile,
 		 const struct hs_plan_opts *opts, struct hs_plan *out);
-/* The plan as JSON (docs/plan-json.md); malloc'd, NULL on -ENOMEM. */
+/* The plan as JSON (docs/plan-json.md); malloc'd, NULL on -ENOMEM or for a
+ * NULL or malformed plan (counts outside its arrays, unknown enums). */
 char *hs_plan_to_json(const struct hs_plan *p);
 /* Reads that JSON back: -EIO with a message naming the field. */
 int hs_plan_from_json(const char *text, struct hs_plan *out);
@@ -704,8 +718,9 @@ const char *hs_mode_name(enum hs_mode m);
 typedef struct hs_runtime hs_runtime;
 
 struct hs_runtime_opts {
-	const char *device;        /* "sim", "cuda", "cpu" (no device: everything on the CPU), or NULL
-				      ($HOTSET_DEVICE, else cuda if present, else sim) */
+	const char *device;        /* "cpu" (no device: everything on the CPU), "sim", "cuda", or NULL
+				      ($HOTSET_DEVICE, else cuda if a device answers, else cpu: what
+				      `hotset run` does); another name is refused */
 	const char *plan_path;     /* a plan JSON from `hotset plan -o`; NULL = plan now */
 	const struct hs_plan *plan; /* or a plan in memory (copied at open); wins over plan_path */
 	const char *trace_path;    /* record every forward()'s routing here (NULL: no trace) */
@@ -713,23 +728,29 @@ struct hs_runtime_opts {
 				      each layer takes its records in order */
 	const struct hs_profile *profile; /* for planning now; NULL = this machine's topology */
 	enum hs_mode mode;         /* HS_MODE_NONE = the plan's modes; else forced for every host layer */
-	double q;                  /* hybrid: share of missed experts streamed; < 0 = the plan's, or with
-				      a forced hybrid mode the cost model's share from live estimates of
-				      the CPU, copy and device speeds and each step's hits and misses */
-	int max_tokens;            /* the largest batch forward() gets (default 512) */
+	double q;                  /* hybrid: share of missed experts streamed, 0..1; < 0 (auto, the
+				      default: -1) = the plan's, or with a forced hybrid mode the cost
+				      model's share from live estimates of the CPU, copy and device
+				      speeds and each step's hits and misses.  0 is not the default */
+	int max_tokens;            /* the largest batch forward() gets (0: 512; at most 65536) */
 	/* The contexts it will serve, for a plan made now (their KV cache's device
-	 * memory): ctx tokens (default 4096, as a context's) of kv_type for n_seq sequences
-	 * (default 1); the prediction's prefill batch is max_tokens. */
+	 * memory): ctx tokens (0: 4096, as a context's; at most the model's context_length)
+	 * of kv_type for n_seq sequences (0: 1; at most HS_MAX_SEQ); the prediction's
+	 * prefill batch is max_tokens. */
 	int ctx, n_seq;
 	enum hs_kv_type kv_type;
-	int threads;               /* CPU workers (default: the plan's) */
-	int admit_per_step;        /* cache admissions per layer step (default 1, 0 = static cache) */
+	int threads;               /* CPU workers (0: the plan's; at most 4 x the online CPUs) */
+	int admit_per_step;        /* cache admissions per layer step (default 1; 0 = static cache,
+				      so a zero here is not the default) */
 	const char *cache_policy;  /* "lru" (NULL), "lfu", "lfru", "static" or "none" */
 	const float *routing_freq; /* optional [MoE layers][experts] routing profile: caches start
 				      with each layer's most used experts (static keeps them) */
 	hs_progress_fn progress;   /* loading progress, may be NULL */
 	void *progress_ctx;
 };
+/* The defaults, what opts NULL means: device NULL, q -1, max_tokens 512,
+ * n_seq 1, admit_per_step 1, the rest zero. */
+struct hs_runtime_opts hs_runtime_opts_default(void);
 
 /* What one layer did over all forward() calls so far. */
 struct hs_layer_report {
@@ -752,9 +773,13 @@ struct hs_layer_report {
  *
  * Loads a model for hybrid execution: host experts read into memory on the
  * plan's node, resident experts uploaded, cache and staging slots set up.
- * A device that cannot be opened or holds less than planned degrades
- * layers to the CPU with a warning (hs_runtime_warnings()); never aborts.
- * Free with hs_runtime_close(). */
+ * Every option is checked before anything loads: an unknown device name,
+ * mode or KV type, q NaN or above 1, a count outside its range above, a
+ * plan or profile whose counts leave their arrays is -EINVAL naming the
+ * field and its limit.  A known device that cannot be opened, or holds
+ * less than planned, degrades layers to the CPU with a warning line in
+ * hs_runtime_describe() (and the log); never aborts.  Free with
+ * hs_runtime_close(). */
 int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, hs_runtime **out);
 void hs_runtime_close(hs_runtime *rt);
 /* One MoE layer (block index) for n tokens: y = the layer's MoE output
@@ -763,11 +788,12 @@ int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const i
 		       float *y);
 /* Report of a layer; -EINVAL if it is not a MoE layer. */
 int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_report *out);
-/* Changes the mode (HS_MODE_NONE: the plan's) and hybrid share (q < 0:
- * the plan's or live) for later forward() calls. */
+/* Changes the mode (HS_MODE_NONE: the plan's) and hybrid share (q 0..1;
+ * q < 0: the plan's or live) for later forward() calls.  -EINVAL for an
+ * unknown mode or q NaN or above 1 (nothing changes). */
 int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q);
 /* Changes the cache policy ("lru", "lfu", "lfru", "static", "none") and
- * the admissions per layer step for later calls. */
+ * the admissions per layer step (0 or more) for later calls. */
 int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step);
 /* Puts every cache back as it was at open (the routing profile's most
  * used experts, else the first ones) and zeroes the layer reports, so
@@ -795,14 +821,19 @@ struct hs_context_opts {
 				      or "ref": the double-precision reference of every op, experts
 				      included, nothing quantized (f32 KV cache): slow, for checking */
 };
+/* The defaults (zeros and n_seq 1: opts NULL or a zero struct mean the same). */
+struct hs_context_opts hs_context_opts_default(void);
 
 /* A context over a runtime opened on a whole model (hs_model_info's
  * `whole`): the KV cache of n_seq sequences, in device memory when the
  * dense part runs there.  The first context loads the dense weights (onto
  * the device when they run there); the runtime must outlive its contexts.
  * One thread at a time may use a context or its runtime.  -EINVAL (not a
- * whole model, bad options: the message names the limit), -ENOMEM.  Free
- * with hs_context_free(). */
+ * whole model, bad options: the message names the limit), -ENOMEM.  A KV
+ * cache in device memory of more positions (n_ctx x n_seq) than the
+ * runtime's plan counted (its ctx x the runtime's n_seq) is allowed, with a
+ * warning through the log (HS_LOG_WARN): the memory it takes was given to
+ * experts and slots, and may run short.  Free with hs_context_free(). */
 int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_context **out);
 void hs_context_free(hs_context *c);
 
@@ -825,9 +856,11 @@ struct hs_token {
  * sees, so such a sequence is emptied (hs_context_seq_pos() 0) and the
  * message says so. */
 int hs_decode(hs_context *c, int n, const struct hs_token *batch);
-/* Logits of the i-th entry (in batch order) of the last hs_decode that
- * asked for them: n_vocab floats owned by c, valid until the next
- * hs_decode; NULL when i is out of range. */
+/* Logits of the i-th entry that asked for them (logits != 0) in the last
+ * hs_decode, counted in batch order among those entries only: i = 0 is the
+ * first entry with logits set, whatever its place in the batch, and
+ * 0 <= i < hs_context_n_logits().  n_vocab floats owned by c, valid until
+ * the next hs_decode; NULL (with a message) when i is out of range. */
 const float *hs_context_logits(const hs_context *c, int i);
 /* How many entries of the last hs_decode asked for logits. */
 int hs_context_n_logits(const hs_context *c);
@@ -870,11 +903,16 @@ struct hs_sampler_params {
 	float min_p;               /* <= 0: off */
 	uint64_t seed;
 };
+/* The defaults (what p NULL means): greedy, top_p 1, the rest off.  A zero
+ * struct differs in top_p (0: only the best token is kept). */
+struct hs_sampler_params hs_sampler_params_default(void);
 typedef struct hs_sampler hs_sampler;
 /* -EINVAL (n_vocab < 1, NaN parameters), -ENOMEM.  Free with hs_sampler_free(). */
 int hs_sampler_create(const struct hs_sampler_params *p, int n_vocab, hs_sampler **out);
 void hs_sampler_free(hs_sampler *s);
-/* The token drawn from logits[n_vocab]. */
+/* The token drawn from logits[n_vocab] (NaN logits count as -inf); -EINVAL
+ * when s or logits is NULL or no logit is above -inf (all NaN or -inf):
+ * a negative result is an error, never a token. */
 int32_t hs_sampler_sample(hs_sampler *s, const float *logits);
 
 /* ---- expert cache policies ------------------------------------------------------ */
@@ -915,6 +953,7 @@ int hs_trace_writer_close(hs_trace_writer *w, int keep);
 /* Reads a whole trace; -EIO naming the byte offset of a broken record. */
 int hs_trace_load(const char *path, hs_trace **out);
 void hs_trace_free(hs_trace *t);
+/* Any out-pointer may be NULL; a NULL t gives zeros (and a message). */
 void hs_trace_info(const hs_trace *t, int *n_records, int *n_experts, int *n_used);
 /* Record i; the arrays are owned by t. */
 int hs_trace_record(const hs_trace *t, int i, int *step, int *layer, int *n_tokens, const int32_t **ids,
@@ -930,7 +969,8 @@ int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used,
 
 /* Predicted decode tokens/s of a plan's MoE part when its host layers hit
  * their GPU copies at hit_rate[i] (one per plan layer; GPU layers ignore
- * theirs), with the plan's own figures and decode mode.  Pure. */
+ * theirs), with the plan's own figures and decode mode.  Pure.  A negative
+ * errno (-EINVAL) for a NULL or malformed plan or a NULL hit_rate. */
 double hs_plan_project(const struct hs_plan *p, const double *hit_rate);
 
 /* ---- sharing the GPU ------------------------------------------------------ */
@@ -943,7 +983,8 @@ typedef int (*hs_vram_reporter)(int device, uint64_t *free_bytes, uint64_t *tota
  * poll_ms (others' processes may hold it; they are never signalled), with
  * progress messages through progress (may be NULL).  reporter NULL = CUDA.
  * 0 when the memory is free; -ETIMEDOUT after timeout_s seconds with a
- * message saying how much was free; -EINVAL when budget exceeds the total. */
+ * message saying how much was free; -EINVAL when budget exceeds the total,
+ * device is negative or timeout_s is negative or NaN. */
 int hs_vram_wait(int device, uint64_t budget, double timeout_s, int poll_ms, hs_vram_reporter reporter,
 		 void *reporter_ctx, hs_progress_fn progress, void *progress_ctx);
 

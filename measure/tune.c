@@ -312,6 +312,11 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progre
 	int n_exp = level == HS_TUNE_QUICK ? 16 : 32; /* 211-422 MB: far past any cache */
 	int rc;
 
+	HS_NEED(t, -EINVAL);
+	HS_NEED(p, -EINVAL);
+	if ((unsigned)level > HS_TUNE_THOROUGH)
+		return hs__error(EINVAL, "tune: level %d (HS_TUNE_QUICK %d .. HS_TUNE_THOROUGH %d)", (int)level,
+				 HS_TUNE_QUICK, HS_TUNE_THOROUGH);
 	if (!hs_topology_is_this_system(t))
 		return hs__error(EINVAL, "tune: the topology is %s, not this machine: tune measures only this machine",
 				 hs_topology_source(t));

@@ -36,8 +36,10 @@ int hs_vram_wait(int device, uint64_t budget, double timeout_s, int poll_ms, hs_
 		reporter = cuda_reporter;
 	if (poll_ms <= 0)
 		poll_ms = 1000;
-	if (timeout_s < 0)
-		return hs__error(EINVAL, "VRAM wait: timeout %g s is negative", timeout_s);
+	if (!(timeout_s >= 0)) /* NaN too: it would never time out */
+		return hs__error(EINVAL, "VRAM wait: timeout %g s (0 or more)", timeout_s);
+	if (device < 0)
+		return hs__error(EINVAL, "VRAM wait: device %d is negative", device);
 	for (int polls = 0;; polls++) {
 		if ((rc = reporter(device, &free_b, &total_b, reporter_ctx)))
 			return rc;

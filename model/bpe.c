@@ -376,8 +376,15 @@ static int encode(const hs_tokenizer *t, const char *text, size_t len, int flags
 
 int hs_tokenize(const hs_tokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int max_ids)
 {
-	struct sink o = { ids, max_ids > 0 && ids ? max_ids : 0, 0, NULL, NULL, 0 };
-	int rc = encode(t, text, len, flags, &o);
+	HS_NEED(t, -EINVAL);
+	if (len)
+		HS_NEED(text, -EINVAL);
+	if (max_ids < 0)
+		return hs__error(EINVAL, "tokenize: max_ids %d is negative", max_ids);
+	if (max_ids)
+		HS_NEED(ids, -EINVAL);
+	struct sink o = { ids, max_ids, 0, NULL, NULL, 0 };
+	int rc = encode(t, len ? text : "", len, flags, &o);
 
 	return rc ? rc : o.n;
 }

@@ -121,6 +121,7 @@ int hs_token_bytes(const hs_tokenizer *t, int32_t id, int render_special, char *
 	const uint8_t *p;
 	size_t len;
 
+	HS_NEED(t, -EINVAL);
 	if (id < 0 || id >= t->n_vocab)
 		return hs__tok_bad_id(t, id);
 	p = token_bytes(t, id, render_special, &len);
@@ -140,9 +141,10 @@ struct hs_detok {
 
 int hs_detok_new(const hs_tokenizer *t, int render_special, hs_detok **out)
 {
-	hs_detok *d = calloc(1, sizeof *d);
-
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(t, -EINVAL);
+	hs_detok *d = calloc(1, sizeof *d);
 	if (!d || hs__buf_put(&d->out, "", 0)) {
 		free(d);
 		return hs__error(ENOMEM, "detokenize: out of memory");
@@ -167,6 +169,9 @@ int hs_detok_push(hs_detok *d, int32_t id, const char **text, size_t *len)
 	size_t n;
 	int rc;
 
+	HS_NEED(d, -EINVAL);
+	HS_NEED(text, -EINVAL);
+	HS_NEED(len, -EINVAL);
 	d->out.len = 0;
 	d->out.p[0] = '\0';
 	*text = d->out.p;
@@ -184,6 +189,9 @@ int hs_detok_flush(hs_detok *d, const char **text, size_t *len)
 {
 	int rc;
 
+	HS_NEED(d, -EINVAL);
+	HS_NEED(text, -EINVAL);
+	HS_NEED(len, -EINVAL);
 	d->out.len = 0;
 	d->out.p[0] = '\0';
 	rc = hs__utf8_finish(&d->sink, &d->out);
@@ -196,9 +204,15 @@ int hs_detokenize(const hs_tokenizer *t, const int32_t *ids, int n, int render_s
 {
 	struct hs_utf8_sink sink = { { 0 }, 0 };
 	struct hs_buf out = { NULL, 0, 0 };
-	int rc = hs__buf_put(&out, "", 0);
 
+	HS_NEED(text, -EINVAL);
 	*text = NULL;
+	HS_NEED(t, -EINVAL);
+	if (n < 0)
+		return hs__error(EINVAL, "detokenize: n %d is negative", n);
+	if (n)
+		HS_NEED(ids, -EINVAL);
+	int rc = hs__buf_put(&out, "", 0);
 	for (int i = 0; i < n && !rc; i++) {
 		const uint8_t *p;
 		size_t m;

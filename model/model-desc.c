@@ -125,6 +125,7 @@ int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
 {
 	const struct hs_gen_params *g = name ? hs__gen_preset(name) : NULL;
 
+	HS_NEED(out, -EINVAL);
 	if (!g)
 		return hs__error(EINVAL, "unknown model preset '%s' (known: %s)", name ? name : "(null)",
 				 hs__gen_preset_names());
@@ -172,6 +173,8 @@ static int key_u32(const struct hs_gguf *g, const char *arch, const char *suffix
 
 int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
 {
+	HS_NEED(m, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	const struct hs_model_info *in = hs_model_info(m);
 	const struct hs_gguf *g = hs__model_gguf(m);
 

@@ -226,7 +226,9 @@ int hs_model_open(const char *path, hs_model **out)
 	hs_model *m;
 	int rc;
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(path, -EINVAL);
 	m = calloc(1, sizeof *m);
 	if (!m)
 		return hs__error(ENOMEM, "%s: out of memory", path);
@@ -325,17 +327,19 @@ out_free:
 
 const struct hs_model_info *hs_model_info(const hs_model *m)
 {
+	HS_NEED(m, NULL);
 	return &m->info;
 }
 
 int hs_model_layer_is_moe(const hs_model *m, int layer)
 {
+	HS_NEED(m, -EINVAL);
 	return layer >= 0 && layer < m->info.n_layers && m->layers[layer].moe;
 }
 
 const struct hs_moe_layer *hs__model_layer(const hs_model *m, int layer)
 {
-	return hs_model_layer_is_moe(m, layer) ? &m->layers[layer].l : NULL;
+	return m && hs_model_layer_is_moe(m, layer) > 0 ? &m->layers[layer].l : NULL;
 }
 
 const struct hs_gguf *hs__model_gguf(const hs_model *m)
@@ -354,9 +358,11 @@ static int check_layer(const hs_model *m, int layer)
 int hs_model_expert_layout(const hs_model *m, int layer, int expert, struct hs_expert_layout *o)
 {
 	const struct layer *L;
-	int rc = check_layer(m, layer);
+	int rc;
 
-	if (rc)
+	HS_NEED(m, -EINVAL);
+	HS_NEED(o, -EINVAL);
+	if ((rc = check_layer(m, layer)))
 		return rc;
 	if (expert < 0 || expert >= m->info.n_experts)
 		return hs__error(EINVAL, "expert %d: out of range (0..%d)", expert, m->info.n_experts - 1);

@@ -97,7 +97,11 @@ int hs_npy_read_f32(const char *path, float **data, int64_t *rows, int64_t *cols
 	FILE *f;
 	int rc;
 
+	HS_NEED(data, -EINVAL);
 	*data = NULL;
+	HS_NEED(path, -EINVAL);
+	HS_NEED(rows, -EINVAL);
+	HS_NEED(cols, -EINVAL);
 	f = fopen(path, "rb");
 	if (!f)
 		return hs__error(errno == ENOENT ? ENOENT : EIO, "%s: %s", path, strerror(errno));
@@ -169,8 +173,13 @@ int hs_npy_write_f32(const char *path, const float *data, int64_t rows, int64_t 
 	char header[128];
 	int hlen;
 
+	HS_NEED(path, -EINVAL);
 	if (rows < 0 || cols < 0)
 		return hs__error(EINVAL, "%s: negative shape", path);
+	if (cols > 0 && rows > INT64_MAX / 4 / cols)
+		return hs__error(EINVAL, "%s: shape (%lld, %lld) is over 2^63 bytes", path, (long long)rows, (long long)cols);
+	if (rows * cols > 0)
+		HS_NEED(data, -EINVAL);
 	/* v1.0: magic, version, u16 length, then the dict padded with spaces
 	 * and ended by '\n' so the data starts at a multiple of 64 bytes. */
 	hlen = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }",

@@ -436,9 +436,10 @@ static int chatml_finish(hs_reply_parser *p)
 
 int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_reply_parser **out)
 {
-	hs_reply_parser *p = calloc(1, sizeof *p);
-
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(t, -EINVAL);
+	hs_reply_parser *p = calloc(1, sizeof *p);
 	if (!p)
 		return hs__error(ENOMEM, "reply: out of memory");
 	p->t = t;
@@ -495,6 +496,9 @@ int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_d
 	const uint8_t *s;
 	int control, rc = 0;
 
+	HS_NEED(p, -EINVAL);
+	HS_NEED(deltas, -EINVAL);
+	HS_NEED(n_deltas, -EINVAL);
 	*deltas = p->deltas;
 	*n_deltas = 0;
 	if (id < 0 || id >= p->t->n_vocab)
@@ -528,6 +532,9 @@ int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **del
 {
 	int rc = 0;
 
+	HS_NEED(p, -EINVAL);
+	HS_NEED(deltas, -EINVAL);
+	HS_NEED(n_deltas, -EINVAL);
 	if (p->f == HS_CHAT_CHATML)
 		rc = chatml_finish(p);
 	else if (p->f == HS_CHAT_HARMONY && p->h == H_HEADER && p->header.len)
@@ -539,16 +546,19 @@ int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **del
 
 int hs_reply_parser_tool_count(const hs_reply_parser *p)
 {
+	HS_NEED(p, -EINVAL);
 	return p->n_calls;
 }
 
 const char *hs_reply_parser_tool_name_at(const hs_reply_parser *p, int index)
 {
+	HS_NEED(p, NULL);
 	return index >= 0 && index < p->n_calls ? p->names[index] : NULL;
 }
 
 const char *hs_reply_parser_tool_name(const hs_reply_parser *p)
 {
+	HS_NEED(p, NULL);
 	return hs_reply_parser_tool_name_at(p, p->n_calls - 1);
 }
 
@@ -556,6 +566,8 @@ const char *hs_reply_parser_tool_name(const hs_reply_parser *p)
 
 void hs_reply_free(struct hs_reply *r)
 {
+	if (!r)
+		return;
 	free(r->content);
 	free(r->reasoning);
 	for (int i = 0; i < r->n_calls; i++) {
@@ -595,7 +607,7 @@ static int take_calls(const hs_reply_parser *p, struct hs_buf *bufs, int n_bufs,
 {
 	int n = hs_reply_parser_tool_count(p);
 
-	if (!n)
+	if (n <= 0) /* p is the caller's own parser: never NULL here */
 		return 0;
 	if (!(out->calls = calloc((size_t)n, sizeof *out->calls)))
 		return hs__error(ENOMEM, "reply: out of memory");
@@ -624,8 +636,13 @@ int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int3
 	hs_reply_parser *p;
 	int rc, nd, n_calls = 0;
 
+	HS_NEED(out, -EINVAL);
 	memset(out, 0, sizeof *out);
 	out->stop_id = -1;
+	if (n < 0)
+		return hs__error(EINVAL, "reply: n %d is negative", n);
+	if (n)
+		HS_NEED(ids, -EINVAL);
 	if ((rc = hs_reply_parser_new(t, format, &p)))
 		return rc;
 	for (int k = 0; k < 2 && !rc; k++)

@@ -496,7 +496,9 @@ int hs_tokenizer_open(const char *gguf_path, hs_tokenizer **out)
 	struct hs_gguf *g;
 	int rc;
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(gguf_path, -EINVAL);
 	if ((rc = hs__gguf_open(gguf_path, &g)))
 		return rc;
 	rc = hs__tokenizer_from_gguf(g, out);
@@ -518,29 +520,35 @@ int hs__tok_bad_id(const hs_tokenizer *t, int32_t id)
 
 int hs_tokenizer_n_vocab(const hs_tokenizer *t)
 {
+	HS_NEED(t, -EINVAL);
 	return t->n_vocab;
 }
 
 int32_t hs_tokenizer_bos(const hs_tokenizer *t)
 {
+	HS_NEED(t, -EINVAL);
 	return t->bos;
 }
 
 int32_t hs_tokenizer_eos(const hs_tokenizer *t)
 {
+	HS_NEED(t, -EINVAL);
 	return t->eos;
 }
 
 int32_t hs_tokenizer_eot(const hs_tokenizer *t)
 {
+	HS_NEED(t, -EINVAL);
 	return t->eot;
 }
 
 int32_t hs_tokenizer_find(const hs_tokenizer *t, const char *text)
 {
-	size_t n = strlen(text);
 	int32_t id;
 
+	HS_NEED(t, -EINVAL);
+	HS_NEED(text, -EINVAL);
+	size_t n = strlen(text);
 	if (!n)
 		return -1;
 	id = hs__tok_special(t, (const uint8_t *)text, n);
@@ -549,6 +557,7 @@ int32_t hs_tokenizer_find(const hs_tokenizer *t, const char *text)
 
 int hs_tokenizer_token_type(const hs_tokenizer *t, int32_t id)
 {
+	HS_NEED(t, -EINVAL);
 	if (id < 0 || id >= t->n_vocab)
 		return hs__tok_bad_id(t, id);
 	return t->tok[id].type;
@@ -556,6 +565,7 @@ int hs_tokenizer_token_type(const hs_tokenizer *t, int32_t id)
 
 int hs_tokenizer_is_control(const hs_tokenizer *t, int32_t id)
 {
+	HS_NEED(t, -EINVAL);
 	if (id < 0 || id >= t->n_vocab)
 		return hs__tok_bad_id(t, id);
 	return hs__tok_is_control_type(t->tok[id].type);
@@ -563,15 +573,18 @@ int hs_tokenizer_is_control(const hs_tokenizer *t, int32_t id)
 
 const char *hs_tokenizer_arch(const hs_tokenizer *t)
 {
+	HS_NEED(t, NULL);
 	return t->arch;
 }
 
 const char *hs_tokenizer_pre(const hs_tokenizer *t)
 {
+	HS_NEED(t, NULL);
 	return t->pre_name;
 }
 
 const char *hs_tokenizer_chat_template(const hs_tokenizer *t)
 {
+	HS_NEED(t, NULL);
 	return t->chat_template;
 }

@@ -212,7 +212,13 @@ int hs_cache_simulate(enum hs_cache_policy p, int n_experts, int slots, int admi
 	char *used_now = NULL;
 	int rc = 0;
 
+	HS_NEED(out, -EINVAL);
 	memset(out, 0, sizeof *out);
+	if (n_steps > 0) {
+		HS_NEED(off, -EINVAL);
+		HS_NEED(experts, -EINVAL);
+		HS_NEED(pairs, -EINVAL);
+	}
 	if (n_experts < 1 || slots < 0 || n_steps < 0 || p < HS_CACHE_NONE || p > HS_CACHE_BELADY)
 		return hs__error(EINVAL, "cache: policy %d, %d experts, %d slots, %d steps", p, n_experts, slots, n_steps);
 	if (p == HS_CACHE_STATIC && !freq)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hotset.h"
+#include "base/error.h"
 #include "planner/planner.h"
 
 #define T_SYNC_S 25e-6 /* CPU<->GPU hand-off of one host layer (x up, y down, events) */
@@ -118,6 +119,11 @@ void hs__layer_cost(const struct hs__rates *r, const struct hs__layer_step *w, s
 
 double hs_plan_project(const struct hs_plan *p, const double *hit_rate)
 {
+	int rc = hs__plan_check(p);
+	if (rc)
+		return rc;
+	if (!hit_rate)
+		return hs__null_arg(__func__, "hit_rate");
 	const struct hs_plan_predicted *f = &p->predicted;
 	const double kS = p->n_host_layers ? (double)f->host_bytes_per_token / p->n_host_layers : 0;
 	const double Bc = f->cpu_kernel_gbps * 1e9, Bp = f->pcie_gbps * 1e9, Br = f->host_read_gbps * 1e9;

@@ -10,14 +10,45 @@
 #include "hotset.h"
 #include "base/error.h"
 #include "base/jsonio.h"
+#include "planner/planner.h"
 
 static const char *kv_name(enum hs_kv_type t)
 {
 	return t == HS_KV_Q8_0 ? "q8_0" : "f16";
 }
 
+int hs__plan_check(const struct hs_plan *p)
+{
+	HS_NEED(p, -EINVAL);
+	if (p->n_layers < 0 || p->n_layers > HS_MAX_LAYERS || p->memory.n_nodes < 0 || p->memory.n_nodes > HS_MAX_NODES ||
+	    p->n_warnings < 0 || p->n_warnings > HS_MAX_WARNINGS)
+		return hs__error(EINVAL, "plan: %d layers (0..%d), %d memory nodes (0..%d), %d warnings (0..%d)",
+				 p->n_layers, HS_MAX_LAYERS, p->memory.n_nodes, HS_MAX_NODES, p->n_warnings,
+				 HS_MAX_WARNINGS);
+	if (!HS_STR_ENDED(p->model) || !HS_STR_ENDED(p->machine) || !HS_STR_ENDED(p->profile_source) ||
+	    !HS_STR_ENDED(p->predicted.bound) || !HS_STR_ENDED(p->assumptions) || !HS_STR_ENDED(p->routing))
+		return hs__error(EINVAL, "plan: a text field is not NUL-terminated within its array");
+	if ((unsigned)p->decode_mode > HS_MODE_HYBRID || (unsigned)p->prefill_mode > HS_MODE_HYBRID ||
+	    (unsigned)p->kv_type > HS_KV_Q8_0)
+		return hs__error(EINVAL, "plan: decode mode %d, prefill mode %d (0..%d), KV type %d (0..%d)",
+				 (int)p->decode_mode, (int)p->prefill_mode, HS_MODE_HYBRID, (int)p->kv_type, HS_KV_Q8_0);
+	for (int i = 0; i < p->n_layers; i++) {
+		const struct hs_plan_layer *l = &p->layers[i];
+		if ((unsigned)l->placement > HS_PLACEMENT_HOST_CACHE || l->n_numa_nodes < 0 || l->n_numa_nodes > 2 ||
+		    l->slots < 0)
+			return hs__error(EINVAL, "plan: layer %d: placement %d (0..%d), %d nodes (0..2), %d slots", i,
+					 (int)l->placement, HS_PLACEMENT_HOST_CACHE, l->n_numa_nodes, l->slots);
+	}
+	for (int i = 0; i < p->n_warnings; i++)
+		if (!HS_STR_ENDED(p->warnings[i].code) || !HS_STR_ENDED(p->warnings[i].message))
+			return hs__error(EINVAL, "plan: warning %d is not NUL-terminated within its array", i);
+	return 0;
+}
+
 char *hs_plan_to_json(const struct hs_plan *p)
 {
+	if (hs__plan_check(p))
+		return NULL;
 	json_t *root = json_object(), *layers = json_array(), *warnings = json_array(), *nodes = json_array();
 
 	json_object_set_new(root, "hotset_plan", json_integer(1));
@@ -275,6 +306,9 @@ int hs_plan_from_json(const char *text, struct hs_plan *out)
 {
 	struct hs_json_in in;
 	json_t *root;
+
+	HS_NEED(text, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	int rc = hs__json_parse(text, "plan", "(text)", &in, &root);
 
 	if (rc)
@@ -286,11 +320,16 @@ int hs_plan_from_json(const char *text, struct hs_plan *out)
 
 int hs_plan_save(const struct hs_plan *p, const char *path)
 {
+	int rc;
+
+	HS_NEED(path, -EINVAL);
+	if ((rc = hs__plan_check(p)))
+		return rc;
 	char *s = hs_plan_to_json(p);
 	if (!s)
 		return hs__error(ENOMEM, "plan: no memory for the JSON text");
 	struct hs_piece pieces[2] = { { s, strlen(s) }, { "\n", 1 } };
-	int rc = hs__write_file_atomic(path, pieces, 2, 0);
+	rc = hs__write_file_atomic(path, pieces, 2, 0);
 	free(s);
 	return rc;
 }
@@ -299,6 +338,9 @@ int hs_plan_load(const char *path, struct hs_plan *out)
 {
 	struct hs_json_in in;
 	json_t *root;
+
+	HS_NEED(path, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	int rc = hs__json_load(path, "plan", &in, &root);
 
 	if (rc)

@@ -49,6 +49,23 @@
 #define DEFAULT_TOP 14             /* default skew: the 14 most used of 128 ... */
 #define DEFAULT_TOP_SHARE 0.54     /* ... take 54% of the slots (published 54-68%, low end) */
 
+/* A model description from a caller: what the planner reads stays inside it. */
+static int model_desc_check(const struct hs_model_desc *m)
+{
+	if (!HS_STR_ENDED(m->name) || !HS_STR_ENDED(m->arch))
+		return hs__error(EINVAL, "model description: name or arch is not NUL-terminated within its array");
+	for (int i = 0; i < m->n_moe_layers && i < HS_MAX_LAYERS; i++)
+		if (m->moe_layer[i] < 0)
+			return hs__error(EINVAL, "model description: MoE layer %d has block index %d", i, m->moe_layer[i]);
+	return 0;
+}
+
+struct hs_plan_opts hs_plan_opts_default(void)
+{
+	return (struct hs_plan_opts){ .gpu = 0, .ctx = 8192, .kv_type = HS_KV_F16, .ubatch = 512, .host_layers = -1,
+				      .n_seq = 1 };
+}
+
 const char *hs_placement_name(enum hs_placement p)
 {
 	switch (p) {
@@ -357,12 +374,29 @@ int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_
 int hs_plan_make(const struct hs_model_desc *m, const struct hs_profile *pf, const struct hs_plan_opts *opts,
 		 struct hs_plan *p)
 {
-	struct hs_plan_opts o = *opts;
-	struct ctx c;
 	int rc = 0;
 
+	HS_NEED(p, -EINVAL);
 	memset(p, 0, sizeof *p);
+	HS_NEED(m, -EINVAL);
+	HS_NEED(pf, -EINVAL);
+	if ((rc = model_desc_check(m)) || (rc = hs__profile_check(pf)))
+		return rc;
+	struct hs_plan_opts o = opts ? *opts : hs_plan_opts_default();
+	struct ctx c;
+
 	memset(&c, 0, sizeof c);
+	/* gpu 0, the default, on a machine without one: plan for the CPU, as
+	 * `hotset plan` does when --gpu is not given */
+	if (o.gpu == 0 && pf->n_gpus == 0)
+		o.gpu = -1;
+	if (o.gpu < -1 || (unsigned)o.kv_type > HS_KV_Q8_0 || o.host_layers < -1 || o.ctx < 0 || o.ubatch < 0 ||
+	    o.n_seq < 0 || o.n_seq > HS_MAX_SEQ || (o.freq && (o.freq_layers < 0 || o.freq_experts < 0)))
+		return hs__error(EINVAL, "plan: gpu %d (-1 or a profile GPU), KV type %d (0..%d), host layers %d (-1 or "
+				 ">= 0), ctx %d, ubatch %d (>= 0), n_seq %d (0..%d)",
+				 o.gpu, (int)o.kv_type, HS_KV_Q8_0, o.host_layers, o.ctx, o.ubatch, o.n_seq, HS_MAX_SEQ);
+	if ((long)o.ctx * (o.n_seq > 0 ? o.n_seq : 1) > (1l << 31) - 1)
+		return hs__error(EINVAL, "plan: %d sequences of %d positions exceed 2^31 cells", o.n_seq, o.ctx);
 	if (o.ctx <= 0)
 		o.ctx = 8192;
 	if (o.ubatch <= 0)

@@ -72,4 +72,14 @@ double hs__hybrid_share(double a, double g0, double g, double p);
  * (the sim adds 256 bytes of bookkeeping to each; tests/test-vram.c). */
 int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_opts *o);
 
+/* A plan or profile a caller hands in: every count
+ * within its struct's arrays, every enum known, every string ended inside
+ * its array, so that nothing reads past the struct.  0, or -EINVAL naming
+ * the field and the limit. */
+int hs__plan_check(const struct hs_plan *p);
+int hs__profile_check(const struct hs_profile *p);
+
+/* Whether the char array a (of sizeof a bytes) holds its NUL. */
+#define HS_STR_ENDED(a) (memchr((a), 0, sizeof(a)) != NULL)
+
 #endif

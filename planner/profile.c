@@ -14,10 +14,36 @@
 #include "hotset.h"
 #include "base/error.h"
 #include "base/jsonio.h"
+#include "planner/planner.h"
+
+int hs__profile_check(const struct hs_profile *p)
+{
+	HS_NEED(p, -EINVAL);
+	if (p->n_nodes < 0 || p->n_nodes > HS_MAX_NODES || p->n_gpus < 0 || p->n_gpus > HS_MAX_GPUS)
+		return hs__error(EINVAL, "profile: %d nodes (0..%d), %d GPUs (0..%d)", p->n_nodes, HS_MAX_NODES, p->n_gpus,
+				 HS_MAX_GPUS);
+	if (!HS_STR_ENDED(p->machine) || !HS_STR_ENDED(p->source) || !HS_STR_ENDED(p->note) ||
+	    !HS_STR_ENDED(p->created) || !HS_STR_ENDED(p->cpu_kernels))
+		return hs__error(EINVAL, "profile: a text field is not NUL-terminated within its array");
+	for (int i = 0; i < p->n_nodes; i++)
+		if (p->nodes[i].n_kernel < 0 || p->nodes[i].n_kernel > HS_MAX_KSPEED)
+			return hs__error(EINVAL, "profile: node %d has %d kernel speeds (0..%d)", i, p->nodes[i].n_kernel,
+					 HS_MAX_KSPEED);
+	for (int i = 0; i < p->n_gpus; i++) {
+		const struct hs_profile_gpu *g = &p->gpus[i];
+		if (g->n_numa_nodes < 0 || g->n_numa_nodes > HS_MAX_NODES || !HS_STR_ENDED(g->name) ||
+		    !HS_STR_ENDED(g->pci_bus_id))
+			return hs__error(EINVAL, "profile: GPU %d: %d nodes (0..%d), or a name not NUL-terminated", i,
+					 g->n_numa_nodes, HS_MAX_NODES);
+	}
+	return 0;
+}
 
 int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out)
 {
+	HS_NEED(out, -EINVAL);
 	memset(out, 0, sizeof *out);
+	HS_NEED(t, -EINVAL);
 	snprintf(out->machine, sizeof out->machine, "%s", hs_topology_source(t));
 	snprintf(out->source, sizeof out->source, "topology");
 	snprintf(out->cpu_kernels, sizeof out->cpu_kernels, "%s", hs_cpu_kernels_name());
@@ -98,9 +124,13 @@ static double pair_rate(const struct hs_profile *r, const double *v, int near_no
 
 int hs_profile_on_topology(const struct hs_profile *rates, const hs_topology *t, struct hs_profile *out)
 {
-	struct hs_profile *tp = malloc(sizeof *tp);
 	int rc;
 
+	HS_NEED(out, -EINVAL);
+	HS_NEED(t, -EINVAL);
+	if ((rc = hs__profile_check(rates)))
+		return rc;
+	struct hs_profile *tp = malloc(sizeof *tp);
 	if (!tp)
 		return hs__error(ENOMEM, "profile: out of memory");
 	if ((rc = hs_profile_from_topology(t, tp))) {
@@ -173,6 +203,8 @@ static json_t *node_gbps(const double *v, const struct hs_profile *p)
 
 char *hs_profile_to_json(const struct hs_profile *p)
 {
+	if (hs__profile_check(p))
+		return NULL;
 	json_t *root = json_object(), *nodes = json_array(), *gpus = json_array();
 
 	json_object_set_new(root, "hotset_profile", json_integer(1));
@@ -218,11 +250,16 @@ char *hs_profile_to_json(const struct hs_profile *p)
 
 int hs_profile_save(const struct hs_profile *p, const char *path)
 {
+	int rc;
+
+	HS_NEED(path, -EINVAL);
+	if ((rc = hs__profile_check(p)))
+		return rc;
 	char *s = hs_profile_to_json(p);
 	if (!s)
 		return hs__error(ENOMEM, "profile: no memory for the JSON text");
 	struct hs_piece piece = { s, strlen(s) };
-	int rc = hs__write_file_atomic(path, &piece, 1, 0);
+	rc = hs__write_file_atomic(path, &piece, 1, 0);
 	free(s);
 	return rc;
 }
@@ -351,6 +388,9 @@ int hs_profile_load(const char *path, struct hs_profile *out)
 {
 	struct hs_json_in in;
 	json_t *root;
+
+	HS_NEED(path, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	int rc = hs__json_load(path, "profile", &in, &root);
 
 	if (rc)
@@ -365,6 +405,9 @@ int hs_profile_default_path(char *buf, size_t n)
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int len;
 
+	HS_NEED(buf, -EINVAL);
+	if (n == 0)
+		return hs__error(ENAMETOOLONG, "profile path: a buffer of 0 bytes");
 	if (xdg && *xdg)
 		len = snprintf(buf, n, "%s/hotset/profile.json", xdg);
 	else if (home && *home)

@@ -4,12 +4,14 @@
  * sequence back to where the call found it. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cpu_kernels/sample.h"
 #include "model/model.h"
 #include "runtime/forward.h"
@@ -65,12 +67,14 @@ void hs_context_free(hs_context *c)
 int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_context **out)
 {
 	struct hs_context_opts o = { 0 };
-	const struct hs_model_info *in = hs_model_info(rt->m);
-	const struct hs_whole *w = hs__model_whole(rt->m);
 	hs_context *c;
 	int rc;
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(rt, -EINVAL);
+	const struct hs_model_info *in = hs_model_info(rt->m);
+	const struct hs_whole *w = hs__model_whole(rt->m);
 	if (opts)
 		o = *opts;
 	if (!w)
@@ -119,6 +123,16 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	if (rc)
 		goto out_free;
 	int on_device = rt->d && rt->d->ops->matmul && !(o.dense && strcmp(o.dense, "auto"));
+	/* The plan gave the device's memory out counting a KV cache of its ctx
+	 * for the runtime's n_seq: a larger cache takes memory it gave to
+	 * experts and slots.  A warning, not a refusal: a plan from a file does
+	 * not record n_seq, and the allocation fails cleanly if it must. */
+	const long planned = (long)rt->plan.ctx * (rt->o.n_seq > 0 ? rt->o.n_seq : 1);
+	if (on_device && (long)o.n_ctx * o.n_seq > planned)
+		hs__log(HS_LOG_WARN,
+			"context: %d sequences of %d positions, but the runtime was planned for %ld KV positions "
+			"(ctx %d x n_seq %d): device memory may run short",
+			o.n_seq, o.n_ctx, planned, rt->plan.ctx, rt->o.n_seq > 0 ? rt->o.n_seq : 1);
 	if (o.dense && strcmp(o.dense, "ref") == 0) {
 		f->be = &hs__fwd_ref;
 		f->w = w;
@@ -246,6 +260,7 @@ static int run_ubatch(hs_context *c, const struct hs_token *batch, int a, int b,
 
 int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 {
+	HS_NEED(c, -EINVAL);
 	int rc = check_batch(c, n, batch), want = 0;
 
 	if (rc)
@@ -298,18 +313,24 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 
 const float *hs_context_logits(const hs_context *c, int i)
 {
-	if (i < 0 || i >= c->n_logits)
+	HS_NEED(c, NULL);
+	if (i < 0 || i >= c->n_logits) {
+		hs__error(EINVAL, "logits: entry %d; the last decode asked for %d rows (0..%d)", i, c->n_logits,
+			  c->n_logits - 1);
 		return NULL;
+	}
 	return c->logits + (size_t)i * c->n_vocab;
 }
 
 int hs_context_n_logits(const hs_context *c)
 {
+	HS_NEED(c, -EINVAL);
 	return c->n_logits;
 }
 
 int hs_context_seq_pos(const hs_context *c, int seq)
 {
+	HS_NEED(c, -EINVAL);
 	if (seq < 0 || seq >= c->f.n_seq)
 		return hs__error(EINVAL, "sequence %d (0..%d)", seq, c->f.n_seq - 1);
 	return c->next_pos[seq];
@@ -317,6 +338,7 @@ int hs_context_seq_pos(const hs_context *c, int seq)
 
 int hs_context_seq_clear(hs_context *c, int seq)
 {
+	HS_NEED(c, -EINVAL);
 	if (seq < 0 || seq >= c->f.n_seq)
 		return hs__error(EINVAL, "sequence %d (0..%d)", seq, c->f.n_seq - 1);
 	int rc = hs__fwd_forget(&c->f, seq, 0);
@@ -328,6 +350,7 @@ int hs_context_seq_clear(hs_context *c, int seq)
 
 int hs_context_seq_keep(hs_context *c, int seq, int n)
 {
+	HS_NEED(c, -EINVAL);
 	if (seq < 0 || seq >= c->f.n_seq)
 		return hs__error(EINVAL, "sequence %d (0..%d)", seq, c->f.n_seq - 1);
 	if (n < 0 || n > c->next_pos[seq])
@@ -347,6 +370,8 @@ int hs_context_seq_keep(hs_context *c, int seq, int n)
 
 int hs_context_stats(const hs_context *c, struct hs_context_stats *o)
 {
+	HS_NEED(c, -EINVAL);
+	HS_NEED(o, -EINVAL);
 	memset(o, 0, sizeof *o);
 	o->n_ctx = c->f.n_ctx;
 	o->n_seq = c->f.n_seq;
@@ -369,6 +394,8 @@ int hs_context_stats(const hs_context *c, struct hs_context_stats *o)
 
 void hs_context_stats_reset(hs_context *c)
 {
+	if (!c)
+		return;
 	c->prompt_tokens = c->decode_tokens = 0;
 	c->prompt_s = c->decode_s = 0;
 	c->f.t_attn = c->f.t_moe = c->f.t_other = 0;
@@ -380,6 +407,7 @@ int hs_sampler_create(const struct hs_sampler_params *p, int n_vocab, hs_sampler
 {
 	struct hs_sample_params sp = { 0 };
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
 	if (p) {
 		sp.temp = p->temperature;
@@ -390,6 +418,7 @@ int hs_sampler_create(const struct hs_sampler_params *p, int n_vocab, hs_sampler
 	} else {
 		sp.top_p = 1;
 	}
+	errno = 0; /* a failed allocation sets ENOMEM; a refused parameter leaves 0 */
 	*out = hs__sampler_create(&sp, n_vocab);
 	return *out ? 0 : -(errno ? errno : EINVAL);
 }
@@ -399,7 +428,28 @@ void hs_sampler_free(hs_sampler *s)
 	hs__sampler_free(s);
 }
 
+struct hs_sampler_params hs_sampler_params_default(void)
+{
+	return (struct hs_sampler_params){ .temperature = 0, .top_k = 0, .top_p = 1, .min_p = 0, .seed = 0 };
+}
+
+struct hs_context_opts hs_context_opts_default(void)
+{
+	/* n_ctx 0: 4096, or the model's context_length when that is less */
+	return (struct hs_context_opts){ .n_ctx = 0, .kv_type = HS_KV_F16, .n_seq = 1, .n_ubatch = 0, .dense = NULL };
+}
+
 int32_t hs_sampler_sample(hs_sampler *s, const float *logits)
 {
+	HS_NEED(s, -EINVAL);
+	HS_NEED(logits, -EINVAL);
+	/* a row with nothing to draw (all NaN or -inf: a broken forward or a
+	 * mask that left nothing) is an error, not token 0 */
+	const int n = hs__sampler_n_vocab(s);
+	int any = 0;
+	for (int i = 0; i < n && !any; i++)
+		any = logits[i] > -INFINITY;
+	if (!any)
+		return hs__error(EINVAL, "sampler: no logit of the %d is above -inf (all NaN or -inf)", n);
 	return hs__sampler_sample(s, logits);
 }

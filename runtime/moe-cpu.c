@@ -14,6 +14,10 @@
 /* The kernel view of a MoE layer, or NULL with a message. */
 static const struct hs_moe_layer *moe_layer(const hs_model *m, int layer)
 {
+	if (!m) {
+		hs__error(EINVAL, "MoE layer %d: the model m is NULL", layer);
+		return NULL;
+	}
 	const struct hs_moe_layer *l = hs__model_layer(m, layer);
 
 	if (!l) {
@@ -28,6 +32,8 @@ static const struct hs_moe_layer *moe_layer(const hs_model *m, int layer)
  * come out as NaN without a word: refused, naming the row and column. */
 static int check_inputs(const struct hs_moe_layer *l, int n, const float *x, const float *weights)
 {
+	if (n && !x)
+		return hs__error(EINVAL, "hidden states: x is NULL for %d tokens", n);
 	int rc = hs__check_finite(x, n, l->n_embd, "hidden states");
 	return rc || !weights ? rc : hs__check_finite(weights, n, l->n_used, "expert weights");
 }
@@ -41,6 +47,8 @@ int hs_moe_ref(const hs_model *m, int layer, int n, const float *x, const int32_
 		return -EINVAL;
 	if (n < 0 || (ids && !weights))
 		return hs__error(EINVAL, "hs_moe_ref: %s", n < 0 ? "negative token count" : "ids without weights");
+	if (n)
+		HS_NEED(y, -EINVAL);
 	int rc = check_inputs(l, n, x, weights);
 	return rc ? rc : hs__moe_forward_ref(l, n, x, ids, weights, y);
 }
@@ -53,6 +61,10 @@ int hs_moe_route_ref(const hs_model *m, int layer, int n, const float *x, int32_
 		return -EINVAL;
 	if (n < 0)
 		return hs__error(EINVAL, "hs_moe_route_ref: negative token count");
+	if (n) {
+		HS_NEED(ids, -EINVAL);
+		HS_NEED(weights, -EINVAL);
+	}
 	int rc = check_inputs(l, n, x, NULL);
 	return rc ? rc : hs__moe_route_ref(l, n, x, ids, weights);
 }
@@ -70,6 +82,10 @@ int hs_moe_forward_cpu(const hs_model *m, int layer, int n, const float *x, cons
 		return -EINVAL;
 	if (n < 0 || (ids && !weights))
 		return hs__error(EINVAL, "hs_moe_forward_cpu: %s", n < 0 ? "negative token count" : "ids without weights");
+	if (n)
+		HS_NEED(y, -EINVAL);
+	if (threads > 0 && (rc = hs__check_threads(threads, "hs_moe_forward_cpu")))
+		return rc;
 	if ((rc = check_inputs(l, n, x, ids ? weights : NULL)))
 		return rc;
 	if (!ids) {

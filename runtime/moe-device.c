@@ -59,10 +59,15 @@ int hs_moe_forward_device(const hs_model *m, int layer, int n, const float *x, c
 	void *dx = NULL, *dxq = NULL, *dids = NULL, *dw = NULL, *dy = NULL, *scratch = NULL;
 	int *slot_for = NULL, rc;
 
+	HS_NEED(m, -EINVAL);
 	if (!l)
 		return hs__error(EINVAL, "layer %d has no experts", layer);
 	if (n < 1)
 		return hs__error(EINVAL, "device forward: %d tokens", n);
+	HS_NEED(x, -EINVAL);
+	HS_NEED(y, -EINVAL);
+	if (ids_in && !weights_in)
+		return hs__error(EINVAL, "device forward: ids without weights");
 	if ((rc = hs__check_finite(x, n, l->n_embd, "hidden states")) ||
 	    (ids_in && (rc = hs__check_finite(weights_in, n, l->n_used, "expert weights"))))
 		return rc;

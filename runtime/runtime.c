@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "base/log.h"
 #include "runtime/hybrid.h"
 #include "model/model.h"
+#include "planner/planner.h"
 #include "runtime/numa.h"
 #include "runtime/numa-place.h"
 #include "runtime/runtime.h"
@@ -60,12 +62,71 @@ static void progress(hs_runtime *rt, const char *what, double f)
 
 const struct hs_model_info *hs_runtime_model_info(const hs_runtime *rt)
 {
+	HS_NEED(rt, NULL);
 	return hs_model_info(rt->m);
 }
 
 const char *hs_runtime_describe(const hs_runtime *rt)
 {
+	HS_NEED(rt, NULL);
 	return rt->desc ? rt->desc : "";
+}
+
+struct hs_runtime_opts hs_runtime_opts_default(void)
+{
+	/* ctx 0: 4096 (a context's default); the zeros a caller may leave are defaults */
+	return (struct hs_runtime_opts){ .q = -1, .max_tokens = 512, .ctx = 0, .n_seq = 1, .admit_per_step = 1 };
+}
+
+/* The largest batch hs_runtime_opts.max_tokens may ask for (the CLI's
+ * --ubatch stops at 8192; scratch grows with it). */
+#define HS_RUNTIME_MAX_TOKENS 65536
+
+/* The cache policies a runtime knows, as hs_runtime_opts and
+ * hs_runtime_set_cache_policy() name them; NULL for another name. */
+static const char *known_policy(const char *name)
+{
+	static const char *const known[] = { "lru", "lfu", "lfru", "static", "none" };
+	for (int i = 0; name && i < 5; i++)
+		if (strcmp(name, known[i]) == 0)
+			return known[i];
+	return NULL;
+}
+
+/* Every option is checked before anything loads, so that a value is
+ * refused here with its limit rather than accepted and failing (or
+ * starting 1000 workers) later. */
+static int check_opts(const struct hs_runtime_opts *o, const char *device)
+{
+	int rc;
+
+	if (device && strcmp(device, "cpu") && strcmp(device, "sim") && strcmp(device, "cuda"))
+		return hs__error(EINVAL, "runtime: device '%s'%s is not one of cpu, sim, cuda", device,
+				 o->device ? "" : " (from $HOTSET_DEVICE)");
+	if ((unsigned)o->mode > HS_MODE_HYBRID)
+		return hs__error(EINVAL, "runtime: mode %d (HS_MODE_NONE %d .. HS_MODE_HYBRID %d)", (int)o->mode,
+				 HS_MODE_NONE, HS_MODE_HYBRID);
+	if (!(o->q <= 1) || !isfinite(o->q)) /* NaN fails every comparison */
+		return hs__error(EINVAL, "runtime: q %g: a share of 0..1, or negative for the plan's (auto)", o->q);
+	if (o->max_tokens < 0 || o->max_tokens > HS_RUNTIME_MAX_TOKENS)
+		return hs__error(EINVAL, "runtime: max_tokens %d (0: 512, at most %d)", o->max_tokens,
+				 HS_RUNTIME_MAX_TOKENS);
+	if (o->ctx < 0 || o->n_seq < 0 || o->n_seq > HS_MAX_SEQ)
+		return hs__error(EINVAL, "runtime: ctx %d, n_seq %d (0: the defaults; n_seq at most %d)", o->ctx, o->n_seq,
+				 HS_MAX_SEQ);
+	if ((long)o->ctx * o->n_seq > (1l << 31) - 1)
+		return hs__error(EINVAL, "runtime: %d sequences of %d positions exceed 2^31 cells", o->n_seq, o->ctx);
+	if (o->kv_type != HS_KV_F16 && o->kv_type != HS_KV_Q8_0)
+		return hs__error(EINVAL, "runtime: KV type %d (HS_KV_F16 or HS_KV_Q8_0)", (int)o->kv_type);
+	if ((rc = hs__check_threads(o->threads, "runtime")))
+		return rc;
+	if (o->admit_per_step < 0)
+		return hs__error(EINVAL, "runtime: admit_per_step %d (0 = a static cache, or more)", o->admit_per_step);
+	if (o->cache_policy && !known_policy(o->cache_policy))
+		return hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", o->cache_policy);
+	if ((o->plan && (rc = hs__plan_check(o->plan))) || (o->profile && (rc = hs__profile_check(o->profile))))
+		return rc;
+	return 0;
 }
 
 void hs_runtime_close(hs_runtime *rt)
@@ -258,6 +319,7 @@ static int warm_fill(hs_runtime *rt, struct rt_layer *L)
 
 int hs_runtime_reset(hs_runtime *rt)
 {
+	HS_NEED(rt, -EINVAL);
 	for (int li = 0; li < rt->n_layers; li++) {
 		struct rt_layer *L = &rt->layers[li];
 		if (!L->moe)
@@ -293,34 +355,40 @@ int hs_runtime_reset(hs_runtime *rt)
 
 int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, hs_runtime **out)
 {
-	hs_runtime *rt = calloc(1, sizeof *rt);
+	struct hs_runtime_opts def = hs_runtime_opts_default();
 	int rc;
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(model_path, -EINVAL);
+	if (!opts)
+		opts = &def;
+	/* NULL: what `hotset run` does, with $HOTSET_DEVICE first (docs/device.md) */
+	const char *want = opts->device ? opts->device : getenv("HOTSET_DEVICE");
+	if (want && !*want)
+		want = NULL;
+	if ((rc = check_opts(opts, want)))
+		return rc;
+	hs_runtime *rt = calloc(1, sizeof *rt);
 	if (!rt)
 		return hs__error(ENOMEM, "runtime: out of memory");
-	if (opts)
-		rt->o = *opts;
-	else
-		rt->o.q = -1;
-	if (rt->o.max_tokens <= 0)
+	rt->o = *opts;
+	if (rt->o.max_tokens == 0)
 		rt->o.max_tokens = 512;
-	if (rt->o.admit_per_step < 0)
-		rt->o.admit_per_step = 0;
-	if (rt->o.cache_policy && strcmp(rt->o.cache_policy, "lru") && strcmp(rt->o.cache_policy, "lfu") &&
-	    strcmp(rt->o.cache_policy, "lfru") && strcmp(rt->o.cache_policy, "static") &&
-	    strcmp(rt->o.cache_policy, "none")) {
-		rc = hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", rt->o.cache_policy);
-		goto out_close;
-	}
+	if (!want)
+		want = hs_cuda_device_count() > 0 ? "cuda" : "cpu";
 	if ((rc = hs_model_open(model_path, &rt->m)))
 		goto out_close;
 	const struct hs_model_info *in = hs_model_info(rt->m);
-	const char *want = rt->o.device ? rt->o.device : getenv("HOTSET_DEVICE");
-	if (want && strcmp(want, "cpu") == 0) {
+	if (in->whole && rt->o.ctx > in->n_ctx_train) {
+		rc = hs__error(EINVAL, "runtime: ctx %d is more than %s's context_length %d", rt->o.ctx, model_path,
+			       in->n_ctx_train);
+		goto out_close;
+	}
+	if (strcmp(want, "cpu") == 0) {
 		hs__runtime_say(rt, "device: none (cpu): every expert runs on the CPU");
 		rt->d = NULL;
-	} else if (hs__device_open(rt->o.device, 0, &rt->d)) {
+	} else if (hs__device_open(want, 0, &rt->d)) {
 		hs__runtime_say(rt, "warning: no device (%s): every expert runs on the CPU", hs_last_error());
 		rt->d = NULL;
 	} else {
@@ -331,6 +399,11 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 	if (strcmp(rt->plan.model, in->name[0] ? in->name : "model") != 0 && (rt->o.plan_path || rt->o.plan))
 		hs__runtime_say(rt, "note: the plan was made for '%s', the model is '%s'", rt->plan.model, in->name);
 	int threads = rt->o.threads > 0 ? rt->o.threads : rt->plan.cpu_threads > 0 ? rt->plan.cpu_threads : 1;
+	if (threads > hs__max_threads()) { /* a plan made for a larger machine */
+		hs__runtime_say(rt, "note: the plan's %d CPU threads are more than this machine takes; %d run", threads,
+				hs__max_threads());
+		threads = hs__max_threads();
+	}
 	/* workers bound to the cores of the plan's CPU node, one per core */
 	int free_cpus[4096];
 	int n_free = 0;
@@ -571,6 +644,11 @@ static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float 
 int hs_runtime_forward(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
 		       float *y)
 {
+	HS_NEED(rt, -EINVAL);
+	HS_NEED(x, -EINVAL);
+	HS_NEED(y, -EINVAL);
+	if (ids && !weights)
+		return hs__error(EINVAL, "forward: ids without weights");
 	if (layer < 0 || layer >= rt->n_layers || !rt->layers[layer].moe)
 		return hs__error(EINVAL, "forward: layer %d is not a MoE layer (0..%d)", layer, rt->n_layers - 1);
 	if (n < 1 || n > rt->o.max_tokens)
@@ -685,6 +763,8 @@ static int layer_forward(hs_runtime *rt, struct rt_layer *L, int n, const float 
 
 int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_report *out)
 {
+	HS_NEED(rt, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	if (layer < 0 || layer >= rt->n_layers || !rt->layers[layer].moe)
 		return hs__error(EINVAL, "report: layer %d is not a MoE layer", layer);
 	*out = rt->layers[layer].rep;
@@ -693,8 +773,10 @@ int hs_runtime_layer_report(const hs_runtime *rt, int layer, struct hs_layer_rep
 
 int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q)
 {
-	if (mode < HS_MODE_NONE || mode > HS_MODE_HYBRID || q > 1)
-		return hs__error(EINVAL, "runtime: mode %d with q %g", mode, q);
+	HS_NEED(rt, -EINVAL);
+	if ((unsigned)mode > HS_MODE_HYBRID || !(q <= 1) || !isfinite(q))
+		return hs__error(EINVAL, "runtime: mode %d with q %g (modes %d..%d; q 0..1, or negative for auto)",
+				 (int)mode, q, HS_MODE_NONE, HS_MODE_HYBRID);
 	rt->o.mode = mode;
 	rt->o.q = q;
 	return 0;
@@ -702,12 +784,13 @@ int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q)
 
 int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step)
 {
-	static const char *const known[] = { "lru", "lfu", "lfru", "static", "none" };
-	for (int i = 0; i < 5; i++)
-		if (policy && strcmp(policy, known[i]) == 0) {
-			rt->o.cache_policy = known[i];
-			rt->o.admit_per_step = admit_per_step < 0 ? 0 : admit_per_step;
-			return 0;
-		}
-	return hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", policy ? policy : "(null)");
+	HS_NEED(rt, -EINVAL);
+	const char *known = known_policy(policy);
+	if (!known)
+		return hs__error(EINVAL, "cache policy '%s': lru, lfu, lfru, static or none", policy ? policy : "(null)");
+	if (admit_per_step < 0)
+		return hs__error(EINVAL, "cache: admit_per_step %d (0 = a static cache, or more)", admit_per_step);
+	rt->o.cache_policy = known;
+	rt->o.admit_per_step = admit_per_step;
+	return 0;
 }

@@ -53,7 +53,9 @@ int hs_trace_writer_open(const char *path, int n_experts, int n_used, hs_trace_w
 	hs_trace_writer *w;
 	uint32_t head[8] = { 0 };
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
+	HS_NEED(path, -EINVAL);
 	if (n_experts < 1 || n_experts > MAX_EXPERTS || n_used < 1 || n_used > MAX_USED || n_used > n_experts)
 		return hs__error(EINVAL, "trace %s: %d experts, %d used (1..%d, 1..%d)", path, n_experts, n_used,
 				 MAX_EXPERTS, MAX_USED);
@@ -90,6 +92,9 @@ int hs_trace_writer_open(const char *path, int n_experts, int n_used, hs_trace_w
 
 int hs_trace_writer_add(hs_trace_writer *w, int step, int layer, int n_tokens, const int32_t *ids, const float *weights)
 {
+	HS_NEED(w, -EINVAL);
+	HS_NEED(ids, -EINVAL);
+	HS_NEED(weights, -EINVAL);
 	uint32_t rh[4] = { (uint32_t)step, (uint32_t)layer, (uint32_t)n_tokens, 0 };
 	size_t m = (size_t)n_tokens * w->n_used;
 
@@ -132,6 +137,9 @@ void hs_trace_free(hs_trace *t)
 
 int hs_trace_load(const char *path, hs_trace **out)
 {
+	HS_NEED(out, -EINVAL);
+	*out = NULL;
+	HS_NEED(path, -EINVAL);
 	FILE *f = fopen(path, "rb");
 	uint32_t head[8], rh[4];
 	hs_trace *t = NULL;
@@ -139,7 +147,6 @@ int hs_trace_load(const char *path, hs_trace **out)
 	struct stat st;
 	int rc = 0;
 
-	*out = NULL;
 	if (!f)
 		return hs__error(errno == ENOENT ? ENOENT : EIO, "trace %s: cannot open: %s", path, strerror(errno));
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -241,14 +248,25 @@ int hs_trace_load(const char *path, hs_trace **out)
 
 void hs_trace_info(const hs_trace *t, int *n_records, int *n_experts, int *n_used)
 {
-	*n_records = t->n_records;
-	*n_experts = t->n_experts;
-	*n_used = t->n_used;
+	if (!t)
+		hs__null_arg(__func__, "t");
+	if (n_records)
+		*n_records = t ? t->n_records : 0;
+	if (n_experts)
+		*n_experts = t ? t->n_experts : 0;
+	if (n_used)
+		*n_used = t ? t->n_used : 0;
 }
 
 int hs_trace_record(const hs_trace *t, int i, int *step, int *layer, int *n_tokens, const int32_t **ids,
 		    const float **weights)
 {
+	HS_NEED(t, -EINVAL);
+	HS_NEED(step, -EINVAL);
+	HS_NEED(layer, -EINVAL);
+	HS_NEED(n_tokens, -EINVAL);
+	HS_NEED(ids, -EINVAL);
+	HS_NEED(weights, -EINVAL);
 	if (i < 0 || i >= t->n_records)
 		return hs__error(EINVAL, "trace: record %d of %d", i, t->n_records);
 	*step = t->recs[i].step;
@@ -261,6 +279,8 @@ int hs_trace_record(const hs_trace *t, int i, int *step, int *layer, int *n_toke
 
 int hs_trace_write_csv(const hs_trace *t, const char *path)
 {
+	HS_NEED(t, -EINVAL);
+	HS_NEED(path, -EINVAL);
 	char *tmp = malloc(strlen(path) + 6);
 	FILE *f;
 	int ok = 1;
@@ -312,6 +332,7 @@ int hs_trace_generate(const char *path, int n_layers, int n_experts, int n_used,
 	hs_trace_writer *w = NULL;
 	int rc;
 
+	HS_NEED(path, -EINVAL);
 	if (n_layers < 1 || n_layers > 4096 || steps < 1 || tokens < 1 || tokens > MAX_TOKENS || top_n < 1 ||
 	    top_n >= n_experts || !(top_share > (double)top_n / n_experts && top_share < 1) || !(locality >= 0 && locality <= 1))
 		return hs__error(EINVAL,

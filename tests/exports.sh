@@ -5,9 +5,7 @@
 so=${top_builddir:-.}/.libs/libhotset.so
 [ -f "$so" ] || { echo "SKIP: no shared library built ($so)"; exit 77; }
 command -v nm >/dev/null || { echo "SKIP: nm not installed"; exit 77; }
-# Declared functions: the header without comments, every name followed by "(".
-${CC:-cc} -E -P -I"$top_srcdir/include" "$top_srcdir/include/hotset.h" |
-	grep -oE '\bhs_[a-z0-9_]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' | sort -u >"$TMP/declared"
+declared_functions >"$TMP/declared"
 nm -D --defined-only "$so" | awk '$2 ~ /^[TDRBVWi]$/ {print $3}' | sed 's/@.*//' | sort -u >"$TMP/exported"
 [ -s "$TMP/declared" ] || fail "no declarations found in hotset.h"
 extra=$(comm -13 "$TMP/declared" "$TMP/exported" | tr '\n' ' ')

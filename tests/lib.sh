@@ -32,6 +32,13 @@ expect_grep() {
 	grep -Eq -- "$2" "${3:-$TMP/out}" || fail "$1: no match for '$2' in: $(head -c 2000 "${3:-$TMP/out}")"
 }
 
+# declared_functions: every function include/hotset.h declares, one a line,
+# sorted (the header without comments, each hs_ name followed by "(").
+declared_functions() {
+	${CC:-cc} -E -P -I"$top_srcdir/include" "$top_srcdir/include/hotset.h" |
+		grep -oE '\bhs_[a-z0-9_]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' | sort -u
+}
+
 finish() {
 	[ $fails -eq 0 ] || { echo "$fails check(s) failed" >&2; exit 1; }
 	exit 0

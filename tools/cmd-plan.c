@@ -423,6 +423,10 @@ int hs_cmd_plan(int argc, char **argv)
 	}
 	if (!gpu_set && pf->n_gpus == 0)
 		o.gpu = -1;
+	if (gpu_set && o.gpu == 0 && pf->n_gpus == 0) { /* the planner would plan for the CPU */
+		hs_cli_fail("plan", "--gpu 0: the profile has no GPU (--gpu none plans for the CPU)");
+		goto out_free;
+	}
 
 	if (routing) {
 		int64_t rows, cols;

@@ -138,7 +138,9 @@ int hs_cmd_run_layer(int argc, char **argv)
 			enum hs_mode mode;
 		} modes[] = { { "cpu", HS_MODE_CPU_COMPUTE }, { "stream", HS_MODE_PCIE_STREAM },
 			      { "hybrid", HS_MODE_HYBRID }, { "auto", HS_MODE_NONE } };
-		struct hs_runtime_opts ro = { .device = device, .plan_path = plan, .trace_path = trace, .replay_path = replay, .mode = HS_MODE_NONE, .q = q,
+		/* --mode without --device: a CUDA device, else sim (the library's NULL would be the CPU) */
+		const char *rdev = device ? device : hs_cuda_device_count() > 0 ? "cuda" : "sim";
+		struct hs_runtime_opts ro = { .device = rdev, .plan_path = plan, .trace_path = trace, .replay_path = replay, .mode = HS_MODE_NONE, .q = q,
 					      .max_tokens = (int)rows, .admit_per_step = 1 };
 		size_t i = 0;
 		while (i < 4 && strcmp(modes[i].name, mode_s))

@@ -41,6 +41,10 @@ char *hs_topology_to_json(const hs_topology *t)
 	json_t *root = json_object(), *nodes = json_array(), *gpus = json_array();
 	char *text = NULL;
 
+	if (!t) {
+		hs__null_arg(__func__, "t");
+		goto out_decref;
+	}
 	if (!root || !nodes || !gpus)
 		goto out_decref;
 	json_object_set_new(root, "source", json_string(hs_topology_source(t)));

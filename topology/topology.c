@@ -358,6 +358,7 @@ int hs_topology_open(const char *xml_path, hs_topology **out)
 	size_t xml_len = 0;
 	int rc;
 
+	HS_NEED(out, -EINVAL);
 	*out = NULL;
 	if (xml_path && (rc = read_xml(xml_path, &xml, &xml_len)))
 		return rc;
@@ -410,21 +411,60 @@ out_free:
 	return rc;
 }
 
-int hs_topology_is_this_system(const hs_topology *t) { return t->this_system; }
-const char *hs_topology_source(const hs_topology *t) { return t->source; }
-int hs_topology_n_nodes(const hs_topology *t) { return t->n_nodes; }
-int hs_topology_n_cores(const hs_topology *t) { return t->n_cores; }
-int hs_topology_n_cpus(const hs_topology *t) { return t->n_cpus; }
-int hs_topology_n_gpus(const hs_topology *t) { return t->n_gpus; }
+int hs_topology_is_this_system(const hs_topology *t)
+{
+	HS_NEED(t, -EINVAL);
+	return t->this_system;
+}
+
+const char *hs_topology_source(const hs_topology *t)
+{
+	HS_NEED(t, NULL);
+	return t->source;
+}
+
+int hs_topology_n_nodes(const hs_topology *t)
+{
+	HS_NEED(t, -EINVAL);
+	return t->n_nodes;
+}
+
+int hs_topology_n_cores(const hs_topology *t)
+{
+	HS_NEED(t, -EINVAL);
+	return t->n_cores;
+}
+
+int hs_topology_n_cpus(const hs_topology *t)
+{
+	HS_NEED(t, -EINVAL);
+	return t->n_cpus;
+}
+
+int hs_topology_n_gpus(const hs_topology *t)
+{
+	HS_NEED(t, -EINVAL);
+	return t->n_gpus;
+}
 
 const struct hs_numa_node *hs_topology_node(const hs_topology *t, int i)
 {
-	return i >= 0 && i < t->n_nodes ? &t->nodes[i] : NULL;
+	HS_NEED(t, NULL);
+	if (i < 0 || i >= t->n_nodes) {
+		hs__error(EINVAL, "topology: node %d out of range (%d nodes)", i, t->n_nodes);
+		return NULL;
+	}
+	return &t->nodes[i];
 }
 
 const struct hs_gpu *hs_topology_gpu(const hs_topology *t, int i)
 {
-	return i >= 0 && i < t->n_gpus ? &t->gpus[i] : NULL;
+	HS_NEED(t, NULL);
+	if (i < 0 || i >= t->n_gpus) {
+		hs__error(EINVAL, "topology: GPU %d out of range (%d GPUs)", i, t->n_gpus);
+		return NULL;
+	}
+	return &t->gpus[i];
 }
 
 const char *hs__hwloc_version(void)
