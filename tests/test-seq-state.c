@@ -2,7 +2,8 @@
  * sliding-window model (its ring wrapped) saved, loaded into another
  * sequence of a new context, continues with logits equal bit for bit to the
  * original's continuation, and its tokens come back; into a context with
- * another ubatch (another ring size) it continues within 1e-5; a file is
+ * another ubatch (another ring size) it continues within 1e-5, and on the
+ * sim device (cells in device memory) within 1e-5 too; a file is
  * refused in one line, with the target sequence unchanged, when it comes
  * from another model or KV type, needs a larger context, is truncated at
  * any of several points, has trailing bytes, another magic, a newer
@@ -211,6 +212,30 @@ int main(void)
 	}
 	CHECK(worst <= 1e-5, "load into another ring size: relative difference %.3g", worst);
 	hs_context_free(u);
+
+	/* on the sim device the cells live in device memory: the same round trip */
+	{
+		struct hs_runtime_opts so = { .device = "sim", .q = -1, .max_tokens = 64, .threads = 1 };
+		hs_runtime *srt = NULL;
+		CHECK(hs_runtime_open(model(name), &so, &srt) == 0, "sim: %s", hs_last_error());
+		hs_context *s1 = new_ctx(srt, 128, 4, HS_KV_F16), *s2 = new_ctx(srt, 128, 4, HS_KV_F16);
+		const char *sp = path_in("sim.state");
+		CHECK(s1 && s2 && run(s1, 0, 0, N_SAVED) == 0 && hs_context_seq_save(s1, 0, sp, NULL, 0) == 0 &&
+			      go_on(s1, 0, want) == 0 && hs_context_seq_load(s2, 1, sp, NULL, 0, NULL) == N_SAVED &&
+			      go_on(s2, 1, got) == 0,
+		      "sim: %s", hs_last_error());
+		double num = 0, den = 0;
+		for (size_t j = 0; s1 && s2 && j < (size_t)3 * n_vocab; j++) {
+			num += ((double)got[j] - want[j]) * ((double)got[j] - want[j]);
+			den += (double)want[j] * want[j];
+		}
+		CHECK(den > 0 && sqrt(num / den) <= 1e-5, "sim: after save and load the logits differ by %.3g",
+		      den > 0 ? sqrt(num / den) : -1.0);
+		hs_context_free(s1);
+		hs_context_free(s2);
+		hs_runtime_close(srt);
+		unlink(sp);
+	}
 
 	/* refusals, the target sequence unchanged */
 	if (b) {
