@@ -31,8 +31,9 @@ int main(int argc, char **argv)
 	const char *text;
 	size_t len;
 
-	if (hs_runtime_open(argv[1], &ro, &rt) || hs_context_create(rt, NULL, &ctx) || hs_tokenizer_open(argv[1], &tk) ||
-	    hs_detok_new(tk, 0, &dt) || hs_chat_tokenize(tk, &msg, 1, NULL, &ids, &n) ||
+	if (hs_runtime_open(argv[1], &ro, &rt) || hs_context_create(rt, NULL, &ctx) ||
+	    hs_tokenizer_open(argv[1], &tk) || hs_detok_new(tk, 0, &dt) ||
+	    hs_chat_tokenize(tk, &msg, 1, NULL, &ids, &n) ||
 	    hs_sampler_create(&greedy, hs_runtime_model_info(rt)->n_vocab, &smp) || !(batch = calloc(n, sizeof *batch)))
 		goto out;
 	for (int i = 0; i < n; i++) /* the prompt: sequence 0, logits of the last entry only */

@@ -168,8 +168,8 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	c->u_dst = malloc(ub * sizeof *c->u_dst);
 	c->order = malloc(ub * sizeof *c->order);
 	c->u_rows = malloc(ub * sizeof *c->u_rows);
-	if (!c->next_pos || !c->pos_before || !c->ring_lo || !c->snap || !c->snap_lo || !c->u_tok || !c->u_pos || !c->u_seq || !c->u_want || !c->u_dst ||
-	    !c->order || !c->u_rows) {
+	if (!c->next_pos || !c->pos_before || !c->ring_lo || !c->snap || !c->snap_lo || !c->u_tok || !c->u_pos ||
+	    !c->u_seq || !c->u_want || !c->u_dst || !c->order || !c->u_rows) {
 		rc = hs__error(ENOMEM, "context: out of memory");
 		goto out_free;
 	}
@@ -492,7 +492,8 @@ int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1)
 	const int next = c->next_pos[seq];
 	if (p0 >= next || p0 == p1)
 		return 0; /* it holds nothing there */
-	if (p1 < next) /* a hole: later tokens do not see those positions */
+	/* a hole: later tokens do not see those positions */
+	if (p1 < next)
 		return hs__fwd_forget_range(&c->f, seq, p0, p1);
 	const int lost = lost_below(c, seq);
 	if (!window_held(c, lost, p0))
@@ -526,8 +527,9 @@ int hs_context_seq_cp(hs_context *c, int src, int dst, int p0, int p1)
 	if (p0 >= p1)
 		return 0;
 	if (c->next_pos[dst] > p0)
-		return hs__error(EINVAL, "seq_cp: sequence %d holds positions %d..%d, at or past %d where the copy starts "
-					 "(seq_rm them first)",
+		return hs__error(EINVAL,
+				 "seq_cp: sequence %d holds positions %d..%d, at or past %d where the copy starts "
+				 "(seq_rm them first)",
 				 dst, p0, c->next_pos[dst] - 1, p0);
 	/* dst goes on from p1: the window there comes from src's rings from p0
 	 * on, and from dst's own below p0 */
@@ -568,7 +570,8 @@ int hs_context_seq_save(hs_context *c, int seq, const char *path, const int32_t 
 	if (seq < 0 || seq >= c->f.n_seq)
 		return bad_seq(c, "seq_save", seq);
 	if (n_tokens < 0 || (n_tokens && !tokens) || (n_tokens && n_tokens != c->next_pos[seq]))
-		return hs__error(EINVAL, "seq_save: %d tokens%s; sequence %d holds %d positions (0 or that many tokens)",
+		return hs__error(EINVAL,
+				 "seq_save: %d tokens%s; sequence %d holds %d positions (0 or that many tokens)",
 				 n_tokens, n_tokens && !tokens ? " but no array" : "", seq, c->next_pos[seq]);
 	for (int i = 0; i < n_tokens; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->n_vocab)

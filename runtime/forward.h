@@ -125,10 +125,10 @@ size_t hs__fwd_cell_bytes(const struct hs_fwd *f);
 /* Some cells of one layer and sequence in host memory, in ascending
  * position order: copies between sequences, rollbacks, state files. */
 struct hs_fwd_cells {
-	int n, cap, cap_rows;      /* cells, room in pos and cell, room in k and v */
-	int32_t *pos;              /* [n] the positions */
-	int32_t *cell;             /* [n] the cells they were read from or go to */
-	uint8_t *k, *v;            /* [n][hs__fwd_cell_bytes] */
+	int n, cap, cap_rows; /* cells, room in pos and cell, room in k and v */
+	int32_t *pos;         /* [n] the positions */
+	int32_t *cell;        /* [n] the cells they were read from or go to */
+	uint8_t *k, *v;       /* [n][hs__fwd_cell_bytes] */
 };
 /* The cells of seq in layer holding positions [lo, hi) into out (grown as
  * needed; out->n of them), their K and V rows too when rows is set.

@@ -298,8 +298,7 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 			rt->o.progress(what, (double)l / hw->hp.n_layers, rt->o.progress_ctx);
 		}
 		if ((rc = hs__runtime_aborted(rt, "repacking the dense weights")) || (rc = pack_weight(f, &L->wq)) ||
-		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) ||
-		    (rc = pack_weight(f, &L->wo)))
+		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) || (rc = pack_weight(f, &L->wo)))
 			goto out_free;
 	}
 	rt->cwhole = cw;

@@ -29,7 +29,7 @@ struct hs_runtime {
 	hs_model *m;
 	struct hs_device *d;
 	struct hs_pool *pool;
-	int *cpus, n_cpus;            /* the CPUs the workers are bound to (none: unbound) */
+	int *cpus, n_cpus;              /* the CPUs the workers are bound to (none: unbound) */
 	struct hs_step_bufs *step_bufs; /* shared by the layers' device sides (they run one at a time) */
 	struct hs_plan plan;
 	struct hs_runtime_opts o;

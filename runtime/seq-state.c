@@ -69,8 +69,8 @@ static uint64_t model_id(const struct hs_fwd *f)
 	const struct hs_gguf *g = hs__model_gguf(f->rt->m);
 	const struct hs_hparams *hp = f->hp;
 	const char *arch = hs_model_info(f->rt->m)->arch;
-	int32_t sizes[] = { hp->n_vocab, hp->n_embd, hp->n_layers, hp->n_head, hp->n_head_kv, hp->head_dim,
-			    hp->n_rot, hp->swa_window, hp->n_ctx_train };
+	int32_t sizes[] = { hp->n_vocab,  hp->n_embd, hp->n_layers,   hp->n_head,     hp->n_head_kv,
+			    hp->head_dim, hp->n_rot,  hp->swa_window, hp->n_ctx_train };
 	uint64_t h = fnv(0xcbf29ce484222325ull, arch, strlen(arch) + 1);
 
 	h = fnv(h, sizes, sizeof sizes);
@@ -88,15 +88,20 @@ static uint64_t model_id(const struct hs_fwd *f)
 
 /* ---- writing ------------------------------------------------------------------ */
 
-int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, const int32_t *tokens,
-		       const char *path)
+int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, const int32_t *tokens, const char *path)
 {
 	const size_t cb = hs__fwd_cell_bytes(f);
 	const int L = f->hp->n_layers;
 	struct hs_fwd_cells held = { 0 }, cells = { 0 };
-	struct header hd = { .version = STATE_VERSION, .header_bytes = HEADER_BYTES, .model_id = model_id(f),
-			     .kv_type = (uint32_t)f->kv_type, .cell_bytes = (uint32_t)cb, .n_layers = L,
-			     .n_pos = h->n_pos, .lost_below = h->lost_below, .n_tokens = h->n_tokens,
+	struct header hd = { .version = STATE_VERSION,
+			     .header_bytes = HEADER_BYTES,
+			     .model_id = model_id(f),
+			     .kv_type = (uint32_t)f->kv_type,
+			     .cell_bytes = (uint32_t)cb,
+			     .n_layers = L,
+			     .n_pos = h->n_pos,
+			     .lost_below = h->lost_below,
+			     .n_tokens = h->n_tokens,
 			     .n_sections = (uint32_t)L };
 	size_t plen = strlen(path);
 	char *tmp = malloc(plen + 6);
@@ -112,7 +117,8 @@ int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, c
 		rc = hs__error(EIO, "%s: cannot create: %s", tmp, strerror(errno));
 		goto out_free;
 	}
-	if (fwrite(&hd, sizeof hd, 1, fp) != 1 || fwrite(tokens, sizeof *tokens, h->n_tokens, fp) != (size_t)h->n_tokens)
+	if (fwrite(&hd, sizeof hd, 1, fp) != 1 ||
+	    fwrite(tokens, sizeof *tokens, h->n_tokens, fp) != (size_t)h->n_tokens)
 		err = errno ? errno : EIO;
 	for (int l = 0; l < L && !err && !rc; l++) {
 		/* the positions first (the section's count), then the rows in chunks */
@@ -130,7 +136,8 @@ int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, c
 				break;
 			HS_ASSERT(cells.n == j - i);
 			for (int k = 0; k < cells.n && !err; k++)
-				if (fwrite(cells.k + k * cb, cb, 1, fp) != 1 || fwrite(cells.v + k * cb, cb, 1, fp) != 1)
+				if (fwrite(cells.k + k * cb, cb, 1, fp) != 1 ||
+				    fwrite(cells.v + k * cb, cb, 1, fp) != 1)
 					err = errno ? errno : EIO;
 		}
 	}
@@ -148,7 +155,7 @@ out_free:
 struct reader {
 	FILE *fp;
 	const char *path;
-	uint64_t left;             /* bytes of the file not read yet */
+	uint64_t left; /* bytes of the file not read yet */
 };
 
 static int get(struct reader *r, void *p, uint64_t bytes, const char *what)
@@ -174,7 +181,8 @@ static int row_finite(int type, const uint8_t *p, size_t bytes)
 		}
 		return 1;
 	}
-	const size_t step = type == HS_TYPE_Q8_0 ? hs__type_row_bytes(HS_TYPE_Q8_0, 32) : 2; /* the scale leads a block */
+	const size_t step =
+		type == HS_TYPE_Q8_0 ? hs__type_row_bytes(HS_TYPE_Q8_0, 32) : 2; /* the scale leads a block */
 	for (size_t i = 0; i + 2 <= bytes; i += step) {
 		uint16_t x;
 		memcpy(&x, p + i, 2);
@@ -206,20 +214,23 @@ static int walk(struct hs_fwd *f, int seq, struct reader *r, const struct header
 		if ((rc = get(r, &sec, sizeof sec, "a section header")))
 			break;
 		if (sec.kind != KIND_KV) {
-			rc = hs__error(ENOTSUP, "%s: section %u is of kind %u (a recurrent layer's state?); this library "
-						"reads kind %d (attention KV cells) only",
+			rc = hs__error(ENOTSUP,
+				       "%s: section %u is of kind %u (a recurrent layer's state?); this library "
+				       "reads kind %d (attention KV cells) only",
 				       r->path, k, sec.kind, KIND_KV);
 			break;
 		}
 		if (sec.layer < 0 || sec.layer >= L || seen[sec.layer]) {
-			rc = hs__error(EIO, "%s: section %u: layer %d (0..%d, each once)", r->path, k, sec.layer, L - 1);
+			rc = hs__error(EIO, "%s: section %u: layer %d (0..%d, each once)", r->path, k, sec.layer,
+				       L - 1);
 			break;
 		}
 		seen[sec.layer] = 1;
 		if ((rc = get(r, &n, sizeof n, "a cell count")))
 			break;
 		if (n < 0 || n > hd->n_pos || sec.bytes != 4 + (uint64_t)n * (4 + 2 * cb)) {
-			rc = hs__error(EIO, "%s: layer %d: %d cells in %llu bytes (at most %d cells of 4 + 2 x %zu bytes)",
+			rc = hs__error(EIO,
+				       "%s: layer %d: %d cells in %llu bytes (at most %d cells of 4 + 2 x %zu bytes)",
 				       r->path, sec.layer, n, (unsigned long long)sec.bytes, hd->n_pos, cb);
 			break;
 		}
@@ -227,8 +238,8 @@ static int walk(struct hs_fwd *f, int seq, struct reader *r, const struct header
 			break;
 		for (int i = 0; i < n && !rc; i++)
 			if (pos[i] < 0 || pos[i] >= hd->n_pos || (i && pos[i] <= pos[i - 1]))
-				rc = hs__error(EIO, "%s: layer %d: cell %d holds position %d (ascending, 0..%d)", r->path,
-					       sec.layer, i, pos[i], hd->n_pos - 1);
+				rc = hs__error(EIO, "%s: layer %d: cell %d holds position %d (ascending, 0..%d)",
+					       r->path, sec.layer, i, pos[i], hd->n_pos - 1);
 		/* a ring keeps the last n_cells positions: the older ones are read past */
 		const int keep_from = hs__fwd_is_ring(f, sec.layer) ? hd->n_pos - f->kv[sec.layer].n_cells : INT_MIN;
 		for (int i = 0; i < n && !rc; i += CHUNK) {
@@ -238,9 +249,11 @@ static int walk(struct hs_fwd *f, int seq, struct reader *r, const struct header
 			for (int c = i; c < j && !rc; c++) {
 				if ((rc = get(r, row, 2 * cb, "the K and V rows")))
 					break;
-				if (!apply && (!row_finite(f->kv_type, row, cb) || !row_finite(f->kv_type, row + cb, cb)))
-					rc = hs__error(EIO, "%s: layer %d: the K/V row of position %d holds a NaN or infinity",
-						       r->path, sec.layer, pos[c]);
+				if (!apply &&
+				    (!row_finite(f->kv_type, row, cb) || !row_finite(f->kv_type, row + cb, cb)))
+					rc = hs__error(
+						EIO, "%s: layer %d: the K/V row of position %d holds a NaN or infinity",
+						r->path, sec.layer, pos[c]);
 				if (!apply || pos[c] < keep_from)
 					continue;
 				cells.pos[cells.n] = pos[c];
@@ -287,10 +300,12 @@ static int read_header(struct hs_fwd *f, struct reader *r, struct header *hd, in
 	static const uint8_t zero[sizeof hd->zero];
 	int rc;
 
-	if (r->left < sizeof *hd || (rc = get(r, hd, sizeof *hd, "the header")) || memcmp(hd->magic, MAGIC, sizeof MAGIC))
+	if (r->left < sizeof *hd || (rc = get(r, hd, sizeof *hd, "the header")) ||
+	    memcmp(hd->magic, MAGIC, sizeof MAGIC))
 		return hs__error(EIO, "%s: not a hotset sequence state file (no \"%s\" header)", r->path, MAGIC);
 	if (hd->version != STATE_VERSION)
-		return hs__error(ENOTSUP, "%s: version %u; this library reads version %d", r->path, hd->version, STATE_VERSION);
+		return hs__error(ENOTSUP, "%s: version %u; this library reads version %d", r->path, hd->version,
+				 STATE_VERSION);
 	if (hd->header_bytes != HEADER_BYTES || memcmp(hd->zero, zero, sizeof zero))
 		return hs__error(EIO, "%s: a header of %u bytes or with reserved bytes set (64, zero)", r->path,
 				 hd->header_bytes);
@@ -307,8 +322,9 @@ static int read_header(struct hs_fwd *f, struct reader *r, struct header *hd, in
 				 f->n_ctx);
 	if (hd->lost_below < 0 || hd->lost_below > hd->n_pos || (hd->n_tokens != 0 && hd->n_tokens != hd->n_pos) ||
 	    hd->n_sections != (uint32_t)f->hp->n_layers)
-		return hs__error(EIO, "%s: lost_below %d, %d tokens, %u sections for %d positions and %d layers "
-				      "(0..positions, 0 or positions, one section a layer)",
+		return hs__error(EIO,
+				 "%s: lost_below %d, %d tokens, %u sections for %d positions and %d layers "
+				 "(0..positions, 0 or positions, one section a layer)",
 				 r->path, hd->lost_below, hd->n_tokens, hd->n_sections, hd->n_pos, f->hp->n_layers);
 	if (tokens && hd->n_tokens > cap)
 		return hs__error(EINVAL, "%s: %d tokens, room for %d", r->path, hd->n_tokens, cap);
@@ -318,7 +334,8 @@ static int read_header(struct hs_fwd *f, struct reader *r, struct header *hd, in
 	if (!(rc = get(r, ids, sizeof *ids * (uint64_t)hd->n_tokens, "the tokens")))
 		for (int i = 0; i < hd->n_tokens && !rc; i++)
 			if (ids[i] < 0 || ids[i] >= f->hp->n_vocab)
-				rc = hs__error(EIO, "%s: token %d is id %d (0..%d)", r->path, i, ids[i], f->hp->n_vocab - 1);
+				rc = hs__error(EIO, "%s: token %d is id %d (0..%d)", r->path, i, ids[i],
+					       f->hp->n_vocab - 1);
 	if (!rc && tokens)
 		memcpy(tokens, ids, sizeof *ids * (size_t)hd->n_tokens);
 	free(ids);

@@ -72,8 +72,9 @@ static void progress_stop(const char *what, double f, void *ctx)
 
 static hs_runtime *open_rt(const char *path, hs_abort_fn fn, void *ctx, int *rc)
 {
-	struct hs_runtime_opts o = { .device = "cpu", .q = -1, .max_tokens = 64, .threads = 1, .abort = fn,
-				     .abort_ctx = ctx };
+	struct hs_runtime_opts o = {
+		.device = "cpu", .q = -1, .max_tokens = 64, .threads = 1, .abort = fn, .abort_ctx = ctx
+	};
 	hs_runtime *rt = NULL;
 	*rc = hs_runtime_open(path, &o, &rt);
 	return rt;
@@ -85,14 +86,20 @@ static void check_load_abort(const char *path)
 	for (int k = 0; k < 3; k++) {
 		struct counter c = { 0, k, 0 };
 		hs_runtime *rt = open_rt(path, abort_count, &c, &rc);
-		CHECK(rc == -ECANCELED && !rt && strstr(hs_last_error(), "cancelled"), "abort at call %d: rc %d '%s'", k,
-		      rc, hs_last_error());
+		CHECK(rc == -ECANCELED && !rt && strstr(hs_last_error(), "cancelled"), "abort at call %d: rc %d '%s'",
+		      k, rc, hs_last_error());
 		hs_runtime_close(rt);
 	}
 	/* a progress callback stops the load through the flag it sets */
 	struct counter c = { 0, -1, 0 };
-	struct hs_runtime_opts o = { .device = "cpu", .q = -1, .max_tokens = 64, .threads = 1, .progress = progress_stop,
-				     .progress_ctx = &c, .abort = abort_flag, .abort_ctx = &c };
+	struct hs_runtime_opts o = { .device = "cpu",
+				     .q = -1,
+				     .max_tokens = 64,
+				     .threads = 1,
+				     .progress = progress_stop,
+				     .progress_ctx = &c,
+				     .abort = abort_flag,
+				     .abort_ctx = &c };
 	hs_runtime *rt = NULL;
 	rc = hs_runtime_open(path, &o, &rt);
 	CHECK(rc == -ECANCELED && !rt && strstr(hs_last_error(), "layer 1"), "progress flag: rc %d '%s'", rc,

@@ -215,7 +215,8 @@ static int ring_run(const struct oracle *o, const char *fail_at, int *failed, in
 			continue;
 		int at = hs_context_seq_pos(c, 0);
 		(*failed)++;
-		CHECK(at == cut[k], "op %s: after a failed batch the sequence is at %d: %s", fail_at, at, hs_last_error());
+		CHECK(at == cut[k], "op %s: after a failed batch the sequence is at %d: %s", fail_at, at,
+		      hs_last_error());
 		*emptied += at == 0 && cut[k] > 0;
 		rc = hs_decode(c, cut[k + 1] - at, b + at);
 	}

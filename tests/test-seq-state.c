@@ -136,8 +136,8 @@ static void refused(hs_context *c, const unsigned char *good, long size, const c
 	const char *p = path_in("bad.state");
 	write_all(p, b, len);
 	int rc = hs_context_seq_load(c, 0, p, NULL, 0, NULL);
-	CHECK(rc == want && !strchr(hs_last_error(), '\n') && strstr(hs_last_error(), p),
-	      "%s: rc %d (want %d) '%s'", what, rc, want, hs_last_error());
+	CHECK(rc == want && !strchr(hs_last_error(), '\n') && strstr(hs_last_error(), p), "%s: rc %d (want %d) '%s'",
+	      what, rc, want, hs_last_error());
 	CHECK(hs_context_seq_pos(c, 0) == 5, "%s: the refused load changed the sequence (at %d)", what,
 	      hs_context_seq_pos(c, 0));
 	free(b);
@@ -252,7 +252,9 @@ int main(void)
 		CHECK(size > HEADER + 4 * N_SAVED, "the state file has %ld bytes", size);
 		const long sec = HEADER + 4 * N_SAVED; /* the first section: kind, layer, bytes, n, positions */
 		if (size > sec + 64) {
-			const long cuts[] = { 0, 10, HEADER - 1, HEADER, sec - 1, sec + 15, sec + 19, size / 2, size - 1 };
+			const long cuts[] = {
+				0, 10, HEADER - 1, HEADER, sec - 1, sec + 15, sec + 19, size / 2, size - 1
+			};
 			for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
 				char what[64];
 				snprintf(what, sizeof what, "cut at %ld of %ld bytes", cuts[k], size);
@@ -280,7 +282,8 @@ int main(void)
 		CHECK(small && hs_context_seq_load(small, 0, saved, NULL, 0, NULL) == -EINVAL &&
 			      strstr(hs_last_error(), "n_ctx"),
 		      "into n_ctx 32: '%s'", hs_last_error());
-		CHECK(q8 && hs_context_seq_load(q8, 0, saved, NULL, 0, NULL) == -EINVAL && strstr(hs_last_error(), "KV"),
+		CHECK(q8 && hs_context_seq_load(q8, 0, saved, NULL, 0, NULL) == -EINVAL &&
+			      strstr(hs_last_error(), "KV"),
 		      "into a q8_0 cache: '%s'", hs_last_error());
 		hs_context_free(small);
 		hs_context_free(q8);
@@ -290,7 +293,8 @@ int main(void)
 			hs_runtime *ro = open_rt(model(others[k]));
 			hs_context *co = new_ctx(ro, 128, 4, HS_KV_F16);
 			rc = co ? hs_context_seq_load(co, 0, saved, NULL, 0, NULL) : 0;
-			CHECK(rc == -EINVAL && strstr(hs_last_error(), "another model") && hs_context_seq_pos(co, 0) == 0,
+			CHECK(rc == -EINVAL && strstr(hs_last_error(), "another model") &&
+				      hs_context_seq_pos(co, 0) == 0,
 			      "a file of %s into %s: rc %d '%s'", name, others[k], rc, hs_last_error());
 			hs_context_free(co);
 			hs_runtime_close(ro);
@@ -298,8 +302,8 @@ int main(void)
 		CHECK(hs_context_seq_pos(b, 0) == 5, "refusals changed the sequence");
 		/* an empty sequence round-trips too */
 		hs_context_seq_clear(b, 0);
-		CHECK(hs_context_seq_save(b, 0, bare, NULL, 0) == 0 && hs_context_seq_load(b, 1, bare, NULL, 0, NULL) == 0 &&
-			      hs_context_seq_pos(b, 1) == 0,
+		CHECK(hs_context_seq_save(b, 0, bare, NULL, 0) == 0 &&
+			      hs_context_seq_load(b, 1, bare, NULL, 0, NULL) == 0 && hs_context_seq_pos(b, 1) == 0,
 		      "an empty sequence: %s", hs_last_error());
 	}
 	hs_context_free(b);
