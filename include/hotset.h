@@ -717,6 +717,12 @@ const char *hs_mode_name(enum hs_mode m);
 
 typedef struct hs_runtime hs_runtime;
 
+/* Asked during long work (loading a runtime, a context's first weights, a
+ * decode between layers): nonzero stops it, and the call returns
+ * -ECANCELED with nothing half-done.  ctx is the caller's.  A progress
+ * callback that wants to stop sets a flag its abort callback returns. */
+typedef int (*hs_abort_fn)(void *ctx);
+
 struct hs_runtime_opts {
 	const char *device;        /* "cpu" (no device: everything on the CPU), "sim", "cuda", or NULL
 				      ($HOTSET_DEVICE, else cuda if a device answers, else cpu: what
@@ -747,6 +753,10 @@ struct hs_runtime_opts {
 				      with each layer's most used experts (static keeps them) */
 	hs_progress_fn progress;   /* loading progress, may be NULL */
 	void *progress_ctx;
+	/* asked before every layer is loaded (right after its progress report) and
+	 * by hs_context_create() while it loads the dense weights; NULL: never */
+	hs_abort_fn abort;
+	void *abort_ctx;
 };
 /* The defaults, what opts NULL means: device NULL, q -1, max_tokens 512,
  * n_seq 1, admit_per_step 1, the rest zero. */
@@ -795,6 +805,13 @@ int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q);
 /* Changes the cache policy ("lru", "lfu", "lfru", "static", "none") and
  * the admissions per layer step (0 or more) for later calls. */
 int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step);
+/* Changes the CPU workers to n threads (1 .. the CPUs online), bound as at
+ * open to the plan's node's CPUs, for later calls and the contexts over
+ * rt.  Not while a call on rt or one of its contexts runs.  -EINVAL,
+ * -EAGAIN (a thread could not start: the old workers stay). */
+int hs_runtime_set_threads(hs_runtime *rt, int n);
+/* The number of CPU workers; -EINVAL when rt is NULL. */
+int hs_runtime_threads(const hs_runtime *rt);
 /* Puts every cache back as it was at open (the routing profile's most
  * used experts, else the first ones) and zeroes the layer reports, so
  * runs that follow start alike. */
@@ -849,12 +866,13 @@ struct hs_token {
  * for a bad entry (token id outside the vocabulary, sequence outside
  * 0..n_seq-1, a position that does not continue its sequence or reaches
  * n_ctx), with the entry's index in the message; nothing is changed then.
- * A failure while computing (-ENOMEM, a device error) leaves every
- * sequence as it was before the call, except a sequence of a model with
- * sliding-window layers of which more than n_ubatch + 1 tokens had run:
- * their ring of window + n_ubatch cells no longer holds what the window
- * sees, so such a sequence is emptied (hs_context_seq_pos() 0) and the
- * message says so. */
+ * A failure while computing (-ENOMEM, a device error) or a cancel
+ * (-ECANCELED, hs_context_set_abort()) leaves every sequence as it was
+ * before the call: the cells it wrote are freed, and the sliding-window
+ * ring cells it overwrote are put back (copied first when a sequence gets
+ * more than n_ubatch + 1 tokens); only if putting them back fails too is
+ * such a sequence emptied (hs_context_seq_pos() 0), and the message says
+ * so. */
 int hs_decode(hs_context *c, int n, const struct hs_token *batch);
 /* Logits of the i-th entry that asked for them (logits != 0) in the last
  * hs_decode, counted in batch order among those entries only: i = 0 is the
@@ -874,6 +892,48 @@ int hs_context_seq_clear(hs_context *c, int seq);
  * ring (window + n_ubatch cells) no longer holds the positions the window
  * needs at n (the sequence is emptied then); -EINVAL. */
 int hs_context_seq_keep(hs_context *c, int seq, int n);
+
+/* As llama.h's memory calls, for a cache that keeps each sequence's cells
+ * apart.  Ranges are positions [p0, p1); p0 < 0 means 0, p1 < 0 means the
+ * sequence's end.  What sliding-window layers cannot do: their ring of
+ * window + n_ubatch cells keeps only the latest positions, so a cut that
+ * would make a sequence continue from a position whose window the ring no
+ * longer holds is refused with -ENOTSUP and changes nothing.
+ *
+ * Removes seq's positions [p0, p1).  A range reaching the end cuts the
+ * sequence back (its next position becomes p0); one inside it leaves a hole
+ * that later tokens do not see (the next position stays; positions are not
+ * shifted).  -EINVAL (bad sequence or range), -ENOTSUP (above). */
+int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1);
+/* Copies src's cells of positions [p0, p1) into dst, which then continues
+ * at p1 (a prompt decoded once, shared by several sequences).  dst must
+ * hold no position >= p0 (seq_rm or seq_clear it first): -EINVAL
+ * otherwise, as for src == dst or a bad range; -ENOTSUP (above). */
+int hs_context_seq_cp(hs_context *c, int src, int dst, int p0, int p1);
+
+/* Per-sequence state on disk (a prompt cache): the sequence's KV cells of
+ * every attention layer, its next position and, when tokens is not NULL,
+ * the n_tokens (= hs_context_seq_pos()) token ids it holds.  The file
+ * (docs/library.md: versioned sections, room for the recurrent states of
+ * other layer kinds) is written through "<path>.part" and a rename. */
+int hs_context_seq_save(hs_context *c, int seq, const char *path, const int32_t *tokens, int n_tokens);
+/* Replaces sequence seq with the state of a file that hs_context_seq_save()
+ * wrote for the same model (a hash of its tensors' names, shapes, types and
+ * first bytes, and its sizes) and KV type; decoding then continues as it
+ * would have in the saved context.  The file is checked whole before seq
+ * changes: -EIO (not a hotset state file, truncated, malformed, the message
+ * names the field), -EINVAL (another model or KV type, more positions than
+ * this context's n_ctx, tokens that do not fit cap), -ENOTSUP (a newer
+ * version or a section kind this library does not read).  tokens (may be
+ * NULL) receives up to cap ids, *n_tokens (may be NULL) how many the file
+ * holds (0 when it holds none).  Returns the sequence's next position. */
+int hs_context_seq_load(hs_context *c, int seq, const char *path, int32_t *tokens, int cap, int *n_tokens);
+
+/* Asked between ubatches and before every layer of hs_decode(): nonzero
+ * stops it; hs_decode() then returns -ECANCELED with the batch undone
+ * (every sequence as before the call, the cells it wrote free).  fn NULL
+ * removes it.  -EINVAL when c is NULL. */
+int hs_context_set_abort(hs_context *c, hs_abort_fn fn, void *ctx);
 
 struct hs_context_stats {
 	int n_ctx, n_seq, n_ubatch;

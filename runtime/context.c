@@ -4,6 +4,7 @@
  * sequence back to where the call found it. */
 #include "config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "cpu_kernels/sample.h"
 #include "model/model.h"
 #include "runtime/forward.h"
+#include "runtime/seq-state.h"
 
 struct hs_context {
 	hs_runtime *rt;
@@ -23,6 +25,16 @@ struct hs_context {
 	int n_vocab;
 	int32_t *next_pos;       /* [n_seq] */
 	int32_t *pos_before;     /* [n_seq] during a call */
+	/* [n_seq] positions below this may be missing from the sliding rings
+	 * besides the ones every ring loses by itself (below next - ring): what
+	 * a rollback, a cut or a copy could not keep (lost_below()) */
+	int32_t *ring_lo;
+	/* during a call: the ring cells of [n_seq][n_layers] that the batch
+	 * overwrites while a rollback would still need them (snap_lo[s] >= 0) */
+	struct hs_fwd_cells *snap;
+	int32_t *snap_lo;
+	hs_abort_fn abort;
+	void *abort_ctx;
 	/* logits of the last call, in batch order */
 	float *logits;
 	int n_logits, cap_logits;
@@ -53,6 +65,12 @@ void hs_context_free(hs_context *c)
 	c->rt->n_contexts--;
 	free(c->next_pos);
 	free(c->pos_before);
+	free(c->ring_lo);
+	if (c->snap)
+		for (int i = 0; i < c->f.n_seq * c->f.hp->n_layers; i++)
+			hs__fwd_cells_free(&c->snap[i]);
+	free(c->snap);
+	free(c->snap_lo);
 	free(c->logits);
 	free(c->u_tok);
 	free(c->u_pos);
@@ -154,6 +172,9 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	const size_t ub = (size_t)o.n_ubatch;
 	c->next_pos = calloc(o.n_seq, sizeof *c->next_pos);
 	c->pos_before = calloc(o.n_seq, sizeof *c->pos_before);
+	c->ring_lo = calloc(o.n_seq, sizeof *c->ring_lo);
+	c->snap = calloc((size_t)o.n_seq * hp->n_layers, sizeof *c->snap);
+	c->snap_lo = malloc(o.n_seq * sizeof *c->snap_lo);
 	c->u_tok = malloc(ub * sizeof *c->u_tok);
 	c->u_pos = malloc(ub * sizeof *c->u_pos);
 	c->u_seq = malloc(ub * sizeof *c->u_seq);
@@ -161,8 +182,8 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	c->u_dst = malloc(ub * sizeof *c->u_dst);
 	c->order = malloc(ub * sizeof *c->order);
 	c->u_rows = malloc(ub * sizeof *c->u_rows);
-	if (!c->next_pos || !c->pos_before || !c->u_tok || !c->u_pos || !c->u_seq || !c->u_want || !c->u_dst ||
-	    !c->order || !c->u_rows) {
+	if (!c->next_pos || !c->pos_before || !c->ring_lo || !c->snap || !c->snap_lo || !c->u_tok || !c->u_pos ||
+	    !c->u_seq || !c->u_want || !c->u_dst || !c->order || !c->u_rows) {
 		rc = hs__error(ENOMEM, "context: out of memory");
 		goto out_free;
 	}
@@ -258,6 +279,118 @@ static int run_ubatch(hs_context *c, const struct hs_token *batch, int a, int b,
 	return 0;
 }
 
+/* Positions of seq below this may be missing from a sliding ring. */
+static int lost_below(const hs_context *c, int seq)
+{
+	const int ring = hs__fwd_ring(&c->f);
+	const int implicit = ring ? c->next_pos[seq] - ring : 0;
+	return c->ring_lo[seq] > implicit ? c->ring_lo[seq] : implicit;
+}
+
+/* Whether a sequence whose rings may miss positions below `lost` can go on
+ * from position `at`: its window there (the positions before at that the
+ * next token sees) is held. */
+static int window_held(const hs_context *c, int lost, int at)
+{
+	if (!hs__fwd_ring(&c->f))
+		return 1;
+	int need = at - c->f.hp->swa_window + 1;
+	need = need > 0 ? need : 0;
+	return need >= at || need >= lost;
+}
+
+static int window_refused(const hs_context *c, const char *what, int seq, int at, int lost)
+{
+	int need = at - c->f.hp->swa_window + 1;
+	return hs__error(ENOTSUP,
+			 "%s: sequence %d cannot go on from position %d: its sliding-window layers' rings (%d cells) "
+			 "no longer hold positions %d..%d that the window there sees",
+			 what, seq, at, hs__fwd_ring(&c->f), need > 0 ? need : 0, lost - 1);
+}
+
+/* Before a batch: the ring cells each sequence's tokens will overwrite
+ * while a rollback to its old position would still need them (the window
+ * at that position).  Only batches that hold more than n_ubatch + 1 tokens
+ * of one sequence overwrite those; decode steps take nothing. */
+static int snap_take(hs_context *c, int n, const struct hs_token *b)
+{
+	const int ring = hs__fwd_ring(&c->f), L = c->f.hp->n_layers;
+	int count[HS_MAX_SEQ] = { 0 }, rc = 0;
+
+	for (int s = 0; s < c->f.n_seq; s++)
+		c->snap_lo[s] = -1;
+	if (!ring)
+		return 0;
+	for (int i = 0; i < n; i++)
+		count[b[i].seq]++;
+	for (int s = 0; s < c->f.n_seq && !rc; s++) {
+		const int pb = c->next_pos[s];
+		int lo = pb - c->f.hp->swa_window + 1, hi = pb + count[s] - ring; /* writes overwrite < hi */
+		lo = lo > 0 ? lo : 0;
+		hi = hi < pb ? hi : pb;
+		if (!count[s] || hi <= lo)
+			continue;
+		c->snap_lo[s] = lo;
+		for (int l = 0; l < L && !rc; l++)
+			if (hs__fwd_is_ring(&c->f, l))
+				rc = hs__fwd_cells_get(&c->f, l, s, lo, hi, 1, &c->snap[s * L + l]);
+	}
+	return rc;
+}
+
+static void snap_free(hs_context *c)
+{
+	const int L = c->f.hp->n_layers;
+	for (int s = 0; s < c->f.n_seq; s++)
+		if (c->snap_lo[s] >= 0) {
+			for (int l = 0; l < L; l++)
+				hs__fwd_cells_free(&c->snap[s * L + l]);
+			c->snap_lo[s] = -1;
+		}
+}
+
+/* A failed or cancelled call: every sequence it touched forgets the cells
+ * from its old position on and gets back the ring cells it overwrote.
+ * Only when that fails too is a sequence emptied; the message says so. */
+static int roll_back(hs_context *c, int rc, int n, const struct hs_token *batch, int ran)
+{
+	char msg[512];
+	int written[HS_MAX_SEQ] = { 0 }, n_emptied = 0, emptied = -1;
+	char touched[HS_MAX_SEQ] = { 0 };
+	const int ring = hs__fwd_ring(&c->f), L = c->f.hp->n_layers;
+
+	snprintf(msg, sizeof msg, "%s", hs_last_error());
+	for (int i = 0; i < n; i++)
+		touched[batch[i].seq] = 1;
+	for (int i = 0; i < ran; i++)
+		written[batch[i].seq]++;
+	for (int s = 0; s < c->f.n_seq; s++) {
+		if (!touched[s])
+			continue;
+		const int pb = c->pos_before[s];
+		int lost = ring ? pb + written[s] - ring : 0, err = hs__fwd_forget(&c->f, s, pb);
+		if (c->snap_lo[s] >= 0) {
+			for (int l = 0; l < L && !err; l++)
+				if (hs__fwd_is_ring(&c->f, l))
+					err = hs__fwd_cells_put(&c->f, l, s, &c->snap[s * L + l]);
+			lost = lost < c->snap_lo[s] ? lost : c->snap_lo[s];
+		}
+		c->ring_lo[s] = c->ring_lo[s] > lost ? c->ring_lo[s] : lost;
+		c->next_pos[s] = pb;
+		if (err) {
+			hs__fwd_forget(&c->f, s, 0);
+			c->next_pos[s] = c->ring_lo[s] = 0;
+			if (pb > 0)
+				n_emptied++, emptied = s;
+		}
+	}
+	snap_free(c);
+	if (n_emptied)
+		return hs__error(-rc, "%s; sequence %d%s emptied: its cells could not be put back", msg, emptied,
+				 n_emptied > 1 ? " and others" : "");
+	return hs__error(-rc, "%s", msg);
+}
+
 int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 {
 	HS_NEED(c, -EINVAL);
@@ -270,43 +403,28 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 	if ((rc = grow_logits(c, want)))
 		return rc;
 	c->n_logits = 0;
+	if ((rc = snap_take(c, n, batch))) {
+		snap_free(c);
+		return rc;
+	}
+	c->f.abort = c->abort;
+	c->f.abort_ctx = c->abort_ctx;
 	int ran = 0; /* entries of the ubatches run, the failed one too */
 	for (int a = 0, done_logits = 0; a < n; a += c->f.ubatch) {
 		int b = a + c->f.ubatch < n ? a + c->f.ubatch : n;
+		if (c->abort && c->abort(c->abort_ctx)) {
+			rc = hs__error(ECANCELED, "decode: cancelled by the abort callback (before entry %d)", a);
+			break;
+		}
 		ran = b;
 		if ((rc = run_ubatch(c, batch, a, b, done_logits)))
 			break;
 		for (int i = a; i < b; i++)
 			done_logits += batch[i].logits != 0;
 	}
-	if (rc) { /* roll back: the cells this call wrote are forgotten */
-		char msg[512];
-		int n_emptied = 0, emptied = -1;
-		snprintf(msg, sizeof msg, "%s", hs_last_error());
-		int written[HS_MAX_SEQ] = { 0 };
-		char touched[HS_MAX_SEQ] = { 0 };
-		for (int i = 0; i < n; i++)
-			touched[batch[i].seq] = 1;
-		for (int i = 0; i < ran; i++)
-			written[batch[i].seq]++;
-		for (int s = 0; s < c->f.n_seq; s++)
-			if (touched[s]) {
-				/* a sliding layer's ring lost what the window still needs:
-				 * the sequence cannot come back, so it starts over */
-				int from = hs__fwd_forget_exact(&c->f, c->pos_before[s], written[s]) ? c->pos_before[s] : 0;
-				hs__fwd_forget(&c->f, s, from);
-				c->next_pos[s] = from;
-				if (from == 0 && c->pos_before[s] > 0)
-					n_emptied++, emptied = s;
-			}
-		if (n_emptied)
-			hs__error(-rc, "%s; sequence %d%s emptied: more than n_ubatch + 1 of its tokens had run, over "
-				       "sliding-window cells its window still needed",
-				  msg, emptied, n_emptied > 1 ? " and others" : "");
-		else
-			hs__error(-rc, "%s", msg);
-		return rc;
-	}
+	if (rc)
+		return roll_back(c, rc, n, batch, ran);
+	snap_free(c);
 	c->n_logits = want;
 	return 0;
 }
@@ -344,7 +462,7 @@ int hs_context_seq_clear(hs_context *c, int seq)
 	int rc = hs__fwd_forget(&c->f, seq, 0);
 	if (rc)
 		return rc;
-	c->next_pos[seq] = 0;
+	c->next_pos[seq] = c->ring_lo[seq] = 0;
 	return 0;
 }
 
@@ -358,14 +476,166 @@ int hs_context_seq_keep(hs_context *c, int seq, int n)
 				 c->next_pos[seq]);
 	if (n == c->next_pos[seq])
 		return n;
-	/* positions n.. were written after n: exact when no ring wrapped over
-	 * what position n's window sees */
-	const int from = hs__fwd_forget_exact(&c->f, n, c->next_pos[seq] - n) ? n : 0;
+	/* exact when no ring wrapped over what position n's window sees */
+	const int lost = lost_below(c, seq), from = window_held(c, lost, n) ? n : 0;
 	int rc = hs__fwd_forget(&c->f, seq, from);
 	if (rc)
 		return rc;
 	c->next_pos[seq] = from;
+	c->ring_lo[seq] = from ? lost : 0;
 	return from;
+}
+
+static int bad_seq(const hs_context *c, const char *what, int seq)
+{
+	return hs__error(EINVAL, "%s: sequence %d (0..%d)", what, seq, c->f.n_seq - 1);
+}
+
+/* p0 < 0 means 0, p1 < 0 the end (INT_MAX); -EINVAL for p0 > p1. */
+static int range_of(const char *what, int *p0, int *p1)
+{
+	const int a = *p0, b = *p1;
+	*p0 = a < 0 ? 0 : a;
+	*p1 = b < 0 ? INT_MAX : b;
+	if (*p0 > *p1)
+		return hs__error(EINVAL, "%s: positions [%d, %d): the range ends before it starts", what, a, b);
+	return 0;
+}
+
+int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1)
+{
+	int rc;
+
+	if (!c)
+		return hs__error(EINVAL, "seq_rm: no context (NULL)");
+	if (seq < 0 || seq >= c->f.n_seq)
+		return bad_seq(c, "seq_rm", seq);
+	if ((rc = range_of("seq_rm", &p0, &p1)))
+		return rc;
+	const int next = c->next_pos[seq];
+	if (p0 >= next || p0 == p1)
+		return 0; /* it holds nothing there */
+	/* a hole: later tokens do not see those positions */
+	if (p1 < next)
+		return hs__fwd_forget_range(&c->f, seq, p0, p1);
+	const int lost = lost_below(c, seq);
+	if (!window_held(c, lost, p0))
+		return window_refused(c, "seq_rm", seq, p0, lost);
+	if ((rc = hs__fwd_forget_range(&c->f, seq, p0, INT_MAX)))
+		return rc;
+	c->next_pos[seq] = p0;
+	c->ring_lo[seq] = p0 ? lost : 0;
+	return 0;
+}
+
+/* Positions copied at a time: bounds the host buffer, not the work. */
+#define CP_CHUNK 4096
+
+int hs_context_seq_cp(hs_context *c, int src, int dst, int p0, int p1)
+{
+	struct hs_fwd_cells cells = { 0 };
+	int rc;
+
+	if (!c)
+		return hs__error(EINVAL, "seq_cp: no context (NULL)");
+	if (src < 0 || src >= c->f.n_seq)
+		return bad_seq(c, "seq_cp", src);
+	if (dst < 0 || dst >= c->f.n_seq)
+		return bad_seq(c, "seq_cp", dst);
+	if (src == dst)
+		return hs__error(EINVAL, "seq_cp: source and destination are both sequence %d", src);
+	if ((rc = range_of("seq_cp", &p0, &p1)))
+		return rc;
+	p1 = p1 < c->next_pos[src] ? p1 : c->next_pos[src]; /* src holds nothing past its end */
+	if (p0 >= p1)
+		return 0;
+	if (c->next_pos[dst] > p0)
+		return hs__error(EINVAL,
+				 "seq_cp: sequence %d holds positions %d..%d, at or past %d where the copy starts "
+				 "(seq_rm them first)",
+				 dst, p0, c->next_pos[dst] - 1, p0);
+	/* dst goes on from p1: the window there comes from src's rings from p0
+	 * on, and from dst's own below p0 */
+	const int ring = hs__fwd_ring(&c->f), w = c->f.hp->swa_window;
+	const int need = p1 - w + 1 > 0 ? p1 - w + 1 : 0, lost_src = lost_below(c, src), lost_dst = lost_below(c, dst);
+	if (ring && need < p1 && (need > p0 ? need : p0) < lost_src)
+		return window_refused(c, "seq_cp", src, p1, lost_src);
+	if (ring && need < p0 && need < lost_dst)
+		return window_refused(c, "seq_cp", dst, p1, lost_dst);
+	for (int l = 0; l < c->f.hp->n_layers && !rc; l++) {
+		/* a ring keeps the last `ring` positions only */
+		int lo = hs__fwd_is_ring(&c->f, l) && p1 - ring > p0 ? p1 - ring : p0;
+		for (int a = lo; a < p1 && !rc; a += CP_CHUNK) {
+			int b = p1 - a > CP_CHUNK ? a + CP_CHUNK : p1;
+			if (!(rc = hs__fwd_cells_get(&c->f, l, src, a, b, 1, &cells)))
+				rc = hs__fwd_cells_put(&c->f, l, dst, &cells);
+		}
+	}
+	hs__fwd_cells_free(&cells);
+	if (rc) { /* dst has some of the copy: it cannot be told from what it held */
+		char msg[400];
+		snprintf(msg, sizeof msg, "%s", hs_last_error());
+		hs__fwd_forget(&c->f, dst, 0);
+		c->next_pos[dst] = c->ring_lo[dst] = 0;
+		return hs__error(-rc, "seq_cp: %s; sequence %d emptied", msg, dst);
+	}
+	int lost = lost_dst > (ring ? p1 - ring : 0) ? lost_dst : (ring ? p1 - ring : 0);
+	lost = lost_src > p0 && lost_src > lost ? lost_src : lost; /* what src had lost of the copy */
+	c->next_pos[dst] = p1;
+	c->ring_lo[dst] = lost;
+	return 0;
+}
+
+int hs_context_seq_save(hs_context *c, int seq, const char *path, const int32_t *tokens, int n_tokens)
+{
+	if (!c || !path)
+		return hs__error(EINVAL, "seq_save: no %s (NULL)", c ? "path" : "context");
+	if (seq < 0 || seq >= c->f.n_seq)
+		return bad_seq(c, "seq_save", seq);
+	if (n_tokens < 0 || (n_tokens && !tokens) || (n_tokens && n_tokens != c->next_pos[seq]))
+		return hs__error(EINVAL,
+				 "seq_save: %d tokens%s; sequence %d holds %d positions (0 or that many tokens)",
+				 n_tokens, n_tokens && !tokens ? " but no array" : "", seq, c->next_pos[seq]);
+	for (int i = 0; i < n_tokens; i++)
+		if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+			return hs__error(EINVAL, "seq_save: token %d is id %d, outside the vocabulary (0..%d)", i,
+					 tokens[i], c->n_vocab - 1);
+	struct hs_seq_head h = { .n_pos = c->next_pos[seq], .lost_below = lost_below(c, seq), .n_tokens = n_tokens };
+	h.lost_below = h.lost_below > 0 ? h.lost_below : 0;
+	return hs__seq_state_save(&c->f, seq, &h, tokens, path);
+}
+
+int hs_context_seq_load(hs_context *c, int seq, const char *path, int32_t *tokens, int cap, int *n_tokens)
+{
+	struct hs_seq_head h;
+
+	if (n_tokens)
+		*n_tokens = 0;
+	if (!c || !path)
+		return hs__error(EINVAL, "seq_load: no %s (NULL)", c ? "path" : "context");
+	if (seq < 0 || seq >= c->f.n_seq)
+		return bad_seq(c, "seq_load", seq);
+	if (cap < 0 || (cap && !tokens))
+		return hs__error(EINVAL, "seq_load: room for %d tokens%s", cap, cap > 0 ? " but no array" : "");
+	int emptied = 0, rc = hs__seq_state_load(&c->f, seq, path, &h, tokens, tokens ? cap : 0, &emptied);
+	if (emptied) /* checked whole, then the backend failed while the cells went in */
+		c->next_pos[seq] = c->ring_lo[seq] = 0;
+	if (rc)
+		return rc;
+	c->next_pos[seq] = h.n_pos;
+	c->ring_lo[seq] = h.lost_below;
+	if (n_tokens)
+		*n_tokens = h.n_tokens;
+	return h.n_pos;
+}
+
+int hs_context_set_abort(hs_context *c, hs_abort_fn fn, void *ctx)
+{
+	if (!c)
+		return hs__error(EINVAL, "set_abort: no context (NULL)");
+	c->abort = fn;
+	c->abort_ctx = ctx;
+	return 0;
 }
 
 int hs_context_stats(const hs_context *c, struct hs_context_stats *o)

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -143,6 +144,11 @@ void hs__fwd_free(struct hs_fwd *f)
 
 int hs__fwd_forget(struct hs_fwd *f, int seq, int from)
 {
+	return hs__fwd_forget_range(f, seq, from <= 0 ? INT32_MIN : from, INT32_MAX);
+}
+
+int hs__fwd_forget_range(struct hs_fwd *f, int seq, int lo, int hi)
+{
 	int32_t *tmp = NULL;
 	int cap = 0, rc = 0;
 
@@ -159,7 +165,7 @@ int hs__fwd_forget(struct hs_fwd *f, int seq, int from)
 		if ((rc = f->be->download(f, tmp, cp, sizeof *tmp * (size_t)K->n_cells)))
 			break;
 		for (int c = 0; c < K->n_cells; c++)
-			if (from <= 0 || tmp[c] >= from)
+			if (tmp[c] >= lo && tmp[c] < hi)
 				tmp[c] = -1;
 		rc = f->be->upload(f, cp, tmp, sizeof *tmp * (size_t)K->n_cells);
 	}
@@ -167,18 +173,145 @@ int hs__fwd_forget(struct hs_fwd *f, int seq, int from)
 	return rc;
 }
 
-int hs__fwd_forget_exact(const struct hs_fwd *f, int from, int written)
+int hs__fwd_ring(const struct hs_fwd *f)
 {
-	for (int l = 0; l < f->hp->n_layers; l++) {
-		const int n = f->kv[l].n_cells;
-		if (!f->w->layers[l].swa || n >= f->n_ctx)
-			continue; /* position p in cell p: nothing is overwritten */
-		/* positions from..from+written-1 went into the cells of from-n.. */
-		long last_lost = (long)from + written - 1 - n, first_seen = (long)from - f->hp->swa_window + 1;
-		if (last_lost >= 0 && last_lost >= first_seen)
-			return 0;
+	for (int l = 0; l < f->hp->n_layers; l++)
+		if (f->w->layers[l].swa && f->kv[l].n_cells < f->n_ctx)
+			return f->kv[l].n_cells; /* kv_cells(): every sliding layer has the same */
+	return 0;
+}
+
+int hs__fwd_is_ring(const struct hs_fwd *f, int layer)
+{
+	return f->w->layers[layer].swa && f->kv[layer].n_cells < f->n_ctx;
+}
+
+size_t hs__fwd_cell_bytes(const struct hs_fwd *f)
+{
+	return (size_t)f->hp->n_head_kv * f->kv_row_bytes;
+}
+
+void hs__fwd_cells_free(struct hs_fwd_cells *c)
+{
+	free(c->pos);
+	free(c->cell);
+	free(c->k);
+	free(c->v);
+	memset(c, 0, sizeof *c);
+}
+
+int hs__fwd_cells_reserve(struct hs_fwd_cells *c, int n, size_t cell_bytes)
+{
+	if (n > c->cap) {
+		int32_t *p = realloc(c->pos, sizeof *p * (size_t)n);
+		if (p)
+			c->pos = p;
+		int32_t *q = p ? realloc(c->cell, sizeof *q * (size_t)n) : NULL;
+		if (!q)
+			return hs__error(ENOMEM, "context: no memory for %d KV cells", n);
+		c->cell = q;
+		c->cap = n;
 	}
-	return 1;
+	if (cell_bytes && n > c->cap_rows) {
+		uint8_t *k = realloc(c->k, cell_bytes * (size_t)n);
+		if (k)
+			c->k = k;
+		uint8_t *v = k ? realloc(c->v, cell_bytes * (size_t)n) : NULL;
+		if (!v)
+			return hs__error(ENOMEM, "context: no memory for %d KV cells", n);
+		c->v = v;
+		c->cap_rows = n;
+	}
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The cells' K and V rows between host memory and the backend, a run of
+ * consecutive cells per call (a ring's positions, sorted, are at most two). */
+static int cells_move(struct hs_fwd *f, int layer, int seq, struct hs_fwd_cells *c, int to_backend)
+{
+	const struct hs_kv_layer *K = &f->kv[layer];
+	const size_t cb = hs__fwd_cell_bytes(f), base = (size_t)seq * K->n_cells;
+	int rc = 0;
+
+	for (int i = 0, j; i < c->n && !rc; i = j) {
+		for (j = i + 1; j < c->n && c->cell[j] == c->cell[j - 1] + 1;)
+			j++;
+		uint8_t *bk = K->k + (base + c->cell[i]) * cb, *bv = K->v + (base + c->cell[i]) * cb;
+		size_t off = (size_t)i * cb, bytes = (size_t)(j - i) * cb;
+		if (to_backend && !(rc = f->be->upload(f, bk, c->k + off, bytes)))
+			rc = f->be->upload(f, bv, c->v + off, bytes);
+		else if (!to_backend && !(rc = f->be->download(f, c->k + off, bk, bytes)))
+			rc = f->be->download(f, c->v + off, bv, bytes);
+	}
+	return rc;
+}
+
+int hs__fwd_cells_get(struct hs_fwd *f, int layer, int seq, int lo, int hi, int rows, struct hs_fwd_cells *out)
+{
+	const struct hs_kv_layer *K = &f->kv[layer];
+	int32_t *pos = malloc(sizeof *pos * (size_t)K->n_cells);
+	int64_t *key = malloc(sizeof *key * (size_t)K->n_cells);
+	int rc;
+
+	out->n = 0;
+	if (!pos || !key) {
+		rc = hs__error(ENOMEM, "context: out of memory");
+		goto out_free;
+	}
+	if ((rc = f->be->download(f, pos, K->cell_pos + (size_t)seq * K->n_cells, sizeof *pos * (size_t)K->n_cells)))
+		goto out_free;
+	int n = 0;
+	for (int c = 0; c < K->n_cells; c++)
+		n += pos[c] >= lo && pos[c] < hi;
+	if ((rc = hs__fwd_cells_reserve(out, n, rows ? hs__fwd_cell_bytes(f) : 0)))
+		goto out_free;
+	for (int c = 0; c < K->n_cells; c++)
+		if (pos[c] >= lo && pos[c] < hi)
+			key[out->n++] = (int64_t)pos[c] << 32 | c;
+	qsort(key, out->n, sizeof *key, cmp_i64); /* position order */
+	for (int i = 0; i < out->n; i++) {
+		out->pos[i] = (int32_t)(key[i] >> 32);
+		out->cell[i] = (int32_t)(key[i] & 0xffffffff);
+	}
+	rc = rows ? cells_move(f, layer, seq, out, 0) : 0;
+out_free:
+	free(pos);
+	free(key);
+	if (rc)
+		out->n = 0;
+	return rc;
+}
+
+int hs__fwd_cells_put(struct hs_fwd *f, int layer, int seq, struct hs_fwd_cells *in)
+{
+	const struct hs_kv_layer *K = &f->kv[layer];
+	int32_t *pos = malloc(sizeof *pos * (size_t)K->n_cells);
+	int rc;
+
+	if (!pos)
+		return hs__error(ENOMEM, "context: out of memory");
+	for (int i = 0; i < in->n; i++) {
+		HS_ASSERT(in->pos[i] >= 0 && in->pos[i] < f->n_ctx && (i == 0 || in->pos[i] > in->pos[i - 1]));
+		in->cell[i] = in->pos[i] % K->n_cells; /* a full layer's position p is cell p */
+	}
+	/* ascending positions: in a ring the later of two that share a cell wins */
+	if ((rc = cells_move(f, layer, seq, in, 1)))
+		goto out_free;
+	int32_t *cp = K->cell_pos + (size_t)seq * K->n_cells;
+	if ((rc = f->be->download(f, pos, cp, sizeof *pos * (size_t)K->n_cells)))
+		goto out_free;
+	for (int i = 0; i < in->n; i++)
+		pos[in->cell[i]] = in->pos[i];
+	rc = f->be->upload(f, cp, pos, sizeof *pos * (size_t)K->n_cells);
+out_free:
+	free(pos);
+	return rc;
 }
 
 /* ---- the router on the host ------------------------------------------------- */
@@ -324,6 +457,8 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 	t1 = now_s();
 	f->t_other += t1 - t0;
 	for (int l = 0; l < hp->n_layers; l++) {
+		if (f->abort && f->abort(f->abort_ctx))
+			return hs__error(ECANCELED, "decode: cancelled by the abort callback (before layer %d)", l);
 		double a = now_s();
 		if ((rc = layer_attention(f, l, n, n_groups, g_start, seq)) || (rc = be->sync(f)))
 			return rc;

@@ -96,6 +96,9 @@ struct hs_fwd {
 	size_t staging_bytes;
 	/* time spent (seconds) */
 	double t_attn, t_moe, t_other;
+	/* asked before every layer of a ubatch: nonzero stops it with -ECANCELED */
+	hs_abort_fn abort;
+	void *abort_ctx;
 };
 
 /* One ubatch: n tokens (sorted by sequence, positions consecutive within
@@ -109,11 +112,36 @@ int hs__fwd_init(struct hs_fwd *f);
 void hs__fwd_free(struct hs_fwd *f);
 /* Empties the cells of seq holding positions >= from (every layer). */
 int hs__fwd_forget(struct hs_fwd *f, int seq, int from);
-/* Whether forgetting from `from` gives back the sequence as it was before
- * `written` positions from `from` on were stored: a sliding layer's ring
- * (window + ubatch cells) overwrote positions the window still sees once
- * more than a ubatch and one went in. */
-int hs__fwd_forget_exact(const struct hs_fwd *f, int from, int written);
+/* Empties the cells of seq holding positions in [lo, hi) (every layer). */
+int hs__fwd_forget_range(struct hs_fwd *f, int seq, int lo, int hi);
+/* Cells of the sliding layers' rings (window + ubatch, each the same), or
+ * 0 when no layer keeps fewer cells than n_ctx: writing position p then
+ * overwrites the position p - ring of the same sequence. */
+int hs__fwd_ring(const struct hs_fwd *f);
+int hs__fwd_is_ring(const struct hs_fwd *f, int layer);
+/* Bytes of one cell's K (or V): every KV head's row. */
+size_t hs__fwd_cell_bytes(const struct hs_fwd *f);
+
+/* Some cells of one layer and sequence in host memory, in ascending
+ * position order: copies between sequences, rollbacks, state files. */
+struct hs_fwd_cells {
+	int n, cap, cap_rows; /* cells, room in pos and cell, room in k and v */
+	int32_t *pos;         /* [n] the positions */
+	int32_t *cell;        /* [n] the cells they were read from or go to */
+	uint8_t *k, *v;       /* [n][hs__fwd_cell_bytes] */
+};
+/* The cells of seq in layer holding positions [lo, hi) into out (grown as
+ * needed; out->n of them), their K and V rows too when rows is set.
+ * -ENOMEM, a backend error. */
+int hs__fwd_cells_get(struct hs_fwd *f, int layer, int seq, int lo, int hi, int rows, struct hs_fwd_cells *out);
+/* Writes in's n cells (ascending positions, each < n_ctx) into seq's cells
+ * of layer: position p into cell p (full layers) or p % ring; in a ring the
+ * later of two positions sharing a cell stays. */
+int hs__fwd_cells_put(struct hs_fwd *f, int layer, int seq, struct hs_fwd_cells *in);
+/* Room for n cells (contents kept), their rows too when cell_bytes is not
+ * 0; -ENOMEM. */
+int hs__fwd_cells_reserve(struct hs_fwd_cells *c, int n, size_t cell_bytes);
+void hs__fwd_cells_free(struct hs_fwd_cells *c);
 /* The CPU backend's view of the weights: its Q8_0/MXFP4 matrices repacked
  * (made by the first context, kept by the runtime). */
 int hs__fwd_cpu_open(struct hs_fwd *f);

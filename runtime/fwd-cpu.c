@@ -180,6 +180,11 @@ static int c_attention(struct hs_fwd *f, struct hs_attn_job *job)
 	const int nth = hs__pool_size(f->rt->pool);
 	job->dops = hs__dense_best();
 	job->n_split = hs__attn_pick_split(job->n, job->n_cells, nth);
+	/* the scratch was sized for the workers of the context's creation
+	 * (hs_runtime_set_threads may have added some since) */
+	while (job->n_split > 1 &&
+	       hs__attn_scratch_bytes(job->n, job->n_head, job->head_dim, job->n_split) > f->scratch_bytes)
+		job->n_split--;
 	job->scratch = f->scratch;
 	int rc = hs__attn_prepare(job);
 	if (rc)
@@ -292,8 +297,8 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 			snprintf(what, sizeof what, "dense layer %d repacked", l);
 			rt->o.progress(what, (double)l / hw->hp.n_layers, rt->o.progress_ctx);
 		}
-		if ((rc = pack_weight(f, &L->wq)) || (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) ||
-		    (rc = pack_weight(f, &L->wo)))
+		if ((rc = hs__runtime_aborted(rt, "repacking the dense weights")) || (rc = pack_weight(f, &L->wq)) ||
+		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) || (rc = pack_weight(f, &L->wo)))
 			goto out_free;
 	}
 	rt->cwhole = cw;

@@ -205,7 +205,8 @@ static int upload_whole(struct hs_fwd *f)
 			snprintf(what, sizeof what, "dense layer %d to the device", l);
 			rt->o.progress(what, (double)l / hp->n_layers, rt->o.progress_ctx);
 		}
-		if ((rc = put_vec(f, &L->attn_norm, hp->n_embd)) || (rc = put_vec(f, &L->ffn_norm, hp->n_embd)) ||
+		if ((rc = hs__runtime_aborted(rt, "uploading the dense weights")) ||
+		    (rc = put_vec(f, &L->attn_norm, hp->n_embd)) || (rc = put_vec(f, &L->ffn_norm, hp->n_embd)) ||
 		    (rc = put_weight(f, &L->wq)) || (rc = put_weight(f, &L->wk)) || (rc = put_weight(f, &L->wv)) ||
 		    (rc = put_weight(f, &L->wo)) || (rc = put_vec(f, &L->bq, q)) || (rc = put_vec(f, &L->bk, kv)) ||
 		    (rc = put_vec(f, &L->bv, kv)) || (rc = put_vec(f, &L->bo, hp->n_embd)) ||

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/router.h"
@@ -161,11 +162,19 @@ void hs_runtime_close(hs_runtime *rt)
 	hs_trace_free(rt->replay);
 	free(rt->replay_next);
 	hs__pool_free(rt->pool);
+	free(rt->cpus);
 	hs__device_close(rt->d);
 	hs_model_free(rt->m);
 	free(rt->cscratch);
 	free(rt->desc);
 	free(rt);
+}
+
+int hs__runtime_aborted(hs_runtime *rt, const char *what)
+{
+	if (rt->o.abort && rt->o.abort(rt->o.abort_ctx))
+		return hs__error(ECANCELED, "runtime: %s cancelled by the abort callback", what);
+	return 0;
 }
 
 /* The plan: from the file, or made now for this machine and device. */
@@ -426,6 +435,14 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 			hs__runtime_say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
 		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
 			goto out_close;
+		/* kept for hs_runtime_set_threads() */
+		if (n_cpus && !(rt->cpus = malloc(sizeof *rt->cpus * n_cpus))) {
+			rc = hs__error(ENOMEM, "runtime: out of memory");
+			goto out_close;
+		}
+		if (n_cpus)
+			memcpy(rt->cpus, cpus, sizeof *rt->cpus * n_cpus);
+		rt->n_cpus = n_cpus;
 		for (int c = threads; c < n_cpus; c++) /* what the workers leave */
 			free_cpus[n_free++] = cpus[c];
 	}
@@ -463,7 +480,7 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		char what[64];
 		snprintf(what, sizeof what, "loading layer %d", li);
 		progress(rt, what, (double)li / rt->n_layers);
-		if ((rc = setup_layer(rt, li)))
+		if ((rc = hs__runtime_aborted(rt, what)) || (rc = setup_layer(rt, li)))
 			break;
 		struct rt_layer *L = &rt->layers[li];
 		if (L->rep.os_node >= 0)
@@ -780,6 +797,38 @@ int hs_runtime_set_mode(hs_runtime *rt, enum hs_mode mode, double q)
 	rt->o.mode = mode;
 	rt->o.q = q;
 	return 0;
+}
+
+int hs_runtime_set_threads(hs_runtime *rt, int n)
+{
+	struct hs_pool *p;
+	int rc;
+
+	if (!rt)
+		return hs__error(EINVAL, "set_threads: no runtime (NULL)");
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	online = online > 0 ? online : 1;
+	if (n < 1 || n > online)
+		return hs__error(EINVAL, "set_threads: %d threads (1..%ld, the CPUs online)", n, online);
+	if (n == hs__pool_size(rt->pool))
+		return 0;
+	if ((rc = hs__pool_create(n, rt->cpus, rt->n_cpus, &p)))
+		return rc;
+	/* the layers' CPU sides run on the runtime's pool; nothing runs now */
+	for (int l = 0; l < rt->n_layers; l++)
+		if (rt->layers[l].h.pool == rt->pool)
+			rt->layers[l].h.pool = p;
+	hs__pool_free(rt->pool);
+	rt->pool = p;
+	hs__runtime_say(rt, "CPU: %d workers from now on", n);
+	return 0;
+}
+
+int hs_runtime_threads(const hs_runtime *rt)
+{
+	if (!rt)
+		return hs__error(EINVAL, "threads: no runtime (NULL)");
+	return hs__pool_size(rt->pool);
 }
 
 int hs_runtime_set_cache_policy(hs_runtime *rt, const char *policy, int admit_per_step)

@@ -29,6 +29,7 @@ struct hs_runtime {
 	hs_model *m;
 	struct hs_device *d;
 	struct hs_pool *pool;
+	int *cpus, n_cpus;              /* the CPUs the workers are bound to (none: unbound) */
 	struct hs_step_bufs *step_bufs; /* shared by the layers' device sides (they run one at a time) */
 	struct hs_plan plan;
 	struct hs_runtime_opts o;
@@ -59,6 +60,9 @@ struct hs_runtime {
  * checks, tracing or replay.  y is overwritten. */
 int hs__runtime_moe(hs_runtime *rt, int layer, int n, const float *x, const int32_t *ids, const float *weights,
 		    float *y);
+/* -ECANCELED naming `what` when the abort callback of the runtime's
+ * options asks to stop, else 0. */
+int hs__runtime_aborted(hs_runtime *rt, const char *what);
 /* Appends a line to hs_runtime_describe(). */
 void hs__runtime_say(hs_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
