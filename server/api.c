@@ -73,6 +73,18 @@ static size_t utf8_char(const unsigned char *p, size_t n)
 	return k;
 }
 
+/* Whether the n bytes at p are the start of one character, cut short. */
+static int cut_short(const unsigned char *p, size_t n)
+{
+	size_t k = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	if (!k || n >= k)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return 1;
+}
+
 /* s as a JSON string (quotes included) at out[*o], never past cap - 1:
  * control characters escaped, bytes that are not UTF-8 as U+FFFD, cut
  * on a character boundary when it does not fit. */
@@ -93,6 +105,8 @@ static void put_json_string(char *out, size_t cap, size_t *o, const char *s)
 		} else if (k) {
 			memcpy(tmp, p + i, k);
 			w = k;
+		} else if (cut_short(p + i, n - i)) {
+			break; /* a character cut at the end (by an earlier length cap): dropped */
 		} else {
 			memcpy(tmp, "\xef\xbf\xbd", 3); /* U+FFFD for one bad byte */
 			w = 3;

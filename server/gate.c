@@ -179,8 +179,9 @@ static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa, soc
 	memcpy(&c->addr, sa, sl);
 }
 
-/* Bytes arrived on a connection whose first head is not complete yet. */
-static void peek_head(struct gate *g, struct gate_conn *c)
+/* Bytes arrived on a connection whose first head is not complete yet
+ * (or its client shut its side: `ended`). */
+static void peek_head(struct gate *g, struct gate_conn *c, int ended)
 {
 	struct srv_head h;
 	ssize_t n = recv(c->fd, g->head, sizeof g->head, MSG_PEEK | MSG_DONTWAIT);
@@ -199,8 +200,20 @@ static void peek_head(struct gate *g, struct gate_conn *c)
 		linger(g, c, c->fd);
 		return;
 	}
-	if (!h.head_len)
+	if (!h.head_len) {
+		if (ended) { /* no more bytes will come: the head stays unfinished */
+			close(c->fd);
+			c->state = G_FREE;
+			return;
+		}
+		/* peeked bytes stay readable: poll says "readable" again only
+		 * once more than these have arrived (or the client ends) */
+		int low = (int)n + 1;
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &low, sizeof low);
 		return;
+	}
+	int one = 1;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
 	/* a good head: libmicrohttpd takes the connection (and reads it) */
 	c->state = G_MHD;
 	c->started = 0;
@@ -265,7 +278,7 @@ static void *gate_main(void *arg)
 				next = c->deadline;
 			if (c->state == G_HEAD || c->state == G_LINGER) {
 				g->pidx[np] = i;
-				g->pfd[np++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+				g->pfd[np++] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
 			}
 		}
 		int lfd = g->lfd;
@@ -301,7 +314,7 @@ static void *gate_main(void *arg)
 			if (!g->pfd[p].revents || c->fd != g->pfd[p].fd)
 				continue;
 			if (c->state == G_HEAD) {
-				peek_head(g, c);
+				peek_head(g, c, !!(g->pfd[p].revents & (POLLRDHUP | POLLHUP | POLLERR)));
 			} else if (c->state == G_LINGER) {
 				char b[4096];
 				ssize_t n = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
