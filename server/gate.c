@@ -41,6 +41,7 @@ struct gate_conn {
 	enum gate_state state;
 	enum gate_phase phase; /* G_MHD: which deadline runs */
 	int started;           /* G_MHD: libmicrohttpd's notice came (the fd is its own until closed) */
+	int answered;          /* G_MHD: the gate wrote the answer (hs_srv_gate_answer): no 408 after it */
 	double deadline;       /* 0: none */
 	struct sockaddr_storage addr;
 	socklen_t alen;
@@ -248,7 +249,7 @@ static void expire(struct gate *g, struct gate_conn *c)
 			break;
 		}
 		/* libmicrohttpd writes nothing while it reads a head or a body */
-		if (c->phase == GATE_BODY) {
+		if (c->phase == GATE_BODY && !c->answered) {
 			send_answer(c->fd, 408, "invalid_request_error", "request_timeout", msg, 0);
 			hs_srv_http_count(g->s, NULL, 0, 408);
 		}
@@ -353,23 +354,12 @@ struct gate *hs_srv_gate_start(struct srv *s, int lfd, struct MHD_Daemon *d)
 	g->c = calloc((size_t)g->n, sizeof *g->c);
 	g->pfd = calloc((size_t)g->n + 2, sizeof *g->pfd);
 	g->pidx = calloc((size_t)g->n + 2, sizeof *g->pidx);
-	if (!g->c || !g->pfd || !g->pidx || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC)) {
-		free(g->c);
-		free(g->pfd);
-		free(g->pidx);
-		free(g);
-		return NULL;
-	}
-	fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+	g->wake[0] = g->wake[1] = -1;
 	pthread_mutex_init(&g->mu, NULL);
-	if (pthread_create(&g->th, NULL, gate_main, g)) {
-		pthread_mutex_destroy(&g->mu);
-		close(g->wake[0]);
-		close(g->wake[1]);
-		free(g->c);
-		free(g->pfd);
-		free(g->pidx);
-		free(g);
+	fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+	if (!g->c || !g->pfd || !g->pidx || pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) ||
+	    pthread_create(&g->th, NULL, gate_main, g)) {
+		hs_srv_gate_free(g);
 		return NULL;
 	}
 	return g;
@@ -408,8 +398,9 @@ void hs_srv_gate_free(struct gate *g)
 	if (!g)
 		return;
 	pthread_mutex_destroy(&g->mu);
-	close(g->wake[0]);
-	close(g->wake[1]);
+	for (int i = 0; i < 2; i++)
+		if (g->wake[i] >= 0)
+			close(g->wake[i]);
 	free(g->c);
 	free(g->pfd);
 	free(g->pidx);
@@ -439,7 +430,7 @@ void hs_srv_gate_phase(struct gate *g, struct gate_conn *c, enum gate_phase ph)
 	if (!c)
 		return;
 	pthread_mutex_lock(&g->mu);
-	if (c->state == G_MHD) {
+	if (c->state == G_MHD && !c->answered) {
 		c->phase = ph;
 		c->deadline = ph == GATE_ANSWER ? 0 : now() + (ph == GATE_BODY ? g->s->o.body_s : g->s->o.header_s);
 	}
@@ -460,8 +451,11 @@ int hs_srv_gate_answer(struct gate *g, struct gate_conn *c, int status, const ch
 	if (c->state == G_MHD && c->phase == GATE_BODY) {
 		rc = send(c->fd, out, m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)m ? 0 : -1;
 		shutdown(c->fd, SHUT_WR);
-		/* the rest of the body is read and dropped until the deadline */
+		/* the rest of the body is read and dropped for a while, as a lingering close */
+		c->answered = 1;
+		c->deadline = now() + LINGER_S;
 	}
 	pthread_mutex_unlock(&g->mu);
+	wake(g);
 	return rc;
 }

@@ -279,7 +279,8 @@ def check_leak():
     r1 = rss_kb(pid)
     print(f"server RSS {r0} kB before and {r1} kB after 60 requests of 3000 calls without arguments")
     # (ASan's quarantine holds freed memory: LSan checks the server's exit there)
-    if os.environ.get("HS_SANITIZER_BUILD") != "yes" and r1 - r0 > 4096:
+    # (glibc's arenas swing by a few MiB between rounds; the leak was ~40 MiB here)
+    if os.environ.get("HS_SANITIZER_BUILD") != "yes" and r1 - r0 > 16384:
         fail(f"memory grew by {r1 - r0} kB over 60 requests (a leak per call?)")
 
 
