@@ -201,6 +201,12 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 		}
 		special(p, "<|end|>");
 	}
+	/* the last answer (an assistant message that is no call): reasoning of
+	 * the calls before it is dropped; found once, not per call */
+	int last_answer = -1;
+	for (int j = first; j < n; j++)
+		if (is_role(&m[j], "assistant") && !m[j].tool_name)
+			last_answer = j;
 	for (int i = first; i < n; i++) {
 		const struct hs_chat_message *x = &m[i];
 		if (is_role(x, "user")) {
@@ -211,9 +217,7 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 			special(p, "<|end|>");
 		} else if (is_role(x, "assistant") && x->tool_name) {
 			/* its reasoning is kept unless an answer follows later */
-			int answered = 0;
-			for (int j = i + 1; j < n; j++)
-				answered |= is_role(&m[j], "assistant") && !m[j].tool_name;
+			int answered = last_answer > i;
 			if (x->reasoning && !answered) {
 				harmony_analysis(p, x->reasoning);
 			}

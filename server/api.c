@@ -56,15 +56,126 @@ void hs_srv_sbuf_free(struct sbuf *b)
 
 /* ---- errors ------------------------------------------------------------------ */
 
+/* Length of the UTF-8 character at p (n bytes left), 0 when the bytes are
+ * not one (overlong, surrogate, past U+10FFFF, cut short). */
+static size_t utf8_char(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (!k || k > n)
+		return 0;
+	for (size_t i = 1; i < k; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || (c == 0xf0 && p[1] < 0x90) ||
+	    (c == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return k;
+}
+
+/* Whether the n bytes at p are the start of one character, cut short. */
+static int cut_short(const unsigned char *p, size_t n)
+{
+	size_t k = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+	if (!k || n >= k)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return 1;
+}
+
+/* s as a JSON string (quotes included) at out[*o], never past cap - 1:
+ * control characters escaped, bytes that are not UTF-8 as U+FFFD, cut
+ * on a character boundary when it does not fit. */
+static void put_json_string(char *out, size_t cap, size_t *o, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0;
+
+	if (*o + 2 >= cap)
+		return;
+	out[(*o)++] = '"';
+	while (i < n) {
+		char tmp[8];
+		size_t k = utf8_char(p + i, n - i), w;
+		if (k == 1 && (p[i] < 0x20 || p[i] == '"' || p[i] == '\\')) {
+			w = p[i] == '"' || p[i] == '\\' ? (size_t)snprintf(tmp, sizeof tmp, "\\%c", p[i])
+							: (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", p[i]);
+		} else if (k) {
+			memcpy(tmp, p + i, k);
+			w = k;
+		} else if (cut_short(p + i, n - i)) {
+			break; /* a character cut at the end (by an earlier length cap): dropped */
+		} else {
+			memcpy(tmp, "\xef\xbf\xbd", 3); /* U+FFFD for one bad byte */
+			w = 3;
+			k = 1;
+		}
+		if (*o + w + 2 > cap) /* room for this, the closing quote and the NUL */
+			break;
+		memcpy(out + *o, tmp, w);
+		*o += w;
+		i += k;
+	}
+	out[(*o)++] = '"';
+	out[*o] = 0;
+}
+
+static void put_raw(char *out, size_t cap, size_t *o, const char *s)
+{
+	size_t n = strlen(s);
+	if (*o + n + 1 > cap)
+		n = cap - 1 - *o;
+	memcpy(out + *o, s, n);
+	*o += n;
+	out[*o] = 0;
+}
+
+size_t hs_srv_error_json_buf(char *buf, size_t cap, int status, const char *type, const char *param,
+			     const char *code, const char *msg)
+{
+	char tail[96];
+	size_t o = 0;
+
+	/* the fields after the message are short: keep their room first */
+	size_t room = cap - 160 - (param ? strlen(param) : 0) - (code ? strlen(code) : 0);
+	buf[0] = 0;
+	put_raw(buf, cap, &o, "{\"error\":{\"message\":");
+	put_json_string(buf, room < cap ? room : cap, &o, msg);
+	put_raw(buf, cap, &o, ",\"type\":");
+	put_json_string(buf, cap, &o, type ? type : "server_error");
+	put_raw(buf, cap, &o, ",\"param\":");
+	if (param)
+		put_json_string(buf, cap, &o, param);
+	else
+		put_raw(buf, cap, &o, "null");
+	put_raw(buf, cap, &o, ",\"code\":");
+	if (code)
+		put_json_string(buf, cap, &o, code);
+	else
+		put_raw(buf, cap, &o, "null");
+	snprintf(tail, sizeof tail, ",\"status\":%d}}", status);
+	put_raw(buf, cap, &o, tail);
+	return o;
+}
+
 char *hs_srv_error_json_v(int status, const char *type, const char *param, const char *code, const char *fmt,
 			  va_list ap)
 {
-	char msg[1024];
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	json_t *j = json_pack("{s:{s:s, s:s, s:s?, s:s?, s:i}}", "error", "message", msg, "type", type, "param", param,
-			      "code", code, "status", status);
-	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
+	char msg[1024], body[4096];
+	int m = vsnprintf(msg, sizeof msg, fmt, ap);
+	if (m >= (int)sizeof msg) { /* cut: drop a character the cut split */
+		size_t j = strlen(msg);
+		while (j > 0 && ((unsigned char)msg[j - 1] & 0xc0) == 0x80)
+			j--;
+		if (j > 0 && (unsigned char)msg[j - 1] >= 0xc0 && !utf8_char((unsigned char *)msg + j - 1, strlen(msg) - j + 1))
+			msg[j - 1] = 0;
+	}
+	size_t n = hs_srv_error_json_buf(body, sizeof body, status, type, param, code, msg);
+	char *s = malloc(n + 1);
+	if (s)
+		memcpy(s, body, n + 1);
 	return s;
 }
 
@@ -327,7 +438,7 @@ char *hs_srv_models_json(struct srv *s)
 
 static const char *const route_names[SRV_N_ROUTES] = { "/", "/health", "/v1/models", "/v1/chat/completions",
 						       "/v1/completions", "/metrics", "other", "" };
-static const int code_list[SRV_N_CODES] = { 200, 204, 400, 401, 404, 405, 413, 500, 503, 0, 0, 0 };
+const int hs_srv_http_codes[SRV_N_CODES] = { 200, 204, 400, 401, 404, 405, 408, 413, 431, 500, 501, 503, 505 };
 
 static void metric(struct sbuf *b, const char *name, const char *type, const char *help, double v)
 {
@@ -363,7 +474,7 @@ char *hs_srv_metrics_text(struct srv *s)
 		for (int c = 0; c < SRV_N_CODES; c++)
 			if (m.http[i][c])
 				hs_srv_sbuf_addf(&b, "hotset_http_requests_total{route=\"%s\",code=\"%d\"} %ld\n",
-					      route_names[i], code_list[c], m.http[i][c]);
+					      route_names[i], hs_srv_http_codes[c], m.http[i][c]);
 	hs_srv_sbuf_addf(&b, "# HELP hotset_requests_finished_total Completions ended, by how.\n"
 			  "# TYPE hotset_requests_finished_total counter\n"
 			  "hotset_requests_finished_total{reason=\"stop\"} %ld\n"

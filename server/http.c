@@ -1,5 +1,9 @@
-/* HTTP through libmicrohttpd, one thread per connection: routes, the API
- * key, the body cap, answers and Server-Sent Events.  A connection's
+/* HTTP through libmicrohttpd, one thread per connection, behind the gate
+ * (gate.c: connection caps, the first head checked, deadlines): routes,
+ * the API key, the body cap and the memory bodies may hold, answers and
+ * Server-Sent Events.  GET answers keep the connection when the client
+ * asks; POST answers close it, so every body is read behind a head the
+ * gate checked.  A connection's
  * thread waits for its request's output (condition variable, 200 ms at a
  * time) and looks at its socket meanwhile: a client that hung up cancels
  * its request, which frees its sequence at the scheduler's next step. */
@@ -39,16 +43,36 @@ static const struct {
 	{ "/metrics", R_METRICS, 0, 1 },
 };
 
+struct srv_http {
+	struct MHD_Daemon *d;
+	struct gate *g;
+};
+
+/* the one server's (its notices and handler know only the srv) */
+static struct gate *the_gate;
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* One HTTP request (MHD's con_cls). */
 struct conn {
 	struct srv *s;
+	struct gate_conn *gc;
 	int r; /* index in routes[], -1: unknown path */
+	int post;
 	struct sbuf body;
-	int too_big;
+	size_t held;         /* bytes of srv.body_held this request holds */
+	int later;           /* answered at the last call: 0, or the status (200 for a GET route) */
+	char later_msg[300];
+	int raw;             /* answered by the gate while the body arrived: drop the rest, then close */
 	size_t discarded;
 	struct srv_req *req; /* one reference while set */
 	int fd;
 };
+
+static void release_body(struct conn *k);
 
 /* The reader of a streamed answer (its own reference on the request). */
 struct stream {
@@ -57,23 +81,48 @@ struct stream {
 	int fd;
 };
 
-static MHD_socket quiesced = MHD_INVALID_SOCKET;
-
 static int code_index(int code)
 {
-	static const int codes[] = { 200, 204, 400, 401, 404, 405, 413, 500, 503 };
-	for (int i = 0; i < (int)(sizeof codes / sizeof codes[0]); i++)
-		if (codes[i] == code)
+	for (int i = 0; i < SRV_N_CODES - 1; i++)
+		if (hs_srv_http_codes[i] == code)
 			return i;
 	return SRV_N_CODES - 1;
 }
 
-static void count(struct srv *s, struct conn *k, int code)
+static void count_route(struct srv *s, int r, int code)
 {
-	int route = k->r < 0 ? R_OTHER : (int)routes[k->r].route;
+	int route = r < 0 ? R_OTHER : (int)routes[r].route;
 	pthread_mutex_lock(&s->mu);
 	s->m.http[route][code_index(code)]++;
 	pthread_mutex_unlock(&s->mu);
+}
+
+static void count(struct srv *s, struct conn *k, int code)
+{
+	count_route(s, k->r, code);
+}
+
+static int route_of(const char *path, size_t n)
+{
+	for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
+		if (strlen(routes[i].path) == n && memcmp(path, routes[i].path, n) == 0)
+			return i;
+	return -1;
+}
+
+void hs_srv_http_count(struct srv *s, const char *target, size_t len, int code)
+{
+	const char *q = target ? memchr(target, '?', len) : NULL;
+	count_route(s, target ? route_of(target, q ? (size_t)(q - target) : len) : -1, code);
+}
+
+/* Seconds until the server is gone, for a 503 while it stops. */
+static int stop_retry(struct srv *s)
+{
+	pthread_mutex_lock(&s->mu);
+	double left = s->stop_deadline - hs_srv_now();
+	pthread_mutex_unlock(&s->mu);
+	return left > 1 ? (int)left + 1 : 1;
 }
 
 /* Whether the client closed its side (or the socket broke). */
@@ -130,6 +179,8 @@ static enum MHD_Result reply(struct conn *k, struct MHD_Connection *c, int code,
 	}
 	if (code == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+	if (k->post)
+		MHD_add_response_header(resp, "Connection", "close");
 	if (code == 405 && k->r >= 0)
 		MHD_add_response_header(resp, "Allow", routes[k->r].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
 	return queue(k, c, code, resp);
@@ -146,10 +197,14 @@ static enum MHD_Result reply_json(struct conn *k, struct MHD_Connection *c, int 
 	return ret;
 }
 
+/* An error answer: built on the stack, no allocation that could fail
+ * into a 500 (libmicrohttpd copies it). */
 static enum MHD_Result reply_error(struct conn *k, struct MHD_Connection *c, int code, const char *type,
 				   const char *ecode, int retry_after, const char *msg)
 {
-	return reply_json(k, c, code, hs_srv_error_json(code, type, NULL, ecode, "%s", msg), retry_after);
+	char body[2048];
+	size_t n = hs_srv_error_json_buf(body, sizeof body, code, type, NULL, ecode, msg);
+	return reply(k, c, code, ctype_json, body, n, retry_after);
 }
 
 /* Constant-time comparison of the bearer token with the key. */
@@ -181,7 +236,8 @@ static enum MHD_Result health(struct conn *k, struct MHD_Connection *c)
 	snprintf(msg, sizeof msg, "%s", s->state_msg);
 	pthread_mutex_unlock(&s->mu);
 	if (stopping)
-		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", stop_retry(s),
+				   "the server is shutting down");
 	if (st == SRV_READY) {
 		static const char ok[] = "{\"status\":\"ok\"}";
 		return reply(k, c, 200, ctype_json, ok, sizeof ok - 1, 0);
@@ -263,6 +319,7 @@ static enum MHD_Result start_stream(struct conn *k, struct MHD_Connection *c)
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	MHD_add_response_header(resp, "Connection", "close");
 	return queue(k, c, 200, resp);
 }
 
@@ -290,7 +347,7 @@ static enum MHD_Result wait_whole(struct conn *k, struct MHD_Connection *c)
 	if (!r->finished || r->out.err) {
 		pthread_mutex_unlock(&s->mu);
 		return reply_error(k, c, r->finished ? 500 : 503, r->finished ? "server_error" : "unavailable_error",
-				   NULL, 0, r->finished ? "out of memory" : "the server is shutting down");
+				   NULL, r->finished ? 0 : 1, r->finished ? "out of memory" : "the server is shutting down");
 	}
 	char *body = r->out.p;
 	size_t len = r->out.len;
@@ -314,14 +371,19 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 	int stopping = s->stopping;
 	pthread_mutex_unlock(&s->mu);
 	if (stopping)
-		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", stop_retry(s),
+				   "the server is shutting down");
 	if (st != SRV_READY)
 		return reply_error(k, c, 503, "unavailable_error", st == SRV_WAITING_VRAM ? "waiting_for_vram" : "loading",
 				   5, "the model is loading");
 	struct srv_req *r =
 		hs_srv_parse_request(s, routes[k->r].route == R_CHAT, k->body.p ? k->body.p : "", k->body.len, &status, &err);
-	if (!r)
+	release_body(k); /* what a queued request holds is its prompt, not its body */
+	if (!r) {
+		if (!err)
+			return reply_error(k, c, 500, "server_error", NULL, 0, "out of memory");
 		return reply_json(k, c, status, err, 0);
+	}
 	k->req = r;
 	if (r->stream && r->chat) { /* the role goes out at once: headers and a first event before the prompt is read */
 		hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
@@ -343,7 +405,8 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 	case -EBUSY:
 		return reply_error(k, c, 503, "unavailable_error", "loading", 5, "the model is loading");
 	default:
-		return reply_error(k, c, 503, "unavailable_error", "shutting_down", 0, "the server is shutting down");
+		return reply_error(k, c, 503, "unavailable_error", "shutting_down", stop_retry(s),
+				   "the server is shutting down");
 	}
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	k->fd = ci ? ci->connect_fd : -1;
@@ -368,6 +431,97 @@ static enum MHD_Result get(struct conn *k, struct MHD_Connection *c)
 	}
 }
 
+/* Bodies held at once, over all connections, stay under 4 x --max-body:
+ * parsing one costs a few times its size, so this bounds the memory of
+ * requests being read whatever the number of connections. */
+static int hold_body(struct conn *k, size_t n)
+{
+	struct srv *s = k->s;
+	int ok;
+	pthread_mutex_lock(&s->mu);
+	ok = s->body_held + n <= 4 * s->o.max_body;
+	if (ok) {
+		s->body_held += n;
+		k->held += n;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+static void release_body(struct conn *k)
+{
+	pthread_mutex_lock(&k->s->mu);
+	k->s->body_held -= k->held;
+	pthread_mutex_unlock(&k->s->mu);
+	k->held = 0;
+	hs_srv_sbuf_free(&k->body);
+}
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	*(int *)cls += strcasecmp(key, "Content-Length") == 0;
+	return MHD_YES;
+}
+
+/* Answered at the last call, once any body is read: a GET on a kept
+ * connection gets its answer and the connection stays. */
+static enum MHD_Result answer_later(struct conn *k, struct MHD_Connection *c)
+{
+	switch (k->later) {
+	case 200: return get(k, c);
+	case 204: {
+		struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+		if (!resp)
+			return MHD_NO;
+		common_headers(resp);
+		MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+		MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+		MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+		return queue(k, c, 204, resp);
+	}
+	case 401:
+		return reply_error(k, c, 401, "authentication_error", "invalid_api_key", 0, k->later_msg);
+	case 404: return reply_error(k, c, 404, "invalid_request_error", "not_found", 0, k->later_msg);
+	case 405: return reply_error(k, c, 405, "invalid_request_error", "method_not_allowed", 0, k->later_msg);
+	default: return reply_error(k, c, k->later, "invalid_request_error", "bad_request", 0, k->later_msg);
+	}
+}
+
+/* The body grows to what it needs, never past --max-body (+ its NUL). */
+static int add_body(struct conn *k, const char *p, size_t n)
+{
+	size_t max = k->s->o.max_body;
+	if (k->body.len + n + 1 > k->body.cap) {
+		size_t cap = k->body.cap ? k->body.cap * 2 : 16384;
+		while (cap < k->body.len + n + 1)
+			cap *= 2;
+		if (cap > max + 1)
+			cap = max + 1;
+		char *q = realloc(k->body.p, cap);
+		if (!q)
+			return -1;
+		k->body.p = q;
+		k->body.cap = cap;
+	}
+	hs_srv_sbuf_add(&k->body, p, n);
+	return k->body.err ? -1 : 0;
+}
+
+/* An answer while the body still arrives (libmicrohttpd cannot queue one
+ * then): the gate writes it; the rest of the body is dropped. */
+static enum MHD_Result answer_raw(struct conn *k, int code, const char *ecode, int retry_after, const char *msg)
+{
+	char body[1024];
+	size_t n = hs_srv_error_json_buf(body, sizeof body, code, code == 503 ? "unavailable_error" : "invalid_request_error",
+					 NULL, ecode, msg);
+	k->raw = 1;
+	release_body(k);
+	count(k->s, k, code);
+	return hs_srv_gate_answer(the_gate, k->gc, code, body, n, retry_after) ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			       const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -375,72 +529,83 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	struct conn *k = *con_cls;
 
 	(void)version;
-	if (!k) { /* headers are in: everything that needs no body is answered now */
+	if (!k) { /* headers are in */
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		if (!(k = calloc(1, sizeof *k)))
 			return MHD_NO;
 		k->s = s;
-		k->r = -1;
+		k->gc = ci ? ci->socket_context : NULL;
+		k->r = route_of(url, strlen(url));
 		k->fd = -1;
 		*con_cls = k;
 		pthread_mutex_lock(&s->mu);
 		s->http_active++;
 		pthread_mutex_unlock(&s->mu);
-		for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-			if (strcmp(url, routes[i].path) == 0)
-				k->r = i;
+		k->post = strcmp(method, "POST") == 0;
+		int get_ = !strcmp(method, "GET") || !strcmp(method, "HEAD"), lengths = 0;
+		hs_srv_gate_phase(the_gate, k->gc, k->post ? GATE_BODY : GATE_ANSWER);
+		MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &lengths);
+		if (lengths > 1) { /* the gate refuses it on a first request; this is a later one */
+			k->post = 1; /* close after: the body's end is unknown */
+			return reply_error(k, c, 400, "invalid_request_error", "bad_request", 0, "two Content-Length headers");
+		}
 		if (strcmp(method, "OPTIONS") == 0) { /* CORS preflight */
-			struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-			if (!resp)
-				return MHD_NO;
-			common_headers(resp);
-			MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-			MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-			MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
-			return queue(k, c, 204, resp);
-		}
-		if (k->r < 0) {
-			char msg[300];
-			snprintf(msg, sizeof msg, "no route %.200s (see GET /v1/models, POST /v1/chat/completions)", url);
-			return reply_error(k, c, 404, "invalid_request_error", "not_found", 0, msg);
-		}
-		int post = strcmp(method, "POST") == 0, get_ = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-		if (routes[k->r].post ? !post : !get_) {
-			char msg[160];
-			snprintf(msg, sizeof msg, "%.20s %s: use %s", method, routes[k->r].path,
+			k->later = 204;
+		} else if (k->r < 0) {
+			k->later = 404;
+			snprintf(k->later_msg, sizeof k->later_msg,
+				 "no route %.200s (see GET /v1/models, POST /v1/chat/completions)", url);
+		} else if (routes[k->r].post ? !k->post : !get_) {
+			k->later = 405;
+			snprintf(k->later_msg, sizeof k->later_msg, "%.20s %s: use %s", method, routes[k->r].path,
 				 routes[k->r].post ? "POST" : "GET");
-			return reply_error(k, c, 405, "invalid_request_error", "method_not_allowed", 0, msg);
+		} else if (routes[k->r].auth && !authorized(s, c)) {
+			k->later = 401;
+			snprintf(k->later_msg, sizeof k->later_msg, "a valid API key is needed: \"Authorization: Bearer KEY\"");
+		} else if (!k->post) {
+			k->later = 200;
 		}
-		if (routes[k->r].auth && !authorized(s, c))
-			return reply_error(k, c, 401, "authentication_error", "invalid_api_key", 0,
-					   "a valid API key is needed: \"Authorization: Bearer KEY\"");
-		if (!post)
-			return get(k, c);
+		if (k->later)
+			return MHD_YES;
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+		unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+		if (n > s->o.max_body) {
 			char msg[160];
 			snprintf(msg, sizeof msg, "the body is %.20s bytes, more than %zu (--max-body)", cl, s->o.max_body);
 			return reply_error(k, c, 413, "invalid_request_error", "body_too_large", 0, msg);
 		}
+		if (!hold_body(k, (size_t)n))
+			return reply_error(k, c, 503, "unavailable_error", "busy_reading", 1,
+					   "other requests' bodies fill the memory for bodies (4 x --max-body): retry later");
+		if (n && !(k->body.p = malloc((size_t)n + 1)))
+			return reply_error(k, c, 500, "server_error", NULL, 0, "out of memory");
+		k->body.cap = n ? (size_t)n + 1 : 0;
 		return MHD_YES;
 	}
 	if (*upload_size) { /* a piece of the body (chunked bodies have no Content-Length) */
-		if (k->too_big || k->body.len + *upload_size > s->o.max_body) {
-			k->too_big = 1;
-			k->discarded += *upload_size;
-			*upload_size = 0;
-			return k->discarded > 4 * s->o.max_body ? MHD_NO : MHD_YES;
-		}
-		hs_srv_sbuf_add(&k->body, upload, *upload_size);
+		size_t n = *upload_size;
 		*upload_size = 0;
-		return k->body.err ? MHD_NO : MHD_YES;
+		if (k->raw || k->later) { /* answered, or answered at the end: read and drop */
+			k->discarded += n;
+			return k->later && k->discarded > k->s->o.max_body ? MHD_NO : MHD_YES;
+		}
+		if (k->body.len + n > s->o.max_body) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "the body is more than %zu bytes (--max-body)", s->o.max_body);
+			return answer_raw(k, 413, "body_too_large", 0, msg);
+		}
+		if (k->body.len + n > k->held && !hold_body(k, k->body.len + n - k->held))
+			return answer_raw(k, 503, "busy_reading", 1,
+					  "other requests' bodies fill the memory for bodies (4 x --max-body): retry later");
+		return add_body(k, upload, n) ? MHD_NO : MHD_YES;
 	}
 	if (k->req) /* called again after the answer was queued */
 		return MHD_YES;
-	if (k->too_big) {
-		char msg[160];
-		snprintf(msg, sizeof msg, "the body is more than %zu bytes (--max-body)", s->o.max_body);
-		return reply_error(k, c, 413, "invalid_request_error", "body_too_large", 0, msg);
-	}
+	if (k->raw)
+		return MHD_NO;
+	hs_srv_gate_phase(the_gate, k->gc, GATE_ANSWER);
+	if (k->later)
+		return answer_later(k, c);
 	return completion(k, c);
 }
 
@@ -463,9 +628,37 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	}
 	s->http_active--;
 	pthread_mutex_unlock(&s->mu);
-	hs_srv_sbuf_free(&k->body);
+	release_body(k);
+	/* a kept connection: the next head has --header-timeout from now */
+	hs_srv_gate_phase(the_gate, k->gc, GATE_IDLE);
 	free(k);
 	*con_cls = NULL;
+}
+
+static void notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	(void)cls;
+	hs_srv_gate_notify(the_gate, ci ? ci->connect_fd : -1, socket_context, code == MHD_CONNECTION_NOTIFY_CLOSED);
+}
+
+/* %XX decoded in the path, except %00: a path holding it matches no route. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri)
+{
+	char *w = uri;
+	(void)cls;
+	(void)c;
+	for (const char *r = uri; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo)) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = 0;
+	return (size_t)(w - uri);
 }
 
 /* The listening socket, made here so that a busy port or a bad address
@@ -503,36 +696,53 @@ static int listen_on(const char *host, int port, int *bound, int *v6)
 	return fd;
 }
 
-struct MHD_Daemon *hs_srv_http_start(struct srv *s, int *port)
+struct srv_http *hs_srv_http_start(struct srv *s, int *port)
 {
 	int v6 = 0, fd = listen_on(s->o.host, s->o.port, port, &v6);
-	if (fd < 0)
+	struct srv_http *h = calloc(1, sizeof *h);
+	if (fd < 0 || !h) {
+		if (fd >= 0)
+			close(fd);
+		free(h);
 		return NULL;
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
-	if (v6)
-		flags |= MHD_USE_IPv6;
-	/* every waiting client holds a connection: room for the queue and more */
-	long limit = (long)s->o.parallel + s->o.max_queue + 256;
-	struct MHD_Daemon *d = MHD_start_daemon(
-		flags, 0, NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed,
-		s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(limit < 4096 ? limit : 4096), MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)300, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
-	if (!d) {
+	}
+	/* the gate accepts; libmicrohttpd gets the connections it lets in */
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+			 MHD_USE_NO_LISTEN_SOCKET;
+	/* above the gate's own caps (+ the lingering refusals): libmicrohttpd's own refusal is a silent close */
+	unsigned limit = (unsigned)s->o.max_conns + 128;
+	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handler, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_NOTIFY_CONNECTION, notify, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+				MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+				MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+	if (!h->d) {
 		fprintf(stderr, "hotset serve: libmicrohttpd could not start on %s port %d\n", s->o.host, *port);
 		close(fd);
+		free(h);
+		return NULL;
 	}
-	return d;
+	if (!(h->g = the_gate = hs_srv_gate_start(s, fd, h->d))) {
+		fprintf(stderr, "hotset serve: cannot start the connection thread\n");
+		MHD_stop_daemon(h->d);
+		close(fd);
+		free(h);
+		return NULL;
+	}
+	return h;
 }
 
-void hs_srv_http_quiesce(struct MHD_Daemon *d)
+void hs_srv_http_quiesce(struct srv_http *h)
 {
-	quiesced = MHD_quiesce_daemon(d);
+	hs_srv_gate_quiesce(h->g);
 }
 
-void hs_srv_http_stop(struct MHD_Daemon *d)
+void hs_srv_http_stop(struct srv_http *h)
 {
-	MHD_stop_daemon(d);
-	if (quiesced != MHD_INVALID_SOCKET)
-		close(quiesced);
-	quiesced = MHD_INVALID_SOCKET;
+	if (!h)
+		return;
+	hs_srv_gate_stop(h->g);
+	MHD_stop_daemon(h->d);
+	hs_srv_gate_free(h->g);
+	the_gate = NULL;
+	free(h);
 }

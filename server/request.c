@@ -153,25 +153,19 @@ static int get_content(json_t *m, size_t idx, char **out, struct perr *e)
 	return *out ? 0 : bad(e, "messages", NULL, "out of memory");
 }
 
-/* The function name a tool message answers: its "name", else the name of
- * the assistant's tool call with the same id earlier in the conversation. */
-static const char *tool_name_for(json_t *msgs, size_t idx, json_t *m)
+/* A string field: absent or null gives NULL; another type is a 400. */
+static int get_str(json_t *o, const char *key, const char **out, struct perr *e, const char *param, const char *where,
+		   size_t idx)
 {
-	const char *name = json_string_value(json_object_get(m, "name"));
-	const char *id = json_string_value(json_object_get(m, "tool_call_id"));
-	if (name || !id)
-		return name;
-	for (size_t i = idx; i-- > 0;) {
-		json_t *calls = json_object_get(json_array_get(msgs, i), "tool_calls");
-		size_t k;
-		json_t *c;
-		json_array_foreach(calls, k, c) {
-			const char *cid = json_string_value(json_object_get(c, "id"));
-			if (cid && strcmp(cid, id) == 0)
-				return json_string_value(json_object_get(json_object_get(c, "function"), "name"));
-		}
-	}
-	return NULL;
+	json_t *v = json_object_get(o, key);
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return where ? bad(e, param, "invalid_type", "%s[%zu].%s: a string is needed", where, idx, key)
+			     : bad(e, param, "invalid_type", "%s: a string is needed", key);
+	*out = json_string_value(v);
+	return 0;
 }
 
 /* tools (OpenAI's array of {"type": "function", "function": {...}}) as
@@ -221,7 +215,7 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	struct hs_chat_message *cm = NULL;
 	char **texts = NULL, *tools = NULL;
 	size_t n, i;
-	json_t *m;
+	json_t *m, *ids = NULL;
 	int rc = -1;
 
 	if (!msgs || json_is_null(msgs))
@@ -243,40 +237,84 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 		bad(e, NULL, NULL, "out of memory");
 		goto out_free;
 	}
+	/* tool call id -> function name, of the calls seen so far (a tool
+	 * message answers an earlier call): one hash lookup per message */
+	ids = json_object();
+	if (!ids) {
+		bad(e, NULL, NULL, "out of memory");
+		goto out_free;
+	}
 	json_array_foreach(msgs, i, m) {
 		if (!json_is_object(m)) {
 			bad(e, "messages", "invalid_type", "messages[%zu]: an object is needed", i);
 			goto out_free;
 		}
-		const char *role = json_string_value(json_object_get(m, "role"));
-		if (!role) {
-			bad(e, "messages", "invalid_value", "messages[%zu].role: a string is needed", i);
+		json_t *rv = json_object_get(m, "role");
+		const char *role = json_string_value(rv), *rsn, *rsn2, *call_id, *tname;
+		if (!rv || json_is_null(rv)) {
+			bad(e, "messages", "missing_field", "messages[%zu].role: missing (system, developer, user, assistant or tool)", i);
 			goto out_free;
 		}
+		if (!role) {
+			bad(e, "messages", "invalid_type", "messages[%zu].role: a string is needed", i);
+			goto out_free;
+		}
+		if (get_str(m, "reasoning_content", &rsn, e, "messages", "messages", i) ||
+		    get_str(m, "reasoning", &rsn2, e, "messages", "messages", i) ||
+		    get_str(m, "tool_call_id", &call_id, e, "messages", "messages", i) ||
+		    get_str(m, "name", &tname, e, "messages", "messages", i))
+			goto out_free;
 		if (get_content(m, i, &texts[o], e))
 			goto out_free;
 		cm[o].role = role;
 		cm[o].content = texts[o];
-		const char *rsn = json_string_value(json_object_get(m, "reasoning_content"));
-		cm[o].reasoning = rsn ? rsn : json_string_value(json_object_get(m, "reasoning"));
+		cm[o].reasoning = rsn ? rsn : rsn2;
 		json_t *calls = json_object_get(m, "tool_calls"), *call;
 		size_t k;
+		if (calls && !json_is_null(calls) && !json_is_array(calls)) {
+			bad(e, "messages", "invalid_type", "messages[%zu].tool_calls: an array is needed", i);
+			goto out_free;
+		}
 		if (strcmp(role, "assistant") == 0 && json_array_size(calls)) {
 			json_array_foreach(calls, k, call) {
 				json_t *fn = json_object_get(call, "function");
-				const char *name = json_string_value(json_object_get(fn, "name"));
-				json_t *args = json_object_get(fn, "arguments");
-				if (!name) {
+				json_t *nv = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+				const char *name = json_string_value(nv), *cid;
+				if (!json_is_object(call) || !json_is_object(fn)) {
+					bad(e, "messages", "invalid_type",
+					    "messages[%zu].tool_calls[%zu]: {\"function\": {\"name\", \"arguments\"}} is needed", i, k);
+					goto out_free;
+				}
+				if (!nv || json_is_null(nv)) {
 					bad(e, "messages", "invalid_value", "messages[%zu].tool_calls[%zu].function.name: missing",
 					    i, k);
+					goto out_free;
+				}
+				if (!name) {
+					bad(e, "messages", "invalid_type",
+					    "messages[%zu].tool_calls[%zu].function.name: a string is needed", i, k);
+					goto out_free;
+				}
+				if (get_str(call, "id", &cid, e, "messages", "messages[].tool_calls", k))
+					goto out_free;
+				if (args && !json_is_null(args) && !json_is_string(args) && !json_is_object(args)) {
+					bad(e, "messages", "invalid_type",
+					    "messages[%zu].tool_calls[%zu].function.arguments: a JSON string (or an object) is needed",
+					    i, k);
+					goto out_free;
+				}
+				if (cid && json_object_set(ids, cid, nv)) {
+					bad(e, NULL, NULL, "out of memory");
 					goto out_free;
 				}
 				if (k > 0) /* the next call of the same turn: no text, no reasoning */
 					cm[o] = (struct hs_chat_message){ .role = role };
 				cm[o].tool_name = name;
 				free(texts[o]);
+				/* absent or null arguments are an empty object */
 				texts[o] = json_is_string(args) ? strdup(json_string_value(args))
-								: json_dumps(args ? args : json_object(), JSON_COMPACT);
+				       : json_is_object(args)   ? json_dumps(args, JSON_COMPACT)
+								 : strdup("{}");
 				if (!texts[o]) {
 					bad(e, NULL, NULL, "out of memory");
 					goto out_free;
@@ -287,15 +325,28 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 			continue;
 		}
 		if (strcmp(role, "tool") == 0)
-			cm[o].tool_name = tool_name_for(msgs, i, m);
+			cm[o].tool_name = tname ? tname : call_id ? json_string_value(json_object_get(ids, call_id)) : NULL;
 		o++;
 	}
-	const char *effort = json_string_value(json_object_get(root, "reasoning_effort"));
+	json_t *ev = json_object_get(root, "reasoning_effort");
+	if (ev && !json_is_null(ev) && !json_is_string(ev)) {
+		bad(e, "reasoning_effort", "invalid_type", "reasoning_effort: a string is needed (low, medium or high)");
+		goto out_free;
+	}
+	const char *effort = json_string_value(ev), *kw_effort;
 	json_t *kw = json_object_get(root, "chat_template_kwargs");
+	if (kw && !json_is_null(kw) && !json_is_object(kw)) {
+		bad(e, "chat_template_kwargs", "invalid_type", "chat_template_kwargs: an object is needed");
+		goto out_free;
+	}
 	if (json_is_object(kw)) {
-		if (json_string_value(json_object_get(kw, "reasoning_effort")))
-			effort = json_string_value(json_object_get(kw, "reasoning_effort"));
-		co.no_thinking = json_is_false(json_object_get(kw, "enable_thinking"));
+		int thinking = 1;
+		if (get_str(kw, "reasoning_effort", &kw_effort, e, "chat_template_kwargs", NULL, 0) ||
+		    get_bool(kw, "enable_thinking", &thinking, e))
+			goto out_free;
+		if (kw_effort)
+			effort = kw_effort;
+		co.no_thinking = !thinking;
 	}
 	co.reasoning_effort = effort;
 	if (get_tools(root, &tools, e))
@@ -313,6 +364,7 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	}
 	rc = 0;
 out_free:
+	json_decref(ids);
 	free(tools);
 	for (i = 0; texts && i < n_out; i++)
 		free(texts[i]);
@@ -380,6 +432,42 @@ static uint64_t random_seed(struct srv *s)
 	return h;
 }
 
+/* Fields another part of hotset will implement: a request that asks for
+ * them is refused rather than answered without them. */
+static int unsupported(json_t *root, int chat, struct perr *e)
+{
+	json_t *lp = json_object_get(root, "logprobs"), *tlp = json_object_get(root, "top_logprobs");
+	json_t *rf = json_object_get(root, "response_format");
+	const char *model;
+
+	if (get_str(root, "model", &model, e, "model", NULL, 0))
+		return -1;
+	if (lp && !json_is_null(lp)) {
+		/* chat: a boolean; completions: the number of alternatives */
+		if (chat ? !json_is_boolean(lp) : !json_is_integer(lp))
+			return bad(e, "logprobs", "invalid_type", "logprobs: %s is needed",
+				   chat ? "true or false" : "an integer");
+		if (json_is_true(lp) || (json_is_integer(lp) && json_integer_value(lp) != 0))
+			return bad(e, "logprobs", "not_supported", "logprobs: not supported by hotset serve yet");
+	}
+	if (tlp && !json_is_null(tlp)) {
+		if (!json_is_integer(tlp))
+			return bad(e, "top_logprobs", "invalid_type", "top_logprobs: an integer is needed");
+		if (json_integer_value(tlp) != 0)
+			return bad(e, "top_logprobs", "not_supported", "top_logprobs: not supported by hotset serve yet");
+	}
+	if (rf && !json_is_null(rf)) {
+		const char *type = json_string_value(json_object_get(rf, "type"));
+		if (!json_is_object(rf) || !type)
+			return bad(e, "response_format", "invalid_type",
+				   "response_format: an object with a \"type\" is needed");
+		if (strcmp(type, "text"))
+			return bad(e, "response_format", "not_supported",
+				   "response_format: type '%.60s' is not supported by hotset serve yet (only \"text\")", type);
+	}
+	return 0;
+}
+
 static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r, struct perr *e)
 {
 	long long v = 0, seed = 0;
@@ -388,6 +476,8 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 
 	r->chat = chat;
 	r->cache_prompt = 1;
+	if (unsupported(root, chat, e))
+		return -1;
 	r->sp = (struct hs_sampler_params){ .temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0 };
 	if (get_bool(root, "stream", &r->stream, e) || get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
 	    get_bool(root, "return_tokens", &r->return_tokens, e) || get_bool(root, "cache_prompt", &r->cache_prompt, e))

@@ -23,7 +23,8 @@ static void help(void)
 	       "                    [--kv f16|q8_0] [--plan FILE] [--api-key KEY] [--max-queue N]\n"
 	       "                    [--device cpu|sim|cuda] [--mode M] [--ubatch N] [--threads N]\n"
 	       "                    [--alias NAME] [--chat-format F] [--max-body BYTES] [--grace S]\n"
-	       "                    [--vram-wait S] [--no-prompt-cache] [-q]\n\n"
+	       "                    [--vram-wait S] [--no-prompt-cache] [--max-conns N]\n"
+	       "                    [--max-conns-per-client N] [--header-timeout S] [--body-timeout S] [-q]\n\n"
 	       "Serves a whole model over HTTP with the OpenAI API (/v1/chat/completions,\n"
 	       "/v1/completions, /v1/models), /health, /metrics (Prometheus text) and a chat\n"
 	       "page at /.  Up to --parallel requests decode together, one batch per step;\n"
@@ -56,6 +57,14 @@ static void help(void)
 	       "                   before loading (default 600; 0: do not wait)\n"
 	       "  --no-prompt-cache  free a finished request's KV cells (every prompt prefilled\n"
 	       "                   whole); a request can ask the same with \"cache_prompt\": false\n"
+	       "  --max-conns N    connections held at once (default --parallel + --max-queue + 64);\n"
+	       "                   past it a new one is answered 503 with Retry-After and closed\n"
+	       "  --max-conns-per-client N  the same from one client address (default half of\n"
+	       "                   --max-conns; behind a proxy every client has its address)\n"
+	       "  --header-timeout S  a request's head must arrive within S s of the connection\n"
+	       "                   opening or the previous answer (default 30; slow bytes do not\n"
+	       "                   extend it)\n"
+	       "  --body-timeout S  its body within S s of its head (default 120)\n"
 	       "  -q, --quiet      no progress and no messages on stderr\n"
 	       "  -h, --help       this text\n");
 }
@@ -176,7 +185,7 @@ static int serve(struct srv *s)
 {
 	sigset_t sigs;
 	pthread_t sched;
-	struct MHD_Daemon *d = NULL;
+	struct srv_http *d = NULL;
 	int port = s->o.port, rc = 1, sig = 0;
 
 	/* Signals go to this thread only (sigtimedwait below); the HTTP and
@@ -289,16 +298,19 @@ int hs_cmd_serve(int argc, char **argv)
 		{ "chat-format", required_argument, NULL, 'F' }, { "max-body", required_argument, NULL, 'B' },
 		{ "grace", required_argument, NULL, 'g' },    { "vram-wait", required_argument, NULL, 'W' },
 		{ "no-prompt-cache", no_argument, NULL, 'N' },
+		{ "max-conns", required_argument, NULL, 'c' }, { "max-conns-per-client", required_argument, NULL, 'e' },
+		{ "header-timeout", required_argument, NULL, 't' }, { "body-timeout", required_argument, NULL, 'b' },
 		{ "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct srv s; /* one server per process: the signal mask and the page are process-wide */
 	long body;
-	int c;
+	int c, api_key_flag = 0;
 
 	memset(&s, 0, sizeof s);
 	s.o = (struct srv_opts){ .host = "127.0.0.1", .port = 8080, .parallel = 2, .ubatch = 512, .max_queue = 64,
-				 .kv = HS_KV_F16, .max_body = 8 << 20, .vram_wait_s = 600, .grace_s = 10 };
+				 .kv = HS_KV_F16, .max_body = 8 << 20, .vram_wait_s = 600, .grace_s = 10,
+				 .header_s = 30, .body_s = 120 };
 	s.o.api_key = getenv("HOTSET_API_KEY");
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -338,7 +350,17 @@ int hs_cmd_serve(int argc, char **argv)
 			s.o.mode = optarg;
 			break;
 		case 'L': s.o.plan = optarg; break;
-		case 'a': s.o.api_key = optarg; break;
+		case 'a': s.o.api_key = optarg; api_key_flag = 1; break;
+		case 'c': if (parse_int("--max-conns", optarg, 1, 4096, &s.o.max_conns)) return 1; break;
+		case 'e': if (parse_int("--max-conns-per-client", optarg, 1, 4096, &s.o.max_conns_client)) return 1; break;
+		case 't':
+			if (parse_secs("--header-timeout", optarg, &s.o.header_s) || s.o.header_s <= 0)
+				return s.o.header_s <= 0 ? fail("--header-timeout %s: more than 0 s is needed", optarg) : 1;
+			break;
+		case 'b':
+			if (parse_secs("--body-timeout", optarg, &s.o.body_s) || s.o.body_s <= 0)
+				return s.o.body_s <= 0 ? fail("--body-timeout %s: more than 0 s is needed", optarg) : 1;
+			break;
 		case 'A': s.o.alias = optarg; break;
 		case 'F': s.o.chat_format = optarg; break;
 		case 'q': s.o.quiet = 1; break;
@@ -352,8 +374,16 @@ int hs_cmd_serve(int argc, char **argv)
 	}
 	if (!s.o.model)
 		return fail("no model: give --model FILE");
+	/* an empty key (an unset variable in a script) would let everyone in */
 	if (s.o.api_key && !*s.o.api_key)
-		s.o.api_key = NULL;
+		return fail("%s is empty: give a key, or leave it out to serve without one",
+			    api_key_flag ? "--api-key" : "$HOTSET_API_KEY");
+	if (!s.o.max_conns)
+		s.o.max_conns = s.o.parallel + s.o.max_queue + 64 < 4096 ? s.o.parallel + s.o.max_queue + 64 : 4096;
+	if (!s.o.max_conns_client)
+		s.o.max_conns_client = s.o.max_conns / 2 > 8 ? s.o.max_conns / 2 : 8;
+	if (s.o.max_conns_client > s.o.max_conns)
+		s.o.max_conns_client = s.o.max_conns;
 	if (!*s.o.host)
 		return fail("--host '': an address is needed (127.0.0.1, ::1, 0.0.0.0 ...)");
 	pthread_mutex_init(&s.mu, NULL);

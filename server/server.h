@@ -42,6 +42,8 @@ struct srv_opts {
 	enum hs_kv_type kv;
 	size_t max_body;
 	double vram_wait_s, grace_s;
+	int max_conns, max_conns_client; /* connections held at once, in all and from one address */
+	double header_s, body_s;         /* a request's head, then its body, must arrive within these */
 };
 
 enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
@@ -91,7 +93,8 @@ enum srv_state { SRV_LOADING, SRV_WAITING_VRAM, SRV_READY, SRV_FAILED, SRV_STOPP
 
 /* Counters for /metrics (under srv.mu). */
 #define SRV_N_ROUTES 8
-#define SRV_N_CODES 12
+#define SRV_N_CODES 16
+extern const int hs_srv_http_codes[SRV_N_CODES]; /* the statuses counted; 0: other */
 struct srv_metrics {
 	long http[SRV_N_ROUTES][SRV_N_CODES];
 	long prompt_tokens, completion_tokens, prompt_tokens_cached;
@@ -126,6 +129,7 @@ struct srv {
 	int stopping;            /* 1: drain (finish running requests), 2: cancel them now */
 	double stop_deadline;
 	int closing;             /* the HTTP side stops waiting */
+	size_t body_held;        /* request body bytes held by connections (at most 4 x --max-body) */
 	int http_active;         /* requests the HTTP side holds */
 	struct srv_metrics m;
 	long long started;
@@ -160,6 +164,11 @@ char *hs_srv_error_json(int status, const char *type, const char *param, const c
 	__attribute__((format(printf, 5, 6)));
 char *hs_srv_error_json_v(int status, const char *type, const char *param, const char *code, const char *fmt,
 			  va_list ap);
+/* The error body into buf (cap bytes, at least 256): the message cut on a
+ * character boundary, bytes that are not UTF-8 as U+FFFD; allocates
+ * nothing.  Returns its length. */
+size_t hs_srv_error_json_buf(char *buf, size_t cap, int status, const char *type, const char *param,
+			     const char *code, const char *msg);
 /* request.c: requests in.  Parses and checks a /v1/chat/completions (chat = 1) or /v1/completions
  * body into a new request; on bad input returns NULL with *status (400)
  * and *err (an error body, malloc'd). */
@@ -175,11 +184,49 @@ void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char 
 char *hs_srv_models_json(struct srv *s);
 char *hs_srv_metrics_text(struct srv *s);
 
-/* http.c */
+/* head.c: a request head (bytes peeked from the socket) checked before
+ * libmicrohttpd reads it.  Returns 0 with head_len 0 while it is
+ * unfinished and could still be good, 0 with head_len set when complete
+ * and good, or the status to answer (400, 413, 431, 501, 505) with msg. */
+#define SRV_HEAD_MAX 16384
+struct srv_head {
+	size_t head_len, method_len, target_off, target_len;
+	int has_length, chunked, status;
+	unsigned long long length;
+	char msg[160];
+};
+int hs_srv_head_check(const char *buf, size_t n, size_t max_body, struct srv_head *h);
+
+/* gate.c: the accept loop in front of libmicrohttpd: connection caps,
+ * the first request head checked (head.c), deadlines a trickle does not
+ * move.  A connection's phase says which deadline runs. */
 struct MHD_Daemon;
-struct MHD_Daemon *hs_srv_http_start(struct srv *s, int *port);
-void hs_srv_http_quiesce(struct MHD_Daemon *d);
-void hs_srv_http_stop(struct MHD_Daemon *d);
+enum gate_phase { GATE_IDLE, GATE_BODY, GATE_ANSWER };
+struct gate;
+struct gate_conn;
+struct gate *hs_srv_gate_start(struct srv *s, int lfd, struct MHD_Daemon *d);
+void hs_srv_gate_quiesce(struct gate *g); /* stops accepting, closes the listening socket */
+void hs_srv_gate_stop(struct gate *g);    /* ends the thread, closes what it still holds */
+void hs_srv_gate_free(struct gate *g);    /* after libmicrohttpd stopped */
+/* libmicrohttpd's connection notices (MHD_OPTION_NOTIFY_CONNECTION) */
+void hs_srv_gate_notify(struct gate *g, int fd, void **socket_context, int closed);
+void hs_srv_gate_phase(struct gate *g, struct gate_conn *c, enum gate_phase ph);
+/* Writes a whole answer to the client itself (libmicrohttpd is reading
+ * the body and writes nothing) and stops the connection's input: for a
+ * body that turns out too large while it arrives.  0, or -1 when gone. */
+int hs_srv_gate_answer(struct gate *g, struct gate_conn *c, int status, const char *body, size_t len,
+		       int retry_after);
+/* An HTTP answer with a JSON body into buf (status line to body),
+ * Connection: close; its length. */
+size_t hs_srv_gate_format(char *buf, size_t cap, int status, const char *body, size_t len, int retry_after);
+
+/* http.c */
+struct srv_http;
+struct srv_http *hs_srv_http_start(struct srv *s, int *port);
+void hs_srv_http_quiesce(struct srv_http *h);
+void hs_srv_http_stop(struct srv_http *h);
+/* counts an answer the gate gave (route from the request target) */
+void hs_srv_http_count(struct srv *s, const char *target, size_t len, int code);
 
 /* the chat page (chat-page.c, made from server/chat.html at build time) */
 extern const char hs_srv_chat_page[];
