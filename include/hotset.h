@@ -337,15 +337,20 @@ enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t);
 /* One message of a conversation.  The strings belong to the caller. */
 struct hs_chat_message {
 	const char *role;      /* "system", "developer", "user", "assistant", "tool" */
-	const char *content;   /* its text (NULL = ""); for an assistant's tool call, the JSON arguments */
+	const char *content;   /* its text (NULL = ""); an assistant's text beside its tool call is
+				  harmony's preamble (commentary) and ChatML's text before <tool_call> */
 	const char *reasoning; /* an assistant's reasoning, or NULL.  Both formats drop it from
-				  history as the models' templates do: harmony keeps it only
-				  before a tool call that no later answer follows, ChatML only
+				  history as the models expect: harmony keeps it only where no
+				  later final answer follows (the tool calls in progress) and at
+				  the end of a conversation rendered for training, ChatML only
 				  after the last user turn */
 	const char *tool_name; /* an assistant message: the function it calls; a tool message: the
-				  function whose result it holds; NULL otherwise.  A turn that called
-				  several functions is one assistant message per call, in order:
-				  ChatML writes them as one turn, harmony as one message each */
+				  function whose result it holds (NULL: the latest call's); NULL
+				  otherwise.  A turn that called several functions is one assistant
+				  message per call, in order, the first with the turn's text and
+				  reasoning: ChatML writes them as one turn, harmony as one
+				  message each */
+	const char *arguments; /* an assistant's tool call: its arguments, JSON text (NULL = "{}") */
 };
 
 /* Options of hs_chat_render(); all zeros mean the defaults. */
