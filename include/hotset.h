@@ -371,9 +371,10 @@ struct hs_chat_opts {
 };
 
 /* Renders a conversation as the prompt text the model was trained on
- * (harmony: system message with identity, knowledge cutoff, date, reasoning
- * effort and channels; the first system or developer message as developer
- * instructions; ... ; ending with "<|start|>assistant").  *prompt is
+ * (harmony: as openai-harmony renders it, docs/text.md has the mapping:
+ * system message with identity, knowledge cutoff, date, reasoning effort
+ * and channels; the first system or developer message as developer
+ * instructions beside the tools; ... ; ending with "<|start|>assistant").  *prompt is
  * malloc'd and NUL-terminated, the caller frees it; tokenize it with
  * HS_TOK_PARSE_SPECIAL, or use hs_chat_tokenize().  t may be NULL when
  * opts->format is not AUTO.  -EINVAL for an unknown role, a tool message
@@ -393,9 +394,10 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 /* A model's reply, parsed as it is generated: one id at a time in, pieces of
  * text out, each tagged with what it is.  Harmony: the analysis channel is
  * reasoning, final (and commentary without a recipient) is content, a
- * message to a recipient (" to=functions.x") is a tool call, its text the
- * arguments; the markers <|channel|>, <|message|>, <|end|>,
- * <|start|>assistant are consumed; the reply stops at <|return|> or
+ * message to a recipient (" to=functions.x", the name any UTF-8) is a tool
+ * call, its text the arguments; the markers <|channel|>, <|message|>,
+ * <|end|>, <|start|>assistant are consumed (a header after <|end|> whose
+ * <|start|> is missing too); the reply stops at <|return|> or
  * <|call|> (so a harmony reply holds at most one call in practice; each
  * message to a recipient is one).  ChatML: <think>...</think> is reasoning
  * (newlines next to the markers trimmed), each <tool_call>...</tool_call> a
