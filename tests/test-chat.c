@@ -165,6 +165,40 @@ static int case_messages(json_t *c, struct hs_chat_message *cm, int cap)
 	return (int)json_array_size(msgs) < cap ? (int)json_array_size(msgs) : cap;
 }
 
+/* A long tool chain: every call and result rendered, the reasoning of the
+ * calls an answer follows dropped and of those after it kept.  (The
+ * renderer once scanned all later messages for each call: 200k calls held
+ * a thread for minutes; this runs in the time of the text.) */
+static void harmony_long_chain(void)
+{
+	enum { N = 60001 };
+	struct hs_chat_message *m = calloc(N, sizeof *m);
+	struct hs_chat_opts o = { .format = HS_CHAT_HARMONY, .date = "2025-08-06" };
+	char *p = NULL;
+	int calls = 0, kept = 0, want_calls = 0, want_kept = 0;
+
+	m[0] = (struct hs_chat_message){ .role = "user", .content = "Go" };
+	for (int i = 1; i + 1 < N; i += 2) {
+		int answer = i == (N / 2 | 1), late = i > (N / 2 | 1);
+		m[i] = (struct hs_chat_message){ .role = "assistant", .reasoning = answer ? "r-answer" : late ? "r-late" : "r-early",
+						 .tool_name = answer ? NULL : "f", .arguments = "{}", .content = answer ? "A" : NULL };
+		m[i + 1] = (struct hs_chat_message){ .role = answer ? "user" : "tool", .content = "x" };
+		want_calls += !answer;
+		want_kept += late;
+	}
+	CHECK(hs_chat_render(NULL, m, N, &o, &p) == 0, "long chain: %s", hs_last_error());
+	for (const char *q = p; q && (q = strstr(q, "<|call|>")); q++)
+		calls++;
+	for (const char *q = p; q && (q = strstr(q, "<|message|>r-")); q++) {
+		CHECK(strncmp(q + 11, "r-late", 6) == 0, "long chain: reasoning '%.8s' kept", q + 11);
+		kept++;
+	}
+	CHECK(calls == want_calls && kept == want_kept && kept > 10000, "long chain: %d calls, %d reasonings kept, want %d, %d",
+	      calls, kept, want_calls, want_kept);
+	free(p);
+	free(m);
+}
+
 /* Harmony against tests/data/chat/harmony.json: the ids openai-harmony
  * gives for each conversation (tests/gen-chat-harmony-data.py), id for id,
  * and its text as hs_chat_render()'s. */
@@ -623,6 +657,7 @@ int main(void)
 	}
 	harmony_prompts();
 	harmony_oracle();
+	harmony_long_chain();
 	chatml_prompts();
 	tool_definitions();
 	injection();
