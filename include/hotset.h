@@ -342,15 +342,20 @@ enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t);
 /* One message of a conversation.  The strings belong to the caller. */
 struct hs_chat_message {
 	const char *role;      /* "system", "developer", "user", "assistant", "tool" */
-	const char *content;   /* its text (NULL = ""); for an assistant's tool call, the JSON arguments */
+	const char *content;   /* its text (NULL = ""); an assistant's text beside its tool call is
+				  harmony's preamble (commentary) and ChatML's text before <tool_call> */
 	const char *reasoning; /* an assistant's reasoning, or NULL.  Both formats drop it from
-				  history as the models' templates do: harmony keeps it only
-				  before a tool call that no later answer follows, ChatML only
+				  history as the models expect: harmony keeps it only where no
+				  later final answer follows (the tool calls in progress) and at
+				  the end of a conversation rendered for training, ChatML only
 				  after the last user turn */
 	const char *tool_name; /* an assistant message: the function it calls; a tool message: the
-				  function whose result it holds; NULL otherwise.  A turn that called
-				  several functions is one assistant message per call, in order:
-				  ChatML writes them as one turn, harmony as one message each */
+				  function whose result it holds (NULL: the latest call's); NULL
+				  otherwise.  A turn that called several functions is one assistant
+				  message per call, in order, the first with the turn's text and
+				  reasoning: ChatML writes them as one turn, harmony as one
+				  message each */
+	const char *arguments; /* an assistant's tool call: its arguments, JSON text (NULL = "{}") */
 };
 
 /* Options of hs_chat_render(); all zeros mean the defaults. */
@@ -373,9 +378,10 @@ struct hs_chat_opts {
 struct hs_chat_opts hs_chat_opts_default(void);
 
 /* Renders a conversation as the prompt text the model was trained on
- * (harmony: system message with identity, knowledge cutoff, date, reasoning
- * effort and channels; the first system or developer message as developer
- * instructions; ... ; ending with "<|start|>assistant").  *prompt is
+ * (harmony: as openai-harmony renders it, docs/text.md has the mapping:
+ * system message with identity, knowledge cutoff, date, reasoning effort
+ * and channels; the first system or developer message as developer
+ * instructions beside the tools; ... ; ending with "<|start|>assistant").  *prompt is
  * malloc'd and NUL-terminated, the caller frees it; tokenize it with
  * HS_TOK_PARSE_SPECIAL, or use hs_chat_tokenize().  t may be NULL when
  * opts->format is not AUTO.  -EINVAL for an unknown role, a tool message
@@ -395,9 +401,10 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 /* A model's reply, parsed as it is generated: one id at a time in, pieces of
  * text out, each tagged with what it is.  Harmony: the analysis channel is
  * reasoning, final (and commentary without a recipient) is content, a
- * message to a recipient (" to=functions.x") is a tool call, its text the
- * arguments; the markers <|channel|>, <|message|>, <|end|>,
- * <|start|>assistant are consumed; the reply stops at <|return|> or
+ * message to a recipient (" to=functions.x", the name any UTF-8) is a tool
+ * call, its text the arguments; the markers <|channel|>, <|message|>,
+ * <|end|>, <|start|>assistant are consumed (a header after <|end|> whose
+ * <|start|> is missing too); the reply stops at <|return|> or
  * <|call|> (so a harmony reply holds at most one call in practice; each
  * message to a recipient is one).  ChatML: <think>...</think> is reasoning
  * (newlines next to the markers trimmed), each <tool_call>...</tool_call> a

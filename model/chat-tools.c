@@ -1,9 +1,9 @@
 /* Tool definitions as the models' chat templates write them.  Qwen3's
  * template prints each tool with `tojson` (Hugging Face: Python's
- * json.dumps, ensure_ascii off); gpt-oss's turns each function's JSON schema
- * into a TypeScript-like type.  Both are rendered here by the templates'
- * rules, Jinja's whitespace and Python's truthiness included, so the bytes
- * match what the templates give (tests/data/chat/tools.json). */
+ * json.dumps, ensure_ascii off), so that is written here byte for byte
+ * (tests/data/chat/tools.json).  gpt-oss's harmony turns each function's
+ * JSON schema into a TypeScript-like type as openai-harmony does (the
+ * library that defines the format; tests/data/chat/harmony.json). */
 #include "config.h"
 
 #include <errno.h>
@@ -59,12 +59,37 @@ static void py_string(struct out *o, const char *s)
 	text(o, "\"");
 }
 
+/* The shortest digits of d (finite, not 0) that read back to d: *nd
+ * digits, no trailing zeros, d = 0.digits x 10^(exp+1); returns 1 when d < 0. */
+static int shortest_digits(double d, char digits[24], int *nd, int *exp)
+{
+	char e[40];
+	int prec;
+
+	for (prec = 1; prec < 17; prec++) {
+		snprintf(e, sizeof e, "%.*e", prec - 1, d);
+		if (strtod(e, NULL) == d)
+			break;
+	}
+	snprintf(e, sizeof e, "%.*e", prec - 1, d);
+	const char *q = e + (*e == '-');
+	*nd = 0;
+	for (; *q && *q != 'e'; q++)
+		if (*q != '.')
+			digits[(*nd)++] = *q;
+	*exp = atoi(q + 1);
+	while (*nd > 1 && digits[*nd - 1] == '0')
+		(*nd)--;
+	return *e == '-';
+}
+
 /* Python's repr of a float: the shortest digits that read back to d, in
  * fixed notation when the exponent is -4..15, else d.ddde+XX. */
 static void py_float(struct out *o, double d)
 {
-	char e[40], buf[64], digits[24];
-	int prec, nd = 0, exp;
+	char buf[64], digits[24];
+	int nd, exp;
+	size_t n = 0;
 
 	if (d == 0) {
 		text(o, signbit(d) ? "-0.0" : "0.0");
@@ -74,22 +99,8 @@ static void py_float(struct out *o, double d)
 		text(o, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
 		return;
 	}
-	for (prec = 1; prec < 17; prec++) {
-		snprintf(e, sizeof e, "%.*e", prec - 1, d);
-		if (strtod(e, NULL) == d)
-			break;
-	}
-	snprintf(e, sizeof e, "%.*e", prec - 1, d);
-	const char *q = e;
-	size_t n = 0;
-	if (*q == '-')
-		buf[n++] = *q++;
-	for (; *q && *q != 'e'; q++)
-		if (*q != '.')
-			digits[nd++] = *q;
-	exp = atoi(q + 1);
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
+	if (shortest_digits(d, digits, &nd, &exp))
+		buf[n++] = '-';
 	if (exp >= -4 && exp < 16) {
 		if (exp < 0) {
 			n += (size_t)snprintf(buf + n, sizeof buf - n, "0.%.*s%.*s", -exp - 1, "0000", nd, digits);
@@ -115,7 +126,55 @@ static void py_float(struct out *o, double d)
 	put(o, buf, n);
 }
 
-static void py_json(struct out *o, const json_t *v)
+/* serde_json's Display of a float (the ryu crate's spelling): the shortest
+ * digits that read back, fixed notation for 1e-5 <= |d| < 1e16 (a whole
+ * number with ".0"), else d.ddde-7 / 1e16, no '+' and no padding. */
+static void serde_float(struct out *o, double d)
+{
+	char buf[64], digits[24];
+	int nd, exp, kk;
+	size_t n = 0;
+
+	if (d == 0 || !isfinite(d)) { /* (JSON text holds no Inf or NaN) */
+		text(o, signbit(d) ? "-0.0" : "0.0");
+		return;
+	}
+	if (shortest_digits(d, digits, &nd, &exp))
+		buf[n++] = '-';
+	kk = exp + 1; /* 10^(kk-1) <= |d| < 10^kk */
+	if (kk >= nd && kk <= 16) {
+		for (int i = 0; i < kk; i++)
+			buf[n++] = i < nd ? digits[i] : '0';
+		buf[n++] = '.';
+		buf[n++] = '0';
+	} else if (kk > 0 && kk <= 16) {
+		for (int i = 0; i < nd; i++) {
+			if (i == kk)
+				buf[n++] = '.';
+			buf[n++] = digits[i];
+		}
+	} else if (kk > -5 && kk <= 0) {
+		buf[n++] = '0';
+		buf[n++] = '.';
+		for (int i = 0; i < -kk; i++)
+			buf[n++] = '0';
+		for (int i = 0; i < nd; i++)
+			buf[n++] = digits[i];
+	} else {
+		buf[n++] = digits[0];
+		if (nd > 1)
+			buf[n++] = '.';
+		for (int i = 1; i < nd; i++)
+			buf[n++] = digits[i];
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "e%d", kk - 1);
+	}
+	put(o, buf, n);
+}
+
+/* JSON text of v, keys in their order: as Python's json.dumps writes it
+ * (", " and ": ", floats as repr) or, serde, as serde_json's Display
+ * (compact, floats as the ryu crate writes them) */
+static void json_text(struct out *o, const json_t *v, int serde)
 {
 	char num[32];
 	const char *key;
@@ -127,18 +186,18 @@ static void py_json(struct out *o, const json_t *v)
 		text(o, "{");
 		i = 0;
 		json_object_foreach((json_t *)v, key, x) {
-			text(o, i++ ? ", " : "");
+			text(o, i++ ? serde ? "," : ", " : "");
 			py_string(o, key);
-			text(o, ": ");
-			py_json(o, x);
+			text(o, serde ? ":" : ": ");
+			json_text(o, x, serde);
 		}
 		text(o, "}");
 		break;
 	case JSON_ARRAY:
 		text(o, "[");
 		json_array_foreach(v, i, x) {
-			text(o, i ? ", " : "");
-			py_json(o, x);
+			text(o, i ? serde ? "," : ", " : "");
+			json_text(o, x, serde);
 		}
 		text(o, "]");
 		break;
@@ -147,7 +206,12 @@ static void py_json(struct out *o, const json_t *v)
 		snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
 		text(o, num);
 		break;
-	case JSON_REAL: py_float(o, json_real_value(v)); break;
+	case JSON_REAL:
+		if (serde)
+			serde_float(o, json_real_value(v));
+		else
+			py_float(o, json_real_value(v));
+		break;
 	case JSON_TRUE: text(o, "true"); break;
 	case JSON_FALSE: text(o, "false"); break;
 	case JSON_NULL: text(o, "null"); break;
@@ -157,62 +221,16 @@ static void py_json(struct out *o, const json_t *v)
 int hs__py_json(struct hs_buf *b, const json_t *v)
 {
 	struct out o = { b, 0 };
-	py_json(&o, v);
+	json_text(&o, v, 0);
 	return o.err;
 }
 
-int hs__py_json_string(struct hs_buf *b, const char *s)
-{
-	struct out o = { b, 0 };
-	py_string(&o, s ? s : "");
-	return o.err;
-}
+/* ---- harmony: JSON schemas as openai-harmony writes them ------------------------ */
 
-/* str(v) as Jinja prints a value and its join filter joins them: strings
- * bare, True/False/None.  (Lists and dicts come out as JSON, where Python
- * would write its repr.) */
-static void py_str(struct out *o, const json_t *v)
-{
-	if (json_is_string(v))
-		text(o, json_string_value(v));
-	else if (json_is_boolean(v))
-		text(o, json_is_true(v) ? "True" : "False");
-	else if (json_is_null(v))
-		text(o, "None");
-	else
-		py_json(o, v);
-}
-
-static void py_join(struct out *o, const json_t *list, const char *sep)
-{
-	size_t i;
-	json_t *x;
-	json_array_foreach(list, i, x) {
-		text(o, i ? sep : "");
-		py_str(o, x);
-	}
-}
-
-/* ---- the template's view of a schema ------------------------------------------------ */
-
-/* spec.key, NULL when spec is not an object or has no such key (undefined) */
+/* spec.key, NULL when spec is not an object or has no such key */
 static json_t *get(const json_t *spec, const char *key)
 {
 	return json_is_object(spec) ? json_object_get(spec, key) : NULL;
-}
-
-/* Python's truth of a value; undefined is false */
-static int truthy(const json_t *v)
-{
-	switch (v ? json_typeof(v) : JSON_NULL) {
-	case JSON_OBJECT: return json_object_size(v) > 0;
-	case JSON_ARRAY: return json_array_size(v) > 0;
-	case JSON_STRING: return json_string_length(v) > 0;
-	case JSON_INTEGER: return json_integer_value(v) != 0;
-	case JSON_REAL: return json_real_value(v) != 0;
-	case JSON_TRUE: return 1;
-	default: return 0;
-	}
 }
 
 static int is(const json_t *v, const char *s)
@@ -220,119 +238,226 @@ static int is(const json_t *v, const char *s)
 	return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
 
-/* `name not in (required or [])`: a list's items, a string's substrings,
- * an object's keys, as Python's `in` */
-static int optional(const json_t *required, const char *name)
+static void spaces(struct out *o, int n)
 {
-	size_t i;
-	json_t *x;
-	if (!truthy(required))
-		return 1;
-	if (json_is_string(required))
-		return !strstr(json_string_value(required), name);
-	if (json_is_object(required))
-		return !json_object_get(required, name);
-	json_array_foreach(required, i, x)
-		if (is(x, name))
-			return 0;
-	return 1;
+	static const char sp[] = "                                ";
+	for (; n > 0; n -= 32)
+		put(o, sp, n < 32 ? (size_t)n : 32);
 }
 
-static size_t utf8_chars(const char *s, size_t n)
+/* indent, then the parts */
+static void line(struct out *o, int indent, const char *a, const char *b, const char *c)
 {
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return c;
+	spaces(o, indent);
+	text(o, a);
+	text(o, b);
+	text(o, c);
 }
 
-/* render_typescript_type(spec) of gpt-oss's template */
-static void ts_type(struct out *o, const json_t *spec)
+static int is_enum(const json_t *spec)
 {
-	json_t *type = get(spec, "type"), *x;
-	size_t i;
+	return json_array_size(get(spec, "enum")) > 0;
+}
 
-	if (is(type, "array")) {
-		json_t *items = get(spec, "items"), *it = get(items, "type");
-		if (!truthy(items))
-			text(o, "any[]");
-		else if (is(it, "string"))
-			text(o, "string[]");
-		else if (is(it, "number") || is(it, "integer"))
-			text(o, "number[]");
-		else if (is(it, "boolean"))
-			text(o, "boolean[]");
-		else {
-			/* the item type, unless it is long or a union of objects */
-			struct hs_buf inner = { 0 };
-			struct out io = { &inner, 0 };
-			ts_type(&io, items);
-			if (io.err)
-				o->err = io.err;
-			else if (inner.len && !strcmp(inner.p, "object | object"))
-				text(o, "any[]");
-			else if (utf8_chars(inner.p, inner.len) > 50)
-				text(o, "any[]");
-			else {
-				put(o, inner.p, inner.len);
-				text(o, "[]");
-			}
-			free(inner.p);
-		}
-		if (truthy(get(spec, "nullable")))
+static const char *str_of(const json_t *spec, const char *key)
+{
+	return json_string_value(get(spec, key));
+}
+
+/* A default in a comment: a string in quotes as it is (not escaped); one
+ * of an enum bare where enum_bare, else as JSON; other values as JSON. */
+static void default_value(struct out *o, const json_t *d, const json_t *spec, int enum_bare)
+{
+	if (json_is_string(d) && !is_enum(spec)) {
+		text(o, "\"");
+		text(o, json_string_value(d));
+		text(o, "\"");
+	} else if (json_is_string(d) && enum_bare) {
+		text(o, json_string_value(d));
+	} else {
+		json_text(o, d, 1);
+	}
+}
+
+static void ts_type(struct out *o, const json_t *spec, int indent);
+
+/* a variant's or property's type, " | null" added where it is nullable
+ * and the type does not say null already */
+static void ts_nullable(struct out *o, const json_t *spec, int indent)
+{
+	struct hs_buf t = { 0 };
+	struct out to = { &t, 0 };
+
+	ts_type(&to, spec, indent);
+	if (!to.err && (to.err = hs__buf_put(&t, "", 1)) == 0) {
+		put(o, t.p, t.len - 1);
+		if (json_is_true(get(spec, "nullable")) && !strstr(t.p, "null"))
 			text(o, " | null");
-	} else if (json_is_array(type) && json_array_size(type)) {
-		py_join(o, type, " | ");
-	} else if (truthy(get(spec, "oneOf"))) {
-		/* (the template's check for object variants sets a variable inside
-		 * its loop, which Jinja forgets after it: every oneOf is this) */
-		json_t *variants = get(spec, "oneOf");
-		json_array_foreach(variants, i, x) {
-			ts_type(o, x);
-			if (truthy(get(x, "description"))) {
-				text(o, "// ");
-				py_str(o, get(x, "description"));
-			}
-			if (get(x, "default")) {
-				text(o, "                    // default: ");
-				py_json(o, get(x, "default"));
-			}
-			if (i + 1 < json_array_size(variants))
-				text(o, " | \n");
+	}
+	if (to.err && !o->err)
+		o->err = to.err;
+	free(t.p);
+}
+
+/* the comments after a oneOf variant: a description (NULL: none) and its default */
+static void variant_comments(struct out *o, const json_t *v, const char *desc, int enum_bare)
+{
+	json_t *d = get(v, "default");
+
+	if (desc) {
+		text(o, " // ");
+		text(o, desc);
+	}
+	if (d) {
+		text(o, desc ? " default: " : " // default: ");
+		default_value(o, d, v, enum_bare);
+	}
+}
+
+/* a property whose schema is a oneOf: comments above, one variant a line;
+ * a description the same as the first variant's is written once */
+static void ts_one_of_property(struct out *o, const char *key, const json_t *val, int req, int indent)
+{
+	json_t *variants = get(val, "oneOf"), *v, *d = get(val, "default");
+	const char *pdesc = str_of(val, "description"), *first = str_of(json_array_get(variants, 0), "description");
+	int above = pdesc && !(first && strcmp(pdesc, first) == 0);
+	size_t i;
+
+	if (above)
+		line(o, indent, "// ", pdesc, "\n");
+	if (d) {
+		line(o, indent, "// default: ", "", "");
+		default_value(o, d, val, 1);
+		text(o, "\n");
+	}
+	line(o, indent, key, req ? "" : "?", ":\n");
+	json_array_foreach(variants, i, v) {
+		const char *vd = str_of(v, "description");
+		line(o, indent, " | ", "", "");
+		ts_nullable(o, v, indent + 3);
+		variant_comments(o, v, (i == 0 && above) || (vd && pdesc && strcmp(vd, pdesc) == 0) ? NULL : vd, 1);
+		text(o, "\n");
+	}
+	line(o, indent, ",\n", "", "");
+}
+
+static void ts_object(struct out *o, const json_t *spec, int indent)
+{
+	json_t *props = get(spec, "properties"), *req = get(spec, "required"), *val, *x;
+	json_t *required = json_object();
+	const char *desc = str_of(spec, "description"), *key;
+	size_t i;
+
+	if (!required) {
+		o->err = o->err ? o->err : hs__error(ENOMEM, "chat: out of memory");
+		return;
+	}
+	/* the required names as a set: a lookup per property, not a scan */
+	json_array_foreach(req, i, x)
+		if (json_is_string(x))
+			json_object_set(required, json_string_value(x), json_true());
+	if (desc)
+		line(o, indent, "// ", desc, "\n");
+	text(o, "{\n");
+	json_object_foreach(props, key, val) {
+		int is_req = json_object_get(required, key) != NULL;
+		json_t *examples = get(val, "examples"), *one_of = get(val, "oneOf"), *d;
+		const char *title = str_of(val, "title"), *pd = str_of(val, "description");
+		if (title) {
+			line(o, indent, "// ", title, "\n");
+			line(o, indent, "//\n", "", "");
 		}
+		if (!one_of && pd)
+			line(o, indent, "// ", pd, "\n");
+		if (json_array_size(examples)) {
+			line(o, indent, "// Examples:\n", "", "");
+			json_array_foreach(examples, i, x)
+				if (json_is_string(x))
+					line(o, indent, "// - \"", json_string_value(x), "\"\n");
+		}
+		if (json_is_array(one_of)) {
+			ts_one_of_property(o, key, val, is_req, indent);
+			continue;
+		}
+		line(o, indent, key, is_req ? "" : "?", ": ");
+		ts_nullable(o, val, indent + 4);
+		text(o, ",");
+		if (!one_of && (d = get(val, "default"))) {
+			text(o, " // default: ");
+			default_value(o, d, val, 1);
+		}
+		text(o, "\n");
+	}
+	spaces(o, indent);
+	text(o, "}");
+	json_decref(required);
+}
+
+/* json_schema_to_typescript of openai-harmony (src/encoding.rs, v0.0.8) */
+static void ts_type(struct out *o, const json_t *spec, int indent)
+{
+	json_t *one_of = get(spec, "oneOf"), *type = get(spec, "type"), *x;
+	size_t i;
+	int n = 0;
+
+	if (json_is_array(one_of)) {
+		json_array_foreach(one_of, i, x) {
+			text(o, "\n");
+			line(o, indent, " | ", "", "");
+			ts_nullable(o, x, indent + 3);
+			variant_comments(o, x, str_of(x, "description"), 0);
+		}
+		return;
+	}
+	if (json_is_array(type)) {
+		json_array_foreach(type, i, x)
+			if (json_is_string(x)) {
+				text(o, n++ ? " | " : "");
+				text(o, is(x, "integer") ? "number" : json_string_value(x));
+			}
+		if (n)
+			return;
+	}
+	if (is(type, "object")) {
+		ts_object(o, spec, indent);
 	} else if (is(type, "string")) {
-		if (truthy(get(spec, "enum")) && json_is_array(get(spec, "enum"))) {
-			text(o, "\"");
-			py_join(o, get(spec, "enum"), "\" | \"");
-			text(o, "\"");
-		} else {
+		json_array_foreach(get(spec, "enum"), i, x)
+			if (json_is_string(x)) {
+				text(o, n++ ? " | \"" : "\"");
+				text(o, json_string_value(x));
+				text(o, "\"");
+			}
+		if (!n)
 			text(o, "string");
-			if (truthy(get(spec, "nullable")))
-				text(o, " | null");
-		}
 	} else if (is(type, "number") || is(type, "integer")) {
 		text(o, "number");
 	} else if (is(type, "boolean")) {
 		text(o, "boolean");
-	} else if (is(type, "object")) {
-		json_t *props = get(spec, "properties"), *req = get(spec, "required");
-		const char *name;
-		if (!truthy(props) || !json_is_object(props)) {
-			text(o, "object");
-			return;
+	} else if (is(type, "array")) {
+		if (get(spec, "items")) {
+			ts_type(o, get(spec, "items"), indent);
+			text(o, "[]");
+		} else {
+			text(o, "Array<any>");
 		}
-		/* each property's type on its own line, indented as the template's source */
-		text(o, "{\n");
-		i = 0;
-		json_object_foreach(props, name, x) {
-			text(o, i++ ? ", " : "");
-			text(o, name);
-			text(o, optional(req, name) ? "?: \n                " : ": \n                ");
-			ts_type(o, x);
-		}
-		text(o, "}");
 	} else {
 		text(o, "any");
+	}
+}
+
+/* each line of s (as Rust's str::lines: "\n" or "\r\n" ends one, a last
+ * empty one is not a line) after "// " */
+static void comment_lines(struct out *o, const char *s)
+{
+	while (*s) {
+		const char *nl = strchr(s, '\n'), *end = nl ? nl : s + strlen(s);
+		size_t n = (size_t)(end - s);
+		if (nl && n && s[n - 1] == '\r')
+			n--;
+		text(o, "// ");
+		put(o, s, n);
+		text(o, "\n");
+		s = nl ? nl + 1 : end;
 	}
 }
 
@@ -342,51 +467,53 @@ int hs__chat_tools_typescript(struct hs_buf *b, const json_t *tools)
 	size_t i;
 	json_t *tool;
 
-	text(&o, "## functions\n\nnamespace functions {\n\n");
+	text(&o, "# Tools\n\n## functions\n\nnamespace functions {\n\n");
 	json_array_foreach(tools, i, tool) {
-		json_t *fn = get(tool, "function"), *params = get(fn, "parameters"), *desc = get(fn, "description");
-		json_t *props = get(params, "properties"), *spec;
-		const char *name;
-		if (desc) { /* the template fails on a tool without one; it is left out here */
-			text(&o, "// ");
-			py_str(&o, desc);
-			text(&o, "\n");
-		}
+		json_t *fn = get(tool, "function"), *params = get(fn, "parameters");
+		comment_lines(&o, str_of(fn, "description") ? str_of(fn, "description") : "");
 		text(&o, "type ");
-		text(&o, json_string_value(get(fn, "name")));
-		if (!truthy(params) || !truthy(props) || !json_is_object(props)) {
+		text(&o, str_of(fn, "name"));
+		if (params && !json_is_null(params)) {
+			text(&o, " = (_: ");
+			ts_type(&o, params, 0);
+			text(&o, ") => any;\n\n");
+		} else {
 			text(&o, " = () => any;\n\n");
-			continue;
 		}
-		text(&o, " = (_: {\n");
-		json_object_foreach(props, name, spec) {
-			json_t *dflt = get(spec, "default");
-			if (truthy(get(spec, "description"))) {
-				text(&o, "// ");
-				py_str(&o, get(spec, "description"));
-				text(&o, "\n");
-			}
-			text(&o, name);
-			text(&o, optional(get(params, "required"), name) ? "?: " : ": ");
-			ts_type(&o, spec);
-			/* the default as it is where the template adds it to a string
-			 * (enum, oneOf), else as JSON */
-			if (dflt && (truthy(get(spec, "enum")) || truthy(get(spec, "oneOf")))) {
-				text(&o, truthy(get(spec, "enum")) ? ", // default: " : "// default: ");
-				py_str(&o, dflt);
-			} else if (dflt) {
-				text(&o, ", // default: ");
-				py_json(&o, dflt);
-			}
-			text(&o, ",\n");
-		}
-		text(&o, "}) => any;\n\n");
 	}
 	text(&o, "} // namespace functions");
 	return o.err;
 }
 
 /* ---- the request's tools ------------------------------------------------------------ */
+
+/* Nesting allowed in a function's parameters: harmony indents each level,
+ * so a schema nested d deep renders to O(d^2) bytes; real ones nest a few. */
+#define MAX_DEPTH 64
+#define HS__STR2(x) #x
+#define HS__STR(x) HS__STR2(x)
+
+static int too_deep(const json_t *v, int left)
+{
+	const char *key;
+	json_t *x;
+	size_t i;
+
+	if (!json_is_object(v) && !json_is_array(v))
+		return 0;
+	if (left == 0)
+		return 1;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (too_deep(x, left - 1))
+				return 1;
+		return 0;
+	}
+	json_object_foreach((json_t *)v, key, x)
+		if (too_deep(x, left - 1))
+			return 1;
+	return 0;
+}
 
 int hs__chat_tools_load(const char *tools_json, json_t **tools)
 {
@@ -419,6 +546,8 @@ int hs__chat_tools_load(const char *tools_json, json_t **tools)
 			why = "\"function\".\"description\" is not a string";
 		else if (params && !json_is_object(params) && !json_is_null(params))
 			why = "\"function\".\"parameters\" is not an object";
+		else if (params && too_deep(params, MAX_DEPTH))
+			why = "\"function\".\"parameters\" nests objects and arrays deeper than " HS__STR(MAX_DEPTH);
 		if (why) {
 			json_decref(t);
 			return hs__error(EINVAL, "chat: tools[%zu]: %s", i, why);

@@ -1,7 +1,7 @@
 /* Tool (function) definitions for the chat formats: the OpenAI API's
- * `tools` array checked, and the two ways the models' templates write it
- * (JSON as Python's json.dumps writes it for Qwen3, TypeScript-like types
- * for gpt-oss's harmony). */
+ * `tools` array checked, and the two ways the models' formats write it
+ * (JSON as Python's json.dumps writes it for Qwen3's template, TypeScript-
+ * like types as openai-harmony writes them for gpt-oss). */
 #ifndef HS_CHAT_TOOLS_H
 #define HS_CHAT_TOOLS_H
 
@@ -11,17 +11,16 @@
 
 /* Parses tools_json (an array of {"type": "function", "function": {"name",
  * "description", "parameters"}}); *tools = NULL when there are none (NULL,
- * "[]").  -EINVAL naming the tool's index for bad JSON or a bad tool. */
+ * "[]").  -EINVAL naming the tool's index for bad JSON or a bad tool
+ * (parameters nested more than 64 deep included). */
 int hs__chat_tools_load(const char *tools_json, json_t **tools);
 
 /* Appends v as json.dumps(v, ensure_ascii=False) writes it: ", " and ": "
  * between items, keys in their order, floats as Python's repr.  0 or -ENOMEM. */
 int hs__py_json(struct hs_buf *b, const json_t *v);
-/* A string alone, the same way. */
-int hs__py_json_string(struct hs_buf *b, const char *s);
 
-/* Appends harmony's "## functions ... } // namespace functions" for the
- * tools, as gpt-oss's template renders them.  0 or -ENOMEM. */
+/* Appends harmony's "# Tools\n\n## functions ... } // namespace functions"
+ * for the tools, as openai-harmony renders them.  0 or -ENOMEM. */
 int hs__chat_tools_typescript(struct hs_buf *b, const json_t *tools);
 
 #endif

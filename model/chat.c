@@ -16,11 +16,6 @@
 
 static const char *const format_names[] = { "auto", "harmony", "chatml", "raw" };
 
-struct hs_chat_opts hs_chat_opts_default(void)
-{
-	return (struct hs_chat_opts){ .format = HS_CHAT_AUTO };
-}
-
 const char *hs_chat_format_name(enum hs_chat_format f)
 {
 	return (unsigned)f < 4 ? format_names[f] : "unknown";
@@ -28,8 +23,6 @@ const char *hs_chat_format_name(enum hs_chat_format f)
 
 int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
 {
-	HS_NEED(name, -EINVAL);
-	HS_NEED(out, -EINVAL);
 	for (int i = 0; i < 4; i++)
 		if (strcmp(name, format_names[i]) == 0) {
 			*out = (enum hs_chat_format)i;
@@ -40,7 +33,6 @@ int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
 
 enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
 {
-	HS_NEED(t, HS_CHAT_AUTO); /* the one value it never means */
 	if (strcmp(t->arch, "gpt-oss") == 0)
 		return HS_CHAT_HARMONY;
 	if (strncmp(t->arch, "qwen", 4) == 0)
@@ -79,6 +71,23 @@ static void text(struct prompt *p, const char *s)
 	put(p, s ? s : "", s ? strlen(s) : 0);
 }
 
+static void mark(struct prompt *p, size_t n, int32_t id)
+{
+	if (p->err)
+		return;
+	if (p->n_sp == p->cap_sp) {
+		int cap = p->cap_sp ? 2 * p->cap_sp : 32;
+		struct span *q = realloc(p->sp, (size_t)cap * sizeof *q);
+		if (!q) {
+			p->err = hs__error(ENOMEM, "chat: out of memory");
+			return;
+		}
+		p->sp = q;
+		p->cap_sp = cap;
+	}
+	p->sp[p->n_sp++] = (struct span){ p->text.len, n, id };
+}
+
 /* A special token of the format: recorded where the vocabulary has it as a
  * special token (else it stays text, as a tokenizer would see it). */
 static void special(struct prompt *p, const char *s)
@@ -86,27 +95,16 @@ static void special(struct prompt *p, const char *s)
 	size_t n = strlen(s);
 	int32_t id = p->t ? hs__tok_special(p->t, (const uint8_t *)s, n) : -1;
 
-	if (id >= 0 && !p->err) {
-		if (p->n_sp == p->cap_sp) {
-			int cap = p->cap_sp ? 2 * p->cap_sp : 32;
-			struct span *q = realloc(p->sp, (size_t)cap * sizeof *q);
-			if (!q) {
-				p->err = hs__error(ENOMEM, "chat: out of memory");
-				return;
-			}
-			p->sp = q;
-			p->cap_sp = cap;
-		}
-		p->sp[p->n_sp++] = (struct span){ p->text.len, n, id };
-	}
+	if (id >= 0)
+		mark(p, n, id);
 	put(p, s, n);
 }
 
-/* A string as JSON (what the templates' tojson writes: no ASCII escaping). */
-static void quoted(struct prompt *p, const char *s)
+/* The text before and after are tokenized apart (openai-harmony encodes
+ * each part of a header on its own). */
+static void cut(struct prompt *p)
 {
-	if (!p->err)
-		p->err = hs__py_json_string(&p->text, s);
+	mark(p, 0, -1);
 }
 
 static int is_role(const struct hs_chat_message *m, const char *role)
@@ -131,6 +129,10 @@ static int check_roles(const struct hs_chat_message *msgs, int n)
 
 /* ---- harmony (gpt-oss) ----------------------------------------------- */
 
+/* Messages as openai-harmony renders them (its Message: author, recipient,
+ * channel, content type, text); docs/text.md has the mapping from
+ * hs_chat_message and tests/gen-chat-harmony-data.py the same in Python. */
+
 static void harmony_function(struct prompt *p, const char *name)
 {
 	if (strncmp(name, "functions.", 10) != 0)
@@ -138,15 +140,44 @@ static void harmony_function(struct prompt *p, const char *name)
 	text(p, name);
 }
 
-static void harmony_analysis(struct prompt *p, const char *reasoning)
+/* <|start|>author[ to=recipient]<|channel|>channel[ <|constrain|>json]<|message|>:
+ * the assistant's, its call to a function (call), a function's result (tool) */
+static void harmony_header(struct prompt *p, const char *tool, const char *call, const char *channel)
 {
 	special(p, "<|start|>");
-	text(p, "assistant");
+	if (tool)
+		harmony_function(p, tool);
+	else
+		text(p, "assistant");
+	if (tool || call) {
+		cut(p);
+		text(p, " to=");
+		if (tool)
+			text(p, "assistant");
+		else
+			harmony_function(p, call);
+	}
 	special(p, "<|channel|>");
-	text(p, "analysis");
+	text(p, channel);
+	if (call) {
+		cut(p);
+		text(p, " ");
+		special(p, "<|constrain|>");
+		text(p, "json");
+	}
 	special(p, "<|message|>");
-	text(p, reasoning);
+}
+
+static void harmony_text(struct prompt *p, const char *channel, const char *s)
+{
+	harmony_header(p, NULL, NULL, channel);
+	text(p, s);
 	special(p, "<|end|>");
+}
+
+static int nonempty(const char *s)
+{
+	return s && *s;
 }
 
 static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
@@ -154,7 +185,7 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 {
 	const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium", *last_tool = NULL;
 	char today[32];
-	int first = 0;
+	int first = 0, last_final = -1;
 
 	if (strcmp(effort, "low") && strcmp(effort, "medium") && strcmp(effort, "high"))
 		return hs__error(EINVAL, "chat: reasoning effort '%s' is not low, medium or high", effort);
@@ -183,7 +214,7 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 	const char *instr = NULL;
 	if (n && (is_role(&m[0], "system") || is_role(&m[0], "developer"))) {
 		first = 1;
-		instr = m[0].content && *m[0].content ? m[0].content : NULL;
+		instr = nonempty(m[0].content) ? m[0].content : NULL;
 	}
 	if (instr || tools) {
 		special(p, "<|start|>");
@@ -192,21 +223,17 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 		if (instr) {
 			text(p, "# Instructions\n\n");
 			text(p, instr);
-			text(p, "\n\n");
+			text(p, tools ? "\n\n" : "");
 		}
-		if (tools) {
-			text(p, "# Tools\n\n");
-			if (!p->err)
-				p->err = hs__chat_tools_typescript(&p->text, tools);
-		}
+		if (tools && !p->err)
+			p->err = hs__chat_tools_typescript(&p->text, tools);
 		special(p, "<|end|>");
 	}
-	/* the last answer (an assistant message that is no call): reasoning of
-	 * the calls before it is dropped; found once, not per call */
-	int last_answer = -1;
-	for (int j = first; j < n; j++)
-		if (is_role(&m[j], "assistant") && !m[j].tool_name)
-			last_answer = j;
+	/* reasoning is dropped where a final answer follows it: the model sees
+	 * only the chain of tool calls in progress (one pass, then a compare) */
+	for (int i = first; i < n; i++)
+		if (is_role(&m[i], "assistant") && !m[i].tool_name)
+			last_final = i;
 	for (int i = first; i < n; i++) {
 		const struct hs_chat_message *x = &m[i];
 		if (is_role(x, "user")) {
@@ -216,47 +243,31 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 			text(p, x->content);
 			special(p, "<|end|>");
 		} else if (is_role(x, "assistant") && x->tool_name) {
-			/* its reasoning is kept unless an answer follows later */
-			int answered = last_answer > i;
-			if (x->reasoning && !answered) {
-				harmony_analysis(p, x->reasoning);
-			}
-			special(p, "<|start|>");
-			text(p, "assistant to=");
-			harmony_function(p, x->tool_name);
-			special(p, "<|channel|>");
-			text(p, "commentary json");
-			special(p, "<|message|>");
-			text(p, x->content);
+			if (nonempty(x->reasoning) && i > last_final)
+				harmony_text(p, "analysis", x->reasoning);
+			if (nonempty(x->content)) /* a preamble: text for the user before the call */
+				harmony_text(p, "commentary", x->content);
+			harmony_header(p, NULL, x->tool_name, "commentary");
+			text(p, x->arguments ? x->arguments : "{}");
 			special(p, "<|call|>");
 			last_tool = x->tool_name;
 		} else if (is_role(x, "assistant")) {
 			int training_end = i == n - 1 && o->no_generation_prompt;
-			if (training_end && x->reasoning) {
-				harmony_analysis(p, x->reasoning);
-			}
-			special(p, "<|start|>");
-			text(p, "assistant");
-			special(p, "<|channel|>");
-			text(p, "final");
-			special(p, "<|message|>");
+			if (training_end && nonempty(x->reasoning))
+				harmony_text(p, "analysis", x->reasoning);
+			harmony_header(p, NULL, NULL, "final");
 			text(p, x->content);
 			special(p, training_end ? "<|return|>" : "<|end|>");
 			last_tool = NULL;
 		} else if (is_role(x, "tool")) {
-			const char *name = x->tool_name ? x->tool_name : last_tool;
+			const char *name = nonempty(x->tool_name) ? x->tool_name : last_tool;
 			if (!name)
 				return hs__error(EINVAL, "chat: tool message %d names no function and follows no tool call", i);
-			special(p, "<|start|>");
-			harmony_function(p, name);
-			text(p, " to=assistant");
-			special(p, "<|channel|>");
-			text(p, "commentary");
-			special(p, "<|message|>");
-			quoted(p, x->content);
+			harmony_header(p, name, NULL, "commentary");
+			text(p, x->content);
 			special(p, "<|end|>");
 		}
-		/* later system and developer messages: the template drops them */
+		/* later system and developer messages are left out */
 	}
 	if (!o->no_generation_prompt) {
 		special(p, "<|start|>");
@@ -312,17 +323,18 @@ static void chatml_call(struct prompt *p, const struct hs_chat_message *x)
 	text(p, "\n{\"name\": \"");
 	text(p, x->tool_name);
 	text(p, "\", \"arguments\": ");
-	text(p, x->content && *x->content ? x->content : "{}");
+	text(p, x->arguments ? x->arguments : "{}");
 	text(p, "}\n");
 	special(p, "</tool_call>");
 }
 
-/* Whether message i calls a tool and the next one calls another in the same
- * turn (consecutive assistant messages with tool calls are one turn). */
-static int next_call(const struct hs_chat_message *m, int n, int i)
+/* Whether message i is the next call of the turn before it: consecutive
+ * assistant messages with tool calls are one turn, the later ones without
+ * text or reasoning of their own. */
+static int same_turn(const struct hs_chat_message *m, int n, int i)
 {
-	return m[i].tool_name && is_role(&m[i], "assistant") && i + 1 < n && is_role(&m[i + 1], "assistant") &&
-	       m[i + 1].tool_name;
+	return i > 0 && i < n && is_role(&m[i], "assistant") && m[i].tool_name && !nonempty(m[i].content) &&
+	       !nonempty(m[i].reasoning) && is_role(&m[i - 1], "assistant") && m[i - 1].tool_name;
 }
 
 static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
@@ -357,20 +369,19 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 		}
 	for (int i = first; i < n; i++) {
 		const struct hs_chat_message *x = &m[i];
-		const char *c = x->tool_name && is_role(x, "assistant") ? "" : x->content ? x->content : "";
+		const char *c = x->content ? x->content : "";
 		if (is_role(x, "user") || is_role(x, "system") || is_role(x, "developer")) {
 			special(p, "<|im_start|>");
 			text(p, is_role(x, "user") ? "user\n" : "system\n");
 			text(p, c);
 			special(p, "<|im_end|>");
 			text(p, "\n");
-		} else if (is_role(x, "assistant") && x->tool_name && i > first && is_role(&m[i - 1], "assistant") &&
-			   m[i - 1].tool_name) {
+		} else if (i > first && same_turn(m, n, i)) {
 			/* the same turn's next call: Qwen3's template writes the calls of
 			 * one message one after another, a newline between */
 			text(p, "\n");
 			chatml_call(p, x);
-			if (!next_call(m, n, i)) {
+			if (!same_turn(m, n, i + 1)) {
 				special(p, "<|im_end|>");
 				text(p, "\n");
 			}
@@ -405,9 +416,15 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 			} else {
 				put_trimmed(p, c, strlen(c), split, 0);
 			}
-			if (x->tool_name)
+			if (x->tool_name) {
+				/* a newline between the text (as the template sees it) and the call */
+				const char *t = c;
+				while (split && *t == '\n')
+					t++;
+				text(p, *t ? "\n" : "");
 				chatml_call(p, x);
-			if (!next_call(m, n, i)) {
+			}
+			if (!x->tool_name || !same_turn(m, n, i + 1)) {
 				special(p, "<|im_end|>");
 				text(p, "\n");
 			}
@@ -480,9 +497,6 @@ int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, in
 		   const struct hs_chat_opts *opts, char **prompt)
 {
 	struct prompt p;
-
-	HS_NEED(prompt, -EINVAL);
-	*prompt = NULL;
 	int rc = render(t, msgs, n_msgs, opts, &p);
 
 	free(p.sp);
@@ -500,8 +514,6 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 	int32_t *v = NULL;
 	size_t pos = 0;
 
-	HS_NEED(ids, -EINVAL);
-	HS_NEED(n_ids, -EINVAL);
 	*ids = NULL;
 	*n_ids = 0;
 	if (!t)
@@ -512,7 +524,8 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 	for (int i = 0; !rc && i <= p.n_sp; i++) {
 		size_t end = i < p.n_sp ? p.sp[i].off : p.text.len;
 		rc = hs__tokenize_append(t, p.text.p + pos, end - pos, 0, &v, &n, &cap);
-		if (!rc && i < p.n_sp) {
+		pos = end;
+		if (!rc && i < p.n_sp && p.sp[i].id >= 0) {
 			rc = hs__tokenize_append(t, p.text.p + end, p.sp[i].len, HS_TOK_PARSE_SPECIAL, &v, &n, &cap);
 			pos = end + p.sp[i].len;
 		}

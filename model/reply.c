@@ -18,7 +18,7 @@
 #include "model/tokenizer.h"
 #include "base/error.h"
 
-#define MAX_HEADER 128 /* harmony header text ("commentary to=functions.name json") */
+#define MAX_HEADER 1024 /* harmony header text ("commentary to=functions.name json"; names may be any UTF-8) */
 #define MAX_START 256  /* ChatML: white space waited through before deciding there is no <think> */
 
 enum { H_HEADER, H_BODY, H_AFTER_END, H_RAW };           /* harmony */
@@ -216,9 +216,19 @@ static int harmony_message(hs_reply_parser *p)
 		size_t tn = 0;
 		while (to + tn < h + n && to[tn] != ' ' && to[tn] != '\1' && to[tn] != '\2')
 			tn++;
-		char *name = strndup(to, tn);
-		int rc = name ? new_call(p, name) : hs__error(ENOMEM, "reply: out of memory");
-		if (rc)
+		/* the recipient as valid UTF-8 (a broken byte becomes U+FFFD) */
+		struct hs_utf8_sink sink = { { 0 }, 0 };
+		struct hs_buf name = { 0 };
+		int rc = hs__utf8_feed(&sink, (const uint8_t *)to, tn, &name);
+		if (!rc)
+			rc = hs__utf8_finish(&sink, &name);
+		if (!rc)
+			rc = hs__buf_put(&name, "", 1);
+		if (rc) {
+			free(name.p);
+			return hs__error(ENOMEM, "reply: out of memory");
+		}
+		if ((rc = new_call(p, name.p)))
 			return rc;
 		p->body = HS_REPLY_TOOL_CALL;
 	} else {
@@ -229,13 +239,23 @@ static int harmony_message(hs_reply_parser *p)
 	return 0;
 }
 
-static int header_text_ok(const uint8_t *s, size_t n)
+/* Header text: ASCII names and punctuation of the format; any UTF-8 once a
+ * recipient began ("to=": a function's name may be in any script). */
+static int header_text_ok(const hs_reply_parser *p, const uint8_t *s, size_t n)
 {
+	const uint8_t *h = (const uint8_t *)p->header.p;
+	size_t hn = p->header.len;
+	int to = 0;
+
+	for (size_t i = 0; i + 3 <= hn && !to; i++)
+		to = memcmp(h + i, "to=", 3) == 0;
 	for (size_t i = 0; i < n; i++) {
-		uint8_t c = s[i];
+		uint8_t c = s[i], b1 = i >= 1 ? s[i - 1] : hn >= 1 ? h[hn - 1] : 0;
+		uint8_t b2 = i >= 2 ? s[i - 2] : hn + i >= 2 ? h[hn + i - 2] : 0;
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      strchr(" ._=:/-", c)))
+		      (c && strchr(" ._=:/-", c)) || (c >= 0x80 && to)))
 			return 0;
+		to |= c == '=' && b1 == 'o' && b2 == 't';
 	}
 	return 1;
 }
@@ -254,15 +274,15 @@ static int harmony_push(hs_reply_parser *p, int32_t id, const uint8_t *s, size_t
 			return 0;
 		}
 		if ((id == p->id_channel || id == p->id_constrain || !control) && p->header.len + n + 1 <= MAX_HEADER &&
-		    (control || header_text_ok(s, n)))
+		    (control || header_text_ok(p, s, n)))
 			return hs__buf_put(&p->header, id == p->id_channel ? "\1" : id == p->id_constrain ? "\2" : (const char *)s,
 					   control ? 1 : n);
 		if ((rc = harmony_raw(p)))
 			return rc;
 		return control ? 0 : emit(p, HS_REPLY_CONTENT, s, n);
 	}
-	if (id == p->id_start || (p->h == H_BODY && id == p->id_channel)) {
-		/* a new message; a missing <|end|> before it is forgiven */
+	if (id == p->id_start || id == p->id_channel) {
+		/* a new message; a missing <|end|> or <|start|> before it is forgiven */
 		p->h = H_HEADER;
 		p->header.len = 0;
 		return id == p->id_channel ? hs__buf_put(&p->header, "\1", 1) : 0;
@@ -274,11 +294,13 @@ static int harmony_push(hs_reply_parser *p, int32_t id, const uint8_t *s, size_t
 		}
 		return control ? 0 : emit(p, p->body, s, n);
 	}
-	/* after <|end|>: only <|start|> (above) or a stop belongs here */
+	/* after <|end|>: <|start|> (above) or a stop belongs here; text is taken
+	 * as the next header, its <|start|> missing ("assistant<|channel|>...") */
 	if (control)
 		return 0;
-	p->h = H_RAW;
-	return emit(p, HS_REPLY_CONTENT, s, n);
+	p->h = H_HEADER;
+	p->header.len = 0;
+	return harmony_push(p, id, s, n, control);
 }
 
 /* ---- ChatML ----------------------------------------------------------- */

@@ -213,7 +213,7 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	json_t *msgs = json_object_get(root, "messages");
 	struct hs_chat_opts co = { .format = s->fmt };
 	struct hs_chat_message *cm = NULL;
-	char **texts = NULL, *tools = NULL;
+	char **texts = NULL, **argv = NULL, *tools = NULL;
 	size_t n, i;
 	json_t *m, *ids = NULL;
 	int rc = -1;
@@ -233,7 +233,8 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 	}
 	cm = calloc(n_out, sizeof *cm);
 	texts = calloc(n_out, sizeof *texts);
-	if (!cm || !texts) {
+	argv = calloc(n_out, sizeof *argv);
+	if (!cm || !texts || !argv) {
 		bad(e, NULL, NULL, "out of memory");
 		goto out_free;
 	}
@@ -310,16 +311,15 @@ static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct pe
 				if (k > 0) /* the next call of the same turn: no text, no reasoning */
 					cm[o] = (struct hs_chat_message){ .role = role };
 				cm[o].tool_name = name;
-				free(texts[o]);
-				/* absent or null arguments are an empty object */
-				texts[o] = json_is_string(args) ? strdup(json_string_value(args))
-				       : json_is_object(args)   ? json_dumps(args, JSON_COMPACT)
-								 : strdup("{}");
-				if (!texts[o]) {
+				/* the arguments beside the turn's text (absent or null: the
+				 * renderer writes "{}"; other types were refused above) */
+				if ((json_is_string(args) || json_is_object(args)) &&
+				    !(argv[o] = json_is_string(args) ? strdup(json_string_value(args))
+								     : json_dumps(args, JSON_COMPACT))) {
 					bad(e, NULL, NULL, "out of memory");
 					goto out_free;
 				}
-				cm[o].content = texts[o];
+				cm[o].arguments = argv[o];
 				o++;
 			}
 			continue;
@@ -368,7 +368,10 @@ out_free:
 	free(tools);
 	for (i = 0; texts && i < n_out; i++)
 		free(texts[i]);
+	for (i = 0; argv && i < n_out; i++)
+		free(argv[i]);
 	free(texts);
+	free(argv);
 	free(cm);
 	return rc;
 }

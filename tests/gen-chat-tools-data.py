@@ -1,25 +1,25 @@
 #!/usr/bin/env python3
-"""Writes tests/data/chat/tools.json: conversations with tool (function)
-definitions and the prompt text each model's own chat template renders for
-them, which tests/test-chat.c compares hotset's C rendering with, byte for byte.
+"""Writes tests/data/chat/tools.json: ChatML conversations, tool (function)
+definitions and tool calls among them, and the prompt text Qwen3's own chat
+template renders for them, which tests/test-chat.c compares hotset's C
+rendering with, byte for byte.  (gpt-oss's harmony is checked against
+openai-harmony instead: tests/gen-chat-harmony-data.py.)
 
-The templates are not in hotset's tree. They are the copies llama.cpp keeps in
-its models/templates/ folder (github.com/ggml-org/llama.cpp, the files as of
-upstream commit 1eeb523c, "vulkan: optimize UMA buffer operations ... (#16059)"):
+The template is not in hotset's tree.  It is the copy llama.cpp keeps in its
+models/templates/ folder (github.com/ggml-org/llama.cpp, as of upstream
+commit 1eeb523c, "vulkan: optimize UMA buffer operations ... (#16059)"):
 
-  openai-gpt-oss-120b.jinja  git blob dc7bb11927d29f653ba2740f2db2c688fd77592f
-                             (gpt-oss's chat_template.jinja on Hugging Face)
   Qwen-Qwen3-0.6B.jinja      git blob 699ff8df401fe4788525e9c1f9b86a99eadd6230
                              (the template every Qwen3 and Qwen3-MoE model of the
                              first release ships, Qwen3-30B-A3B included)
 
-Get them from a llama.cpp checkout (`git show 1eeb523c:models/templates/NAME`),
+Get it from a llama.cpp checkout (`git show 1eeb523c:models/templates/NAME`),
 then, offline:
 
     pip install jinja2      # 3.1.6 here
-    python3 tests/gen-chat-tools-data.py DIR_WITH_THE_TWO_TEMPLATES
+    python3 tests/gen-chat-tools-data.py DIR_WITH_THE_TEMPLATE
 
-The script checks each template's blob hash before using it. Rendering is done
+The script checks the template's blob hash before using it. Rendering is done
 as Hugging Face transformers does it (chat_template_utils): jinja2's
 ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
 loopcontrols extension, `tojson` replaced by json.dumps(ensure_ascii=False)
@@ -27,27 +27,22 @@ with Python's default separators (", " and ": ") and key order kept, and the
 globals raise_exception and strftime_now (here a fixed date).
 
 Each case holds hotset's side of the conversation (hs_chat_message fields:
-role, content, reasoning, tool_name), the hs_chat_opts used, tools_json (the
-exact text hotset is given) and "expected". The template's side is built from
-the same data: a tool call's content is the JSON arguments (harmony's template
-serialises them again with tojson, so they are written here the way json.dumps
-writes them; Qwen's takes the string as it is).
-
-Not here because the template cannot render it: a gpt-oss tool without a
-description (Jinja fails on the undefined value; hotset leaves the comment line
-out).
+role, content, reasoning, tool_name, arguments), the hs_chat_opts used,
+tools_json (the exact text hotset is given) and "expected". The template's
+side is built from the same data: an assistant message with a tool call is
+one with "tool_calls" (its arguments the string as it is, as the template
+writes it) and its text as "content"; the next assistant messages with calls
+and no text or reasoning of their own are further calls of the same turn.
 """
 import hashlib
 import json
 import os
 import sys
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+# (jinja2 is imported where it is used: gen-chat-harmony-data.py imports
+# this file for its tools and messages and does not need it)
 
 TEMPLATES = {
-    "harmony": ("openai-gpt-oss-120b.jinja", "dc7bb11927d29f653ba2740f2db2c688fd77592f"),
     "chatml": ("Qwen-Qwen3-0.6B.jinja", "699ff8df401fe4788525e9c1f9b86a99eadd6230"),
 }
 DATE = "2025-08-06"
@@ -151,43 +146,37 @@ def tools_text(tools, style):
     return json.dumps(tools, ensure_ascii=False)
 
 
-def msg(role, content=None, reasoning=None, tool_name=None):
-    return {"role": role, "content": content, "reasoning": reasoning, "tool_name": tool_name}
+def msg(role, content=None, reasoning=None, tool_name=None, arguments=None):
+    return {"role": role, "content": content, "reasoning": reasoning, "tool_name": tool_name, "arguments": arguments}
 
 
 CALL_ARGS = '{"location": "Paris, France", "unit": "celsius"}'
 TOOL_TURNS = [
     msg("user", "Weather in Paris?"),
-    msg("assistant", CALL_ARGS, "Need the weather.", "get_weather"),
+    msg("assistant", None, "Need the weather.", "get_weather", CALL_ARGS),
     msg("tool", '{"temp": 20, "sky": "clear"}'),
 ]
 # two calls in one assistant turn (hotset: consecutive assistant messages
 # that call tools), then their two results and the answer
 TWO_CALLS = [
     msg("user", "Weather in Paris and Rome?"),
-    msg("assistant", CALL_ARGS, "Need both.", "get_weather"),
-    msg("assistant", '{"location": "Rome, Italy", "unit": "celsius"}', None, "get_weather"),
+    msg("assistant", None, "Need both.", "get_weather", CALL_ARGS),
+    msg("assistant", None, None, "get_weather", '{"location": "Rome, Italy", "unit": "celsius"}'),
     msg("tool", '{"temp": 20, "sky": "clear"}'),
     msg("tool", '{"temp": 25, "sky": "rain"}'),
     msg("assistant", "Paris 20 °C and clear, Rome 25 °C and rain."),
     msg("user", "Thanks"),
 ]
 
+# an assistant turn with text and calls (the text kept, a newline before the first call)
+TEXT_AND_CALLS = [
+    msg("user", "Weather in Paris and Rome?"),
+    msg("assistant", "I'll check both.", "Two cities.", "get_weather", CALL_ARGS),
+    msg("assistant", None, None, "get_weather", '{"location": "Rome, Italy"}'),
+    msg("tool", '{"temp": 20}'), msg("tool", '{"temp": 25}'),
+]
+
 CASES = [
-    # harmony
-    ("harmony tools, no system", "harmony", [msg("user", "Hi")], [WEATHER], "plain", {}),
-    ("harmony tools and instructions", "harmony", [msg("system", "Be brief."), msg("user", "Hi")], [WEATHER],
-     "indent", {"reasoning_effort": "high"}),
-    ("harmony empty instructions", "harmony", [msg("developer", ""), msg("user", "Hi")], NO_PARAMS, "compact", {}),
-    ("harmony no parameters", "harmony", [msg("user", "What time is it?")], NO_PARAMS, "plain", {}),
-    ("harmony many schemas", "harmony", [msg("user", "Find it")], [SEARCH, CALC], "indent",
-     {"reasoning_effort": "low"}),
-    ("harmony tool call and result", "harmony", TOOL_TURNS, [WEATHER, CALC], "plain", {"reasoning_effort": "low"}),
-    ("harmony spellings", "harmony", [msg("user", "x")], SPELLINGS, "raw", {}),
-    ("harmony two calls and results", "harmony", TWO_CALLS, [WEATHER], "plain", {}),
-    ("harmony without tools (empty array)", "harmony", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
-     {}),
-    # ChatML
     ("chatml tools, no system", "chatml", [msg("user", "Hi")], [WEATHER], "plain", {}),
     ("chatml tools and system", "chatml", [msg("system", "Be brief."), msg("user", "Hi")], [WEATHER, CALC],
      "indent", {}),
@@ -201,10 +190,25 @@ CASES = [
     ("chatml two calls and results", "chatml", TWO_CALLS, [WEATHER], "plain", {}),
     ("chatml without tools (empty array)", "chatml", [msg("system", "Be brief."), msg("user", "Hi")], [], "plain",
      {}),
+    ("chatml text and tool calls in one turn", "chatml", TEXT_AND_CALLS, [WEATHER], "plain", {}),
+    ("chatml text and a call, answered", "chatml", TEXT_AND_CALLS + [msg("assistant", "20 and 25.", "Done."),
+                                                                     msg("user", "Thanks")], [WEATHER], "plain", {}),
+    ("chatml text with think tags and a call", "chatml",
+     [msg("user", "x"), msg("assistant", "<think>\nplan\n</think>\n\nCalling.", None, "calc", '{"expr": "1"}'),
+      msg("tool", "1")], [CALC], "plain", {}),
+    ("chatml newlines only before a call", "chatml",
+     [msg("user", "x"), msg("assistant", "\n\n", "why", "calc", '{"expr": "2"}'), msg("tool", "2")], [CALC], "plain",
+     {}),
+    ("chatml call without arguments", "chatml", [msg("user", "x"), msg("assistant", None, None, "get_time")],
+     NO_PARAMS, "plain", {}),
 ]
 
 
 def environment():
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -222,24 +226,22 @@ def environment():
 def template_messages(fmt, msgs):
     """hotset's messages as the template's input (OpenAI's message shape)"""
     out = []
+    prev = None
     for m in msgs:
         t = {"role": m["role"], "content": m["content"] or ""}
         if m["role"] == "assistant" and m["tool_name"]:
-            args = m["content"]
-            if fmt == "harmony":
-                parsed = json.loads(args)
-                assert json.dumps(parsed, ensure_ascii=False) == args, "write the arguments as json.dumps does"
-                args = parsed
+            args = m["arguments"] if m["arguments"] is not None else "{}"
             call = {"type": "function", "function": {"name": m["tool_name"], "arguments": args}}
-            if fmt == "chatml" and out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
+            same_turn = (prev and prev["role"] == "assistant" and prev["tool_name"] and not m["content"]
+                         and not m["reasoning"])
+            prev = m
+            if same_turn:
                 out[-1]["tool_calls"].append(call)  # the same turn's next call
                 continue
             t["tool_calls"] = [call]
-            t["content"] = ""
+        prev = m
         if m["reasoning"]:
-            t["thinking" if fmt == "harmony" else "reasoning_content"] = m["reasoning"]
-        if fmt == "harmony" and "content" in t and m["role"] == "assistant" and m["tool_name"]:
-            del t["content"]  # harmony's template refuses content and thinking together
+            t["reasoning_content"] = m["reasoning"]
         out.append(t)
     return out
 
@@ -258,8 +260,6 @@ def main():
     cases = []
     for what, fmt, msgs, tools, style, opts in CASES:
         kw = {"add_generation_prompt": not opts.get("no_generation_prompt")}
-        if fmt == "harmony" and opts.get("reasoning_effort"):
-            kw["reasoning_effort"] = opts["reasoning_effort"]
         if fmt == "chatml" and opts.get("no_thinking"):
             kw["enable_thinking"] = False
         text = tools_text(tools, style)
@@ -269,7 +269,8 @@ def main():
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "chat", "tools.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"generator": "tests/gen-chat-tools-data.py", "jinja2": jinja2.__version__, "cases": cases}, f,
+        json.dump({"generator": "tests/gen-chat-tools-data.py", "jinja2": sys.modules["jinja2"].__version__,
+                   "cases": cases}, f,
                   ensure_ascii=False, indent=1)
         f.write("\n")
     print(f"{out}: {len(cases)} cases")

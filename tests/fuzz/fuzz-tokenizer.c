@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		/* the input as a user message (up to its first NUL) */
 		char *msg = strndup(text, size);
-		struct hs_chat_message m[2] = { { "system", "s", NULL, NULL }, { "user", msg, NULL, NULL } };
+		struct hs_chat_message m[2] = { { .role = "system", .content = "s" }, { .role = "user", .content = msg } };
 		struct hs_chat_opts o = { .date = "2025-01-01" };
 		int32_t *cids;
 		int nc;
