@@ -16,6 +16,11 @@
 
 static const char *const format_names[] = { "auto", "harmony", "chatml", "raw" };
 
+struct hs_chat_opts hs_chat_opts_default(void)
+{
+	return (struct hs_chat_opts){ .format = HS_CHAT_AUTO };
+}
+
 const char *hs_chat_format_name(enum hs_chat_format f)
 {
 	return (unsigned)f < 4 ? format_names[f] : "unknown";
@@ -23,6 +28,8 @@ const char *hs_chat_format_name(enum hs_chat_format f)
 
 int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
 {
+	HS_NEED(name, -EINVAL);
+	HS_NEED(out, -EINVAL);
 	for (int i = 0; i < 4; i++)
 		if (strcmp(name, format_names[i]) == 0) {
 			*out = (enum hs_chat_format)i;
@@ -33,6 +40,7 @@ int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
 
 enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
 {
+	HS_NEED(t, HS_CHAT_AUTO); /* the one value it never means */
 	if (strcmp(t->arch, "gpt-oss") == 0)
 		return HS_CHAT_HARMONY;
 	if (strncmp(t->arch, "qwen", 4) == 0)
@@ -497,6 +505,9 @@ int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, in
 		   const struct hs_chat_opts *opts, char **prompt)
 {
 	struct prompt p;
+
+	HS_NEED(prompt, -EINVAL);
+	*prompt = NULL;
 	int rc = render(t, msgs, n_msgs, opts, &p);
 
 	free(p.sp);
@@ -514,6 +525,8 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
 	int32_t *v = NULL;
 	size_t pos = 0;
 
+	HS_NEED(ids, -EINVAL);
+	HS_NEED(n_ids, -EINVAL);
 	*ids = NULL;
 	*n_ids = 0;
 	if (!t)
