@@ -357,6 +357,54 @@ static void memory_rules(void)
 	free(plain);
 }
 
+/* Pinned ranges of equal units (a layer's packed experts) are registered in
+ * pieces of whole units: every unit's copy lies in one registration, a copy
+ * across two is refused (cudaMemcpyAsync would refuse or stage it), and a
+ * range pinned byte-wise (the old rule) is cut inside a unit: the control
+ * that shows the check sees the cut.  Small pieces stand in for 1 GiB. */
+static void pin_pieces(void)
+{
+	const size_t unit = 10000, units = 20, chunk = (size_t)64 << 10; /* 6 units a piece */
+	const size_t bytes = unit * units, piece = chunk - chunk % unit;
+	const size_t saved = dev->pin_chunk;
+	uint8_t *h = NULL, *back = malloc(unit);
+	void *d = NULL;
+
+	CHECK(posix_memalign((void **)&h, 4096, bytes) == 0 && back && O->alloc(dev->dev, bytes, &d) == 0, "%s",
+	      hs_last_error());
+	if (!h || !back || !d)
+		goto out_free;
+	for (size_t i = 0; i < bytes; i++)
+		h[i] = (uint8_t)next();
+	dev->pin_chunk = chunk;
+	CHECK(hs__device_pin_units(dev, h, bytes, unit, 0) == 0, "pin in units: %s", hs_last_error());
+	for (size_t u = 0; u < units; u++) {
+		int rc = hs__dev_copy_h2d(dev, qx, (uint8_t *)d + u * unit, h + u * unit, unit);
+		CHECK(rc == 0, "unit %zu of %zu (pieces of %zu bytes): %s", u, units, piece, hs_last_error());
+	}
+	CHECK(O->copy_d2h(qx, back, (uint8_t *)d + 7 * unit, unit) == 0 && O->queue_sync(qx) == 0 &&
+		      memcmp(back, h + 7 * unit, unit) == 0,
+	      "unit 7 changed on the way: %s", hs_last_error());
+	/* units 5 and 6 meet at the first piece's end; 4 and 5 inside it */
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 5 * unit, 2 * unit) == -EINVAL &&
+		      strstr(hs_last_error(), "two registrations"),
+	      "a copy across two registrations taken: '%s'", hs_last_error());
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 4 * unit, 2 * unit) == 0, "%s", hs_last_error());
+	CHECK(O->queue_sync(qx) == 0, "%s", hs_last_error());
+	CHECK(hs__device_unpin(dev, h, bytes) == 0, "%s", hs_last_error());
+	/* the control: byte-wise pieces of 64 KiB cut unit 6 (60000..70000) */
+	CHECK(hs__device_pin(dev, h, bytes, 0) == 0, "%s", hs_last_error());
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 6 * unit, unit) == -EINVAL,
+	      "byte-wise pieces: a unit across 64 KiB accepted (the check would miss the cut)");
+	CHECK(O->queue_sync(qx) == 0 && hs__device_unpin(dev, h, bytes) == 0, "%s", hs_last_error());
+	CHECK(hs__device_pin_units(dev, h, bytes, 0, 0) == -EINVAL, "units of 0 bytes accepted");
+out_free:
+	dev->pin_chunk = saved;
+	O->free(dev->dev, d);
+	free(h);
+	free(back);
+}
+
 /* Evicting a slot: its expert is no longer found, on the host mirror and
  * in the device table; an upload nobody waits for (compute_q NULL) says
  * when it is in through its `ready` event. */
@@ -401,6 +449,7 @@ int main(void)
 		return 1;
 	}
 	memory_rules();
+	pin_pieces();
 	events();
 	slot_reuse();
 	evict();
