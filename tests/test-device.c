@@ -335,21 +335,33 @@ static void memory_rules(void)
 	CHECK(O->mem_info(dev->dev, &fr, &tot) == 0 && fr <= tot && tot > 0, "mem_info");
 	CHECK(O->alloc(dev->dev, (size_t)tot + ((size_t)1 << 30), &huge) == -ENOMEM && huge == NULL,
 	      "oversized allocation: %s", hs_last_error());
-	/* a launch the device refuses when it runs: id outside the experts (sim
-	 * checks at run time; the error comes back from queue_sync) */
-	if (is_sim) {
-		int32_t *ids = pinned(sizeof(int32_t) * 4), *slot = pinned(sizeof(int32_t) * 4);
-		for (int i = 0; i < 4; i++)
-			ids[i] = 9, slot[i] = 0;
-		struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .n_embd = 32, .n_ff = 32,
-					.n_experts = 4, .n_used = 4, .n = 1, .ids = ids, .slot_of = slot,
-					.pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, 32, 32, 0) };
-		CHECK(O->ffn(qc, &f) == 0, "launch refused early");
-		int rc = O->queue_sync(qc);
-		CHECK(rc == -EINVAL && strstr(hs_last_error(), "id 9"), "sticky error: rc %d, '%s'", rc, hs_last_error());
-		CHECK(O->queue_sync(qc) == 0, "the error was reported twice");
-		unpin_free(ids, sizeof(int32_t) * 4);
-		unpin_free(slot, sizeof(int32_t) * 4);
+	/* A launch the device refuses when it runs (the ids are device memory:
+	 * sim checks them at run time, CUDA's kernels check them first): an id
+	 * outside the experts, a routed expert without a slot.  The error comes
+	 * back from queue_sync, once, naming the id. */
+	{
+		int32_t *hv = pinned(sizeof(int32_t) * 8);
+		void *dv = NULL;
+		static const int32_t cases[2][8] = { { 9, 9, 9, 9, 0, 0, 0, 0 }, { 0, 1, 2, 3, 0, 0, -1, 0 } };
+		static const char *const want[2] = { "id 9", "expert 2" };
+		CHECK(hv && O->alloc(dev->dev, sizeof(int32_t) * 8, &dv) == 0, "%s", hs_last_error());
+		for (int k = 0; k < 2 && hv && dv; k++) {
+			memcpy(hv, cases[k], sizeof cases[k]);
+			CHECK(hs__dev_copy_h2d(dev, qc, dv, hv, sizeof(int32_t) * 8) == 0 && O->queue_sync(qc) == 0, "%s",
+			      hs_last_error());
+			struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .n_embd = 32, .n_ff = 32,
+						.n_experts = 4, .n_used = 4, .n = 1, .ids = dv,
+						.slot_of = (int32_t *)dv + 4,
+						.pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, 32, 32, 0) };
+			CHECK(O->ffn(qc, &f) == 0, "launch refused early: %s", hs_last_error());
+			int rc = O->queue_sync(qc);
+			CHECK(rc == -EINVAL && strstr(hs_last_error(), want[k]), "sticky error: rc %d, '%s' (want '%s')", rc,
+			      hs_last_error(), want[k]);
+			CHECK(O->queue_sync(qc) == 0, "the error was reported twice");
+		}
+		if (dv)
+			O->free(dev->dev, dv);
+		unpin_free(hv, sizeof(int32_t) * 8);
 	}
 	O->free(dev->dev, d);
 	unpin_free(a, n);
