@@ -13,11 +13,11 @@
 # an H200): the device contract tests, `run-layer --device cuda` against
 # the reference outputs, the dense ops and the logits tests on the device,
 # each with cuBLAS and without (HOTSET_CUBLAS=0: the tile kernels),
-# compute-sanitizer memcheck and racecheck on the contract tests,
 # `hotset tune --quick`, bench-device (kernel GB/s against the device's
 # copy bandwidth, matrix products with and without cuBLAS), `hotset bench`
-# (cpu / stream / hybrid / auto, batch 1 and 32, slots 0, E/4, E/2) and
-# `hotset bench --e2e --devices cpu,cuda`.  A summary table comes last.
+# (cpu / stream / hybrid / auto, batch 1 and 32, slots 0, E/4, E/2),
+# `hotset bench --e2e --devices cpu,cuda`, then compute-sanitizer memcheck
+# and racecheck on the contract tests.  A summary table comes last.
 #
 # usage: run.sh [--self-test]                 (inside a bundle)
 #        bench/gpu-check.sh [--self-test] --build DIR   (a build tree here)
@@ -193,7 +193,15 @@ for blas in 1 0; do
 	fi
 done
 
-# ---- compute-sanitizer on the contract tests ------------------------------------
+# ---- measurements ---------------------------------------------------------------
+step bench.log "hotset tune --quick" 60 "$HOTSET" tune --quick -o "$TMP/profile.json"
+step bench.log "bench-device cuda (cuBLAS)" 60 "$B/bench-device" cuda 32
+step bench.log "bench-device cuda (HOTSET_CUBLAS=0)" 60 env HOTSET_CUBLAS=0 "$B/bench-device" cuda 32
+step hotset-bench.log "hotset bench (modes x batch 1,32 x slots)" 120 "$HOTSET" bench --device cuda -q
+step hotset-bench.log "hotset bench --e2e --devices cpu,cuda" 120 "$HOTSET" bench --e2e --devices cpu,cuda -q
+
+# ---- compute-sanitizer on the contract tests (last: slow, and the budget may
+# run out before them rather than before the measurements) --------------------
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 if [ -n "$CS" ]; then
 	step sanitizer.log "compute-sanitizer memcheck test-device" 120 env HS_TEST_DEVICE=cuda \
@@ -204,13 +212,6 @@ else
 	echo "compute-sanitizer: not found" | tee -a "$OUT/sanitizer.log"
 	row "compute-sanitizer" "SKIP" "-"
 fi
-
-# ---- measurements ---------------------------------------------------------------
-step bench.log "hotset tune --quick" 60 "$HOTSET" tune --quick -o "$TMP/profile.json"
-step bench.log "bench-device cuda (cuBLAS)" 60 "$B/bench-device" cuda 32
-step bench.log "bench-device cuda (HOTSET_CUBLAS=0)" 60 env HOTSET_CUBLAS=0 "$B/bench-device" cuda 32
-step hotset-bench.log "hotset bench (modes x batch 1,32 x slots)" 120 "$HOTSET" bench --device cuda -q
-step hotset-bench.log "hotset bench --e2e --devices cpu,cuda" 120 "$HOTSET" bench --e2e --devices cpu,cuda -q
 
 [ $failed = 0 ] && summary ok || summary "some steps FAILED (logs in $OUT)"
 exit $failed

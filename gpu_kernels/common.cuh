@@ -11,6 +11,14 @@
 #include <string.h>
 
 #define HD __host__ __device__
+// A loop the device compiler must unroll: register tiles indexed by its
+// counter otherwise live in local memory (ptxas: a stack frame); the host
+// compiler does not know the pragma.
+#ifdef __CUDA_ARCH__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
 #define QK 32
 #define MXFP4_BYTES 17
 #define Q8_BYTES 34

@@ -197,10 +197,12 @@ HD static inline void tile_thread(const struct mm_ctx *m, int row0, int tok0, in
 			for (int j = 0; j < 2; j++)
 				if (toks[j] < a->n)
 					xs[j] = block_words(TYPE_Q8_0, m->xq + toks[j] * m->xq_row + (size_t)b * Q8_BYTES, xv[j]);
+			UNROLL
 			for (int i = 0; i < 4; i++) {
 				if (rows[i] >= a->rows)
 					continue;
 				weight_block(a->type, w_row(a, rows[i]), b, &wb);
+				UNROLL
 				for (int j = 0; j < 2; j++)
 					if (toks[j] < a->n)
 						acc[i][j] += wblock_dot(a->type, &wb, xv[j], xs[j]);

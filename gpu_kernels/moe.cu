@@ -236,12 +236,14 @@ HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, 
 		const unsigned char *xb[2];
 		for (int j = 0; j < 2; j++)
 			xb[j] = pairs[j] >= 0 ? x_of_pair(a, pairs[j]) + (size_t)b * Q8_BYTES : NULL;
+		UNROLL
 		for (int i = 0; i < 4; i++) {
 			if (rows[i] >= a->n_ff)
 				continue;
 			struct wblk wg, wu;
 			weight_block(a->type[0], a->packed, base + a->off_gate, a->n_embd, rows[i], b, &wg);
 			weight_block(a->type[1], a->packed, base + a->off_up, a->n_embd, rows[i], b, &wu);
+			UNROLL
 			for (int j = 0; j < 2; j++) {
 				if (!xb[j])
 					continue;
@@ -271,11 +273,13 @@ HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, str
 	float acc[4][2] = { { 0 } };
 	if (out_pair[0] >= 0 || out_pair[1] >= 0)
 		for (int b = 0; b < nb; b++) {
+			UNROLL
 			for (int i = 0; i < 4; i++) {
 				if (out_row[i] >= a->n_embd)
 					continue;
 				struct wblk w;
 				weight_block(a->type[2], a->packed, base + a->off_down, a->n_ff, out_row[i], b, &w);
+				UNROLL
 				for (int j = 0; j < 2; j++) {
 					if (out_pair[j] < 0)
 						continue;
@@ -417,7 +421,7 @@ __global__ void hs_scatter_kernel(const int *ids, int pairs, int *cursor, int *l
 }
 
 // prefill, grid (row tiles, experts, pair tiles)
-__global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+__global__ void __launch_bounds__(TILE_THREADS, 2) hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
 	if (*a.verdict)
 		return;
@@ -428,7 +432,7 @@ __global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, co
 	tile_gate_up(&a, list, t, threadIdx.x);
 }
 
-__global__ void hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+__global__ void __launch_bounds__(TILE_THREADS, 2) hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
 	if (*a.verdict)
 		return;

@@ -27,6 +27,20 @@ if [ "$("$HOTSET" --version | grep -c '^[1-9][0-9]* CUDA device')" = 0 ]; then
 	[ "$(ls "$TMP/full" | wc -l)" -le 8 ] || fail "more than 8 files in OUT: $(ls "$TMP/full")"
 	echo "gpu-check without a GPU: $(grep '^no GPU: ' "$TMP/full.txt")"
 fi
+# cuBLAS as --version reports it (CUDA builds): turned off, a named file
+# that is not there, and the file it found named back to it
+if "$HOTSET" --version | grep -q '^cuBLAS: '; then
+	HOTSET_CUBLAS=0 "$HOTSET" --version | grep -q '^cuBLAS: not used: turned off by HOTSET_CUBLAS=0' ||
+		fail "HOTSET_CUBLAS=0: $("$HOTSET" --version | grep cuBLAS)"
+	HOTSET_CUBLAS=$TMP/none/libcublas.so.13 "$HOTSET" --version |
+		grep -q "^cuBLAS: not used: HOTSET_CUBLAS=$TMP/none/libcublas.so.13: " ||
+		fail "a missing HOTSET_CUBLAS file: $(HOTSET_CUBLAS=$TMP/none/libcublas.so.13 "$HOTSET" --version | grep cuBLAS)"
+	found=$("$HOTSET" --version | sed -n 's/^cuBLAS: \(\/[^ ]*\) (.*/\1/p')
+	if [ -n "$found" ]; then
+		got=$(HOTSET_CUBLAS=$found "$HOTSET" --version | sed -n 's/^cuBLAS: \(\/[^ ]*\) (.*/\1/p')
+		[ "$got" = "$found" ] || fail "HOTSET_CUBLAS=$found: reported '$got'"
+	fi
+fi
 # a bad argument is a usage error, not a run
 sh "$check" --bogus >/dev/null 2>&1
 [ $? = 2 ] || fail "gpu-check --bogus: not a usage error"
