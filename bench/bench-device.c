@@ -6,6 +6,11 @@
  *   prefill : 512 tokens, TFLOP/s
  *   h2d     : pinned host-to-device copies, GB/s / the PCIe link (hwloc)
  *   masked  : 1 of 4 experts unmasked: time / time with all 4 (ideal 0.25)
+ *   matmul  : the dense products (2880 x 2880 F16, Q8_0 and MXFP4 weights)
+ *             at 1 token (GB/s of weights / d2d) and 512 tokens (TFLOP/s),
+ *             with the path each took (GEMV, tile kernel, cuBLAS) and
+ *             where cuBLAS was found; run it again with HOTSET_CUBLAS=0 for
+ *             the tile kernel on the F16 weights
  * Prints "key value" lines and a table; the sim device's figures are the
  * CPU's and say so. */
 #include "config.h"
@@ -21,6 +26,7 @@
 #include "cpu_kernels/moe.h"
 #include "hotset.h"
 #include "device/device.h"
+#include "device/device-cuda.h"
 
 #define D 2880
 #define F 2880
@@ -88,6 +94,64 @@ static int do_ffn(void *p)
 	struct ffn_ctx *c = p;
 	c->f.ids = (const int32_t *)c->ids_dev + (size_t)(c->set++ % c->n_sets) * c->f.n * K;
 	return O->ffn(q, &c->f);
+}
+
+static int do_matmul(void *p)
+{
+	return O->matmul(q, p);
+}
+
+/* Dense products of a D x F matrix of each type at 1 and 512 tokens, the
+ * weights made from h (random bytes) with sane scales; prints a table row
+ * each and the paths the launches took. */
+static void matmul_bench(uint8_t *h, double d2d)
+{
+	static const int types[] = { HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_MXFP4 };
+	const int NT = strcmp(O->name, "sim") == 0 ? 64 : 512; /* the sim's products are the CPU's */
+	void *dw, *dx, *dy, *scr;
+	size_t sb = 0;
+	char paths[128], blas[400];
+
+	if (!O->matmul)
+		return;
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		sb = O->matmul_scratch_bytes(types[i], F, NT) > sb ? O->matmul_scratch_bytes(types[i], F, NT) : sb;
+	if (O->alloc(dev->dev, (size_t)D * F * 2, &dw) || O->alloc(dev->dev, sizeof(float) * NT * F, &dx) ||
+	    O->alloc(dev->dev, sizeof(float) * NT * D, &dy) || O->alloc(dev->dev, sb ? sb : 1, &scr))
+		die("matmul buffers");
+	if (O->zero(q, dx, sizeof(float) * NT * F) || O->queue_sync(q))
+		die("matmul inputs");
+	int rc = hs__cuda_blas_status(blas, sizeof blas);
+	printf("cublas %s\n", rc == 0 ? blas : rc == -ENOSYS ? "none (no CUDA in this build)" : blas);
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+		const int t = types[i];
+		const size_t rb = hs__type_row_bytes(t, F), bb = hs__type_block_bytes(t);
+		for (size_t r = 0; r < (size_t)D; r++) /* scales that keep values finite */
+			for (size_t b = 0; b < rb; b += t == HS_TYPE_F16 ? 2 : bb) {
+				uint8_t *blk = h + r * rb + b;
+				if (t == HS_TYPE_F16 || t == HS_TYPE_Q8_0) /* f16 0.0625 .. 0.125 */
+					blk[1] = 0x2c, blk[0] &= 0x7f;
+				else
+					blk[0] = (uint8_t)(118 + next() % 4);
+			}
+		if (hs__dev_copy_h2d(dev, q, dw, h, rb * D) || O->queue_sync(q))
+			die("matmul weights");
+		struct hs_dev_matmul m = { .type = t, .rows = D, .cols = F, .w = dw, .row_bytes = rb, .x = dx,
+					   .x_stride = F, .y = dy, .y_stride = D, .scratch = scr };
+		m.n = 1;
+		const double ms1 = timed(64, do_matmul, &m) / 64;
+		m.n = NT;
+		const double msn = timed(8, do_matmul, &m) / 8;
+		const double gbps = (double)rb * D / (ms1 * 1e6), tflops = 2.0 * D * F * NT / (msn * 1e9);
+		printf("matmul_%s_1_gbps %.1f\nmatmul_%s_1_ratio_d2d %.3f\nmatmul_%s_%d_tflops %.3f\n", hs__type_name(t), gbps,
+		       hs__type_name(t), gbps / d2d, hs__type_name(t), NT, tflops);
+	}
+	hs__cuda_matmul_paths(paths, sizeof paths);
+	printf("matmul_paths %s\n", strcmp(O->name, "cuda") == 0 ? paths : "sim (the CPU's dense ops)");
+	O->free(dev->dev, dw);
+	O->free(dev->dev, dx);
+	O->free(dev->dev, dy);
+	O->free(dev->dev, scr);
 }
 
 int main(int argc, char **argv)
@@ -206,6 +270,7 @@ int main(int argc, char **argv)
 	if (link > 0)
 		printf("%-28s %31.2f\n", "  pinned H2D / link", h2d / link);
 	printf("%-28s %12.3f %12s %8s\n", "masked 1 of 4: time ratio", res[1] / res[0], "0.25 ideal", "");
+	matmul_bench(h, d2d);
 	if (strcmp(O->name, "sim") == 0)
 		printf("(sim device: these are the CPU's figures behind the device contract, not a GPU's)\n");
 	return 0;

@@ -72,3 +72,9 @@ int hs__cuda_blas_status(char *why, size_t why_len)
 		snprintf(why, why_len, "hotset was built without CUDA");
 	return -ENOSYS;
 }
+
+void hs__cuda_matmul_paths(char *buf, size_t len)
+{
+	if (buf && len)
+		snprintf(buf, len, "no CUDA products (hotset was built without CUDA)");
+}

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cpu_kernels/attention.h"
 #include "cpu_kernels/dense.h"
 #include "cpu_kernels/formats.h"
@@ -32,15 +33,24 @@ struct hs_dev {
 struct hs_queue {
 	int dev;
 	cudaStream_t s;
+	cudaEvent_t done;          /* blocking-sync event: queue_sync sleeps instead of spinning */
 	void *blas;                /* cuBLAS handle, made at the first product that wants it */
 	int blas_tried;
+	int *verdict;              /* device: the last expert launch's check */
+	unsigned long long *report; /* mapped host memory: the first fault of an expert launch */
+	unsigned long long *report_dev; /* its device address */
 };
 
 struct hs_event {
 	int dev;
 	cudaEvent_t e;
 	int recorded;
+	hs_queue *q;               /* where it was last recorded: its faults come back from event_sync */
 };
+
+/* Which matrix-product path the launches took, for the reports (-v, the
+ * benchmarks): GEMV, tile kernel, cuBLAS. */
+static unsigned long long mm_paths[3];
 
 static int cuda_fail(cudaError_t e, const char *what, int dev)
 {
@@ -59,6 +69,17 @@ static int dev_open(int index, hs_dev **out)
 	*out = NULL;
 	if (rc)
 		return rc;
+	/* The lane threads wait in syncs while the CPU computes the misses: a
+	 * waiting thread sleeps on a primitive instead of spinning on a core.
+	 * Flags set on an active primary context replace the old ones
+	 * (CUDA >= 12); a refusal only costs CPU time, so it is logged. */
+	cudaError_t fe = cudaSetDevice(index);
+	if (fe == cudaSuccess)
+		fe = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
+	if (fe != cudaSuccess) {
+		hs__log(HS_LOG_INFO, "cuda %d: blocking sync not set (%s); waits spin", index, cudaGetErrorString(fe));
+		cudaGetLastError();
+	}
 	hs__cuda_name(index, name, sizeof name);
 	hs__cuda_mem_info(index, &f, &t);
 	if (!(d = calloc(1, sizeof *d)))
@@ -121,6 +142,19 @@ static int dev_host_unregister(hs_dev *d, void *ptr, size_t bytes)
 	return e == cudaSuccess ? 0 : cuda_fail(e, "unpinning host memory", d->index);
 }
 
+static void queue_free(hs_queue *q)
+{
+	if (q->done)
+		cudaEventDestroy(q->done);
+	if (q->verdict)
+		cudaFree(q->verdict);
+	if (q->report)
+		cudaFreeHost(q->report);
+	if (q->s)
+		cudaStreamDestroy(q->s);
+	free(q);
+}
+
 static int dev_queue_create(hs_dev *d, hs_queue **out)
 {
 	hs_queue *q = calloc(1, sizeof *q);
@@ -130,10 +164,16 @@ static int dev_queue_create(hs_dev *d, hs_queue **out)
 		return hs__error(ENOMEM, "CUDA queue: out of memory");
 	q->dev = d->index;
 	if ((e = cudaSetDevice(d->index)) != cudaSuccess ||
-	    (e = cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking)) != cudaSuccess) {
-		free(q);
-		return cuda_fail(e, "creating a stream", d->index);
+	    (e = cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&q->done, cudaEventBlockingSync | cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaMalloc((void **)&q->verdict, sizeof(int))) != cudaSuccess ||
+	    (e = cudaHostAlloc((void **)&q->report, sizeof *q->report, cudaHostAllocMapped)) != cudaSuccess ||
+	    (e = cudaHostGetDevicePointer((void **)&q->report_dev, q->report, 0)) != cudaSuccess) {
+		int rc = cuda_fail(e, "creating a stream", d->index);
+		queue_free(q);
+		return rc;
 	}
+	*q->report = 0;
 	*out = q;
 	return 0;
 }
@@ -144,14 +184,30 @@ static void dev_queue_destroy(hs_queue *q)
 		return;
 	cudaStreamSynchronize(q->s);
 	hs__gpu_blas_destroy(q->blas);
-	cudaStreamDestroy(q->s);
-	free(q);
+	queue_free(q);
+}
+
+/* The first fault an expert launch's check wrote since the last sync: the
+ * sim's -EINVAL, reported once (after a sync, when the device has written it). */
+static int take_fault(hs_queue *q)
+{
+	volatile unsigned long long *r = q->report;
+	const unsigned long long code = *r;
+	if (!code)
+		return 0;
+	*r = 0;
+	const int v = HS_GPU_FAULT_VALUE(code);
+	if (HS_GPU_FAULT_KIND(code) == HS_GPU_FAULT_ID)
+		return hs__error(EINVAL, "CUDA ffn: id %d outside -1..n_experts-1 (the launch computed nothing)", v);
+	return hs__error(EINVAL, "CUDA ffn: expert %d is routed but has no slot on the device (the launch computed nothing)", v);
 }
 
 static int dev_queue_sync(hs_queue *q)
 {
-	cudaError_t e = cudaStreamSynchronize(q->s);
-	return e == cudaSuccess ? 0 : cuda_fail(e, "queued work", q->dev);
+	cudaError_t e = cudaEventRecord(q->done, q->s);
+	if (e == cudaSuccess)
+		e = cudaEventSynchronize(q->done);
+	return e == cudaSuccess ? take_fault(q) : cuda_fail(e, "queued work", q->dev);
 }
 
 static int dev_copy(hs_queue *q, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
@@ -189,7 +245,9 @@ static int dev_event_create(hs_dev *d, hs_event **out)
 	if (!ev)
 		return hs__error(ENOMEM, "CUDA event: out of memory");
 	ev->dev = d->index;
-	if ((e = cudaSetDevice(d->index)) != cudaSuccess || (e = cudaEventCreate(&ev->e)) != cudaSuccess) {
+	/* blocking sync: a thread waiting in event_sync sleeps */
+	if ((e = cudaSetDevice(d->index)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&ev->e, cudaEventBlockingSync)) != cudaSuccess) {
 		free(ev);
 		return cuda_fail(e, "creating an event", d->index);
 	}
@@ -209,6 +267,7 @@ static int dev_event_record(hs_event *ev, hs_queue *q)
 {
 	cudaError_t e = cudaEventRecord(ev->e, q->s);
 	ev->recorded = 1;
+	ev->q = q;
 	return e == cudaSuccess ? 0 : cuda_fail(e, "recording an event", q->dev);
 }
 
@@ -221,7 +280,9 @@ static int dev_queue_wait(hs_queue *q, hs_event *ev)
 static int dev_event_sync(hs_event *ev)
 {
 	cudaError_t e = cudaEventSynchronize(ev->e);
-	return e == cudaSuccess ? 0 : cuda_fail(e, "event", ev->dev);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "event", ev->dev);
+	return ev->q ? take_fault(ev->q) : 0;
 }
 
 static int dev_event_query(hs_event *ev)
@@ -307,6 +368,8 @@ static int dev_ffn(hs_queue *q, const struct hs_dev_ffn *f)
 	if (rc)
 		return rc;
 	struct hs_gpu_ffn a = gpu_args(f);
+	a.verdict = q->verdict;
+	a.report = q->report_dev;
 	cudaError_t e = hs__gpu_ffn(&a, f->scratch, q->s);
 	return e == cudaSuccess ? 0 : cuda_fail(e, "ffn kernels", q->dev);
 }
@@ -317,12 +380,16 @@ int hs__cuda_ffn_emulate(const struct hs_dev_ffn *f, int tiled)
 	if (rc)
 		return rc;
 	struct hs_gpu_ffn a = gpu_args(f);
+	int verdict = 0;
+	unsigned long long report = 0;
+	a.verdict = &verdict;
+	a.report = &report;
 	rc = hs__gpu_ffn_emulate(&a, f->scratch, tiled);
-	if (rc == -ENOENT)
-		return hs__error(EINVAL, "ffn emulation: a routed expert has no slot (slot_of -1)");
-	if (rc)
-		return hs__error(EINVAL, "ffn emulation: an id outside -1..%d", f->n_experts - 1);
-	return 0;
+	if (rc && report) { /* the message a sync of the queue would give */
+		struct hs_queue q = { .report = &report };
+		return take_fault(&q);
+	}
+	return rc ? hs__error(EINVAL, "ffn emulation: a fault without a code") : 0;
 }
 
 size_t hs__cuda_ffn_scratch_bytes(const struct hs_dev_ffn *f)
@@ -385,9 +452,14 @@ static size_t dev_matmul_scratch(int type, int cols, int n)
 static void *queue_blas(hs_queue *q)
 {
 	if (!q->blas_tried) {
+		char what[400];
+		int st = -1;
 		q->blas_tried = 1;
-		if (hs__gpu_blas_load(NULL, 0) == 0 && cudaSetDevice(q->dev) == cudaSuccess)
-			hs__gpu_blas_create(&q->blas);
+		if (hs__gpu_blas_load(what, sizeof what) == 0 && cudaSetDevice(q->dev) == cudaSuccess &&
+		    (st = hs__gpu_blas_create(&q->blas)) != 0)
+			snprintf(what, sizeof what, "cublasCreate failed (status %d)", st);
+		hs__log(HS_LOG_INFO, "cuda %d: prefill products of float weights: %s (%s)", q->dev,
+			q->blas ? "cuBLAS" : "own tile kernel", what);
 	}
 	return q->blas;
 }
@@ -400,6 +472,9 @@ static int dev_matmul(hs_queue *q, const struct hs_dev_matmul *m)
 	struct hs_gpu_matmul a = mm_args(m);
 	const int float_w = m->type == HS_TYPE_F32 || m->type == HS_TYPE_F16 || m->type == HS_TYPE_BF16;
 	void *blas = float_w && m->n > HS_GPU_GEMV_MAX_TOKENS ? queue_blas(q) : NULL;
+	const enum hs_gpu_mm_path path = hs__gpu_matmul_path(m->type, m->n, blas != NULL);
+	if (m->n > 0 && m->rows > 0)
+		__atomic_add_fetch(&mm_paths[path - HS_GPU_MM_GEMV], 1, __ATOMIC_RELAXED);
 	cudaError_t e = hs__gpu_matmul(&a, m->scratch, blas, &status, q->s);
 	if (e == cudaErrorUnknown && status)
 		return hs__error(EIO, "CUDA device %d: cuBLAS GEMM (%d x %d x %d %s): status %d", q->dev, m->rows,
@@ -613,6 +688,13 @@ int hs__cuda_add_emulate(float *y, const float *x, size_t n)
 int hs__cuda_blas_status(char *why, size_t why_len)
 {
 	return hs__gpu_blas_load(why, why_len);
+}
+
+void hs__cuda_matmul_paths(char *buf, size_t len)
+{
+	snprintf(buf, len, "GEMV %llu, tile kernel %llu, cuBLAS %llu",
+		 __atomic_load_n(&mm_paths[0], __ATOMIC_RELAXED), __atomic_load_n(&mm_paths[1], __ATOMIC_RELAXED),
+		 __atomic_load_n(&mm_paths[2], __ATOMIC_RELAXED));
 }
 
 static const struct hs_dev_ops cuda_ops = {

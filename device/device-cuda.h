@@ -33,8 +33,12 @@ int hs__cuda_kv_store_emulate(const struct hs_dev_kv_store *s);
 int hs__cuda_attention_emulate(const struct hs_dev_attn *a, int n_split);
 int hs__cuda_add_emulate(float *y, const float *x, size_t n);
 
-/* Whether cuBLAS can be used (it is opened at run time, not linked): 0, or
- * -ENOENT with the reason in why (-ENOSYS without CUDA). */
+/* Whether cuBLAS can be used (it is opened at run time, not linked): 0
+ * with the file it opened in why, or -ENOENT with the reason in why
+ * (-ENOSYS without CUDA).  Opens it the first time. */
 int hs__cuda_blas_status(char *why, size_t why_len);
+/* How many matrix products of this process took each CUDA path, as one
+ * line ("GEMV n, tile kernel n, cuBLAS n"). */
+void hs__cuda_matmul_paths(char *buf, size_t len);
 
 #endif

@@ -11,8 +11,10 @@
 #include "base/error.h"
 #include "base/log.h"
 
-/* Registration chunk: very large single registrations fail on recent
- * drivers, and smaller pieces let a partial failure be undone. */
+/* Largest registration: very large single registrations fail on recent
+ * drivers, and smaller pieces let a partial failure be undone.  A copy must
+ * not span two registrations (cudaMemcpyAsync refuses it or stages it), so
+ * ranges of equal units (a layer's packed experts) are cut between units. */
 #define PIN_CHUNK ((size_t)1 << 30)
 
 int hs__device_open(const char *backend, int index, struct hs_device **out)
@@ -42,6 +44,7 @@ int hs__device_open(const char *backend, int index, struct hs_device **out)
 	if (!d)
 		return hs__error(ENOMEM, "device: out of memory");
 	d->ops = ops;
+	d->pin_chunk = PIN_CHUNK;
 	if ((rc = ops->open(index, &d->dev))) {
 		free(d);
 		return rc;
@@ -60,14 +63,32 @@ void hs__device_close(struct hs_device *d)
 	free(d);
 }
 
-int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
+/* The registrations of a range: pieces of `piece` bytes from its start, the
+ * last one shorter. */
+static size_t piece_len(const struct hs_pinned *r, size_t off)
+{
+	const size_t left = (size_t)(r->hi - r->lo) - off;
+	return left < r->piece ? left : r->piece;
+}
+
+static void unregister_pieces(struct hs_device *d, const struct hs_pinned *r, size_t upto)
+{
+	for (size_t u = 0; u < upto; u += r->piece)
+		d->ops->host_unregister(d->dev, (void *)(r->lo + u), piece_len(r, u));
+}
+
+int hs__device_pin_units(struct hs_device *d, void *ptr, size_t bytes, size_t unit, int read_only)
 {
 	uint8_t *p = ptr;
 	size_t done = 0;
 	int rc = 0;
 
+	if (!d || !ptr)
+		return hs__error(EINVAL, "pin: no device or no memory");
 	if (!bytes)
 		return 0;
+	if (!unit || (uintptr_t)p + bytes < (uintptr_t)p)
+		return hs__error(EINVAL, "pin: [%p, +%zu) in units of %zu bytes", ptr, bytes, unit);
 	if (hs__device_is_pinned(d, ptr, 1) || hs__device_is_pinned(d, p + bytes - 1, 1))
 		return hs__error(EINVAL, "pin: [%p, +%zu) overlaps memory that is already pinned", ptr, bytes);
 	if (d->n_pinned == d->cap_pinned) {
@@ -78,30 +99,36 @@ int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
 		d->pinned = n;
 		d->cap_pinned = cap;
 	}
-	for (; done < bytes; done += PIN_CHUNK) {
-		size_t n = bytes - done < PIN_CHUNK ? bytes - done : PIN_CHUNK;
-		if ((rc = d->ops->host_register(d->dev, p + done, n, read_only)))
+	const size_t chunk = d->pin_chunk ? d->pin_chunk : PIN_CHUNK;
+	/* whole units per piece: no unit crosses a registration boundary */
+	struct hs_pinned r = { p, p + bytes, unit >= chunk ? unit : chunk - chunk % unit };
+	for (; done < bytes; done += r.piece)
+		if ((rc = d->ops->host_register(d->dev, p + done, piece_len(&r, done), read_only)))
 			break;
-	}
-	if (rc) { /* undo the chunks that were pinned */
-		for (size_t u = 0; u < done; u += PIN_CHUNK)
-			d->ops->host_unregister(d->dev, p + u, bytes - u < PIN_CHUNK ? bytes - u : PIN_CHUNK);
+	if (rc) { /* undo the pieces that were pinned */
+		unregister_pieces(d, &r, done);
 		return rc;
 	}
-	d->pinned[d->n_pinned++] = (struct hs_pinned){ p, p + bytes };
+	d->pinned[d->n_pinned++] = r;
 	return 0;
+}
+
+int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only)
+{
+	return hs__device_pin_units(d, ptr, bytes, 1, read_only);
 }
 
 int hs__device_unpin(struct hs_device *d, void *ptr, size_t bytes)
 {
 	uint8_t *p = ptr;
-	for (int i = 0; i < d->n_pinned; i++) {
+	for (int i = 0; d && i < d->n_pinned; i++) {
 		if (d->pinned[i].lo != p || d->pinned[i].hi != p + bytes)
 			continue;
+		const struct hs_pinned r = d->pinned[i];
 		int rc = 0;
-		for (size_t u = 0; u < bytes; u += PIN_CHUNK) {
-			int r = d->ops->host_unregister(d->dev, p + u, bytes - u < PIN_CHUNK ? bytes - u : PIN_CHUNK);
-			rc = rc ? rc : r;
+		for (size_t u = 0; u < bytes; u += r.piece) {
+			int e = d->ops->host_unregister(d->dev, p + u, piece_len(&r, u));
+			rc = rc ? rc : e;
 		}
 		d->pinned[i] = d->pinned[--d->n_pinned];
 		return rc;
@@ -109,19 +136,32 @@ int hs__device_unpin(struct hs_device *d, void *ptr, size_t bytes)
 	return hs__error(EINVAL, "unpin: [%p, +%zu) was not pinned as one range", ptr, bytes);
 }
 
+/* Index of the pinned range that holds [p, p + bytes), -1 if none. */
+static int range_of(const struct hs_device *d, const uint8_t *p, size_t bytes)
+{
+	for (int i = 0; d && i < d->n_pinned; i++)
+		if (p >= d->pinned[i].lo && p + bytes <= d->pinned[i].hi && p + bytes >= p)
+			return i;
+	return -1;
+}
+
 int hs__device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes)
 {
 	const uint8_t *p = ptr;
-	for (int i = 0; i < d->n_pinned; i++)
-		if (p >= d->pinned[i].lo && p + bytes <= d->pinned[i].hi && p + bytes >= p)
-			return 1;
-	return 0;
+	const int i = range_of(d, p, bytes);
+	if (i < 0)
+		return 0;
+	const struct hs_pinned *r = &d->pinned[i];
+	/* inside one registration, not only one range */
+	return bytes == 0 || (size_t)(p - r->lo) / r->piece == (size_t)(p + bytes - 1 - r->lo) / r->piece;
 }
 
 int hs__dev_copy_h2d(struct hs_device *d, hs_queue *q, void *dst, const void *src, size_t bytes)
 {
 	if (!hs__device_is_pinned(d, src, bytes))
-		return hs__error(EINVAL, "copy to the device: source [%p, +%zu) is not pinned host memory", src, bytes);
+		return hs__error(EINVAL, "copy to the device: source [%p, +%zu) is %s", src, bytes,
+				 range_of(d, src, bytes) >= 0 ? "pinned but spans two registrations"
+							      : "not pinned host memory");
 	return d->ops->copy_h2d(q, dst, src, bytes);
 }
 

@@ -167,6 +167,7 @@ void hs__sim_set_queue_delay(hs_queue *q, double delay_us);
 
 struct hs_pinned {
 	const uint8_t *lo, *hi;
+	size_t piece;            /* registered in pieces of this many bytes from lo */
 };
 
 struct hs_device {
@@ -174,17 +175,22 @@ struct hs_device {
 	hs_dev *dev;
 	int n_pinned, cap_pinned;
 	struct hs_pinned *pinned;
+	size_t pin_chunk;        /* largest registration (1 GiB; tests make it small) */
 };
 
 /* Opens backend "sim" or "cuda" (NULL: $HOTSET_DEVICE, else cuda when a
  * device answers, else sim) device index.  -ENODEV with the reason. */
 int hs__device_open(const char *backend, int index, struct hs_device **out);
 void hs__device_close(struct hs_device *d);
-/* Pins [ptr, ptr + bytes) for DMA (in chunks); read_only for read-only
- * mappings.  Unpin with the same range. */
+/* Pins [ptr, ptr + bytes) for DMA (in registrations of at most pin_chunk
+ * bytes); read_only for read-only mappings.  Unpin with the same range.
+ * _units: the range is units of `unit` bytes from ptr (a layer's packed
+ * experts), each copied on its own: no unit crosses a registration. */
 int hs__device_pin(struct hs_device *d, void *ptr, size_t bytes, int read_only);
+int hs__device_pin_units(struct hs_device *d, void *ptr, size_t bytes, size_t unit, int read_only);
 int hs__device_unpin(struct hs_device *d, void *ptr, size_t bytes);
-/* Whether [ptr, ptr + bytes) lies inside one pinned range. */
+/* Whether [ptr, ptr + bytes) lies inside one registration of a pinned
+ * range (a DMA copy cannot span two). */
 int hs__device_is_pinned(const struct hs_device *d, const void *ptr, size_t bytes);
 /* A host-to-device copy from pinned memory only (-EINVAL otherwise: a
  * pageable copy would stage and serialise). */

@@ -11,6 +11,14 @@
 #include <string.h>
 
 #define HD __host__ __device__
+// A loop the device compiler must unroll: register tiles indexed by its
+// counter otherwise live in local memory (ptxas: a stack frame); the host
+// compiler does not know the pragma.
+#ifdef __CUDA_ARCH__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
 #define QK 32
 #define MXFP4_BYTES 17
 #define Q8_BYTES 34
@@ -21,11 +29,15 @@
 #define TYPE_BF16 30
 #define TYPE_MXFP4 39
 
+// ggml's kvalues_mxfp4: twice the e2m1 values { 0, 1, 2, 3, 4, 6, 8, 12 },
+// negated when bit 3 is set, paired with a scale of 2^(e-128).  The
+// magnitudes are nibbles of one 32-bit constant: a shift and a mask in
+// registers, where an array would be a stack store and load per value
+// (local memory: ptxas reported a 16-byte stack frame for the table).
 HD static inline int mxfp4_value(int nibble)
 {
-	// ggml's kvalues_mxfp4: twice the e2m1 values, paired with a scale of 2^(e-128)
-	const int8_t lut[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-	return lut[nibble & 15];
+	const int mag = (int)((0xC8643210u >> (4 * (nibble & 7))) & 15u);
+	return nibble & 8 ? -mag : mag;
 }
 
 HD static inline float half_bits_to_float(unsigned short v)

@@ -30,6 +30,7 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -196,10 +197,12 @@ HD static inline void tile_thread(const struct mm_ctx *m, int row0, int tok0, in
 			for (int j = 0; j < 2; j++)
 				if (toks[j] < a->n)
 					xs[j] = block_words(TYPE_Q8_0, m->xq + toks[j] * m->xq_row + (size_t)b * Q8_BYTES, xv[j]);
+			UNROLL
 			for (int i = 0; i < 4; i++) {
 				if (rows[i] >= a->rows)
 					continue;
 				weight_block(a->type, w_row(a, rows[i]), b, &wb);
+				UNROLL
 				for (int j = 0; j < 2; j++)
 					if (toks[j] < a->n)
 						acc[i][j] += wblock_dot(a->type, &wb, xv[j], xs[j]);
@@ -305,11 +308,16 @@ static struct mm_ctx mm_setup(const struct hs_gpu_matmul *a, void *scratch)
 	return m;
 }
 
+extern "C" enum hs_gpu_mm_path hs__gpu_matmul_path(int type, int n, int have_blas)
+{
+	if (n <= HS_GPU_GEMV_MAX_TOKENS)
+		return HS_GPU_MM_GEMV;
+	return !hs__gpu_type_quantized(type) && have_blas ? HS_GPU_MM_BLAS : HS_GPU_MM_TILE;
+}
+
 static enum hs_gpu_mm_path mm_pick(const struct hs_gpu_matmul *a, int have_blas)
 {
-	if (a->n <= HS_GPU_GEMV_MAX_TOKENS)
-		return HS_GPU_MM_GEMV;
-	return !hs__gpu_type_quantized(a->type) && have_blas ? HS_GPU_MM_BLAS : HS_GPU_MM_TILE;
+	return hs__gpu_matmul_path(a->type, a->n, have_blas);
 }
 
 // ---- cuBLAS, found at run time ------------------------------------------------------
@@ -324,7 +332,7 @@ typedef decltype(static_cast<gemm_fn>(&cublasGemmEx)) gemm_checked;
 
 static struct {
 	void *lib;
-	char why[200];
+	char why[400];             // why it is not used, or where it was found
 	decltype(&cublasCreate_v2) create;
 	decltype(&cublasDestroy_v2) destroy;
 	decltype(&cublasSetStream_v2) set_stream;
@@ -332,43 +340,110 @@ static struct {
 } blas;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
+// Opens dir/name (dir NULL: the loader's search path), after the cuBLASLt
+// it needs from the same folder (a Python package's libcublas may not find
+// it on its own); 0 when it has the entries hotset calls.
+static int blas_try(const char *dir, const char *name, const char *lt)
+{
+	char path[1024];
+	if (dir) {
+		snprintf(path, sizeof path, "%s/%s", dir, lt);
+		dlopen(path, RTLD_NOW | RTLD_LOCAL); // a failure shows in the next dlopen
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+	} else {
+		snprintf(path, sizeof path, "%s", name);
+	}
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		const char *e = dlerror();
+		snprintf(blas.why, sizeof blas.why, "%.390s", e ? e : path);
+		return -1;
+	}
+	blas.create = (decltype(blas.create))dlsym(lib, "cublasCreate_v2");
+	blas.destroy = (decltype(blas.destroy))dlsym(lib, "cublasDestroy_v2");
+	blas.set_stream = (decltype(blas.set_stream))dlsym(lib, "cublasSetStream_v2");
+	blas.gemm = (decltype(blas.gemm))dlsym(lib, "cublasGemmEx");
+	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.gemm) {
+		snprintf(blas.why, sizeof blas.why, "%.300s lacks cublasGemmEx or its companions", path);
+		dlclose(lib);
+		return -1;
+	}
+	Dl_info info;
+	blas.lib = lib;
+	snprintf(blas.why, sizeof blas.why, "%.390s",
+		 dladdr((void *)blas.create, &info) && info.dli_fname ? info.dli_fname : path);
+	return 0;
+}
+
+// The folders Python packages put cuBLAS in: nvidia/cu<major>/lib (CUDA 13
+// wheels) or nvidia/cublas/lib (CUDA 12 wheels), under the site-packages of
+// an active virtual environment, conda, the system's Pythons, ~/.local and
+// /opt/*/.venv (where images keep a framework's environment).
+static int blas_try_python(const char *name, const char *lt, int major)
+{
+	static const char *const roots[] = { "$VIRTUAL_ENV", "$CONDA_PREFIX", "$HOME/.local", "/usr/local", "/usr",
+					     "/opt/*/.venv", "/opt/conda" };
+	char pat[1024];
+	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+		const char *root = roots[i];
+		if (root[0] == '$' && !((root = getenv(root + 1)) && *root))
+			continue;
+		for (int sub = 0; sub < 2; sub++) {
+			if (sub == 0)
+				snprintf(pat, sizeof pat, "%s/lib/python3*/*-packages/nvidia/cu%d/lib", root, major);
+			else
+				snprintf(pat, sizeof pat, "%s/lib/python3*/*-packages/nvidia/cublas/lib", root);
+			glob_t g;
+			if (glob(pat, 0, NULL, &g) == 0) {
+				for (size_t k = 0; k < g.gl_pathc; k++)
+					if (blas_try(g.gl_pathv[k], name, lt) == 0) {
+						globfree(&g);
+						return 0;
+					}
+				globfree(&g);
+			}
+		}
+	}
+	return -1;
+}
+
 static void blas_open(void)
 {
 	const char *env = getenv("HOTSET_CUBLAS");
-	char name[64], path[512];
+	const int major = CUDART_VERSION / 1000;
+	char name[64], lt[64];
+	snprintf(name, sizeof name, "libcublas.so.%d", major);
+	snprintf(lt, sizeof lt, "libcublasLt.so.%d", major);
 	if (env && strcmp(env, "0") == 0) {
 		snprintf(blas.why, sizeof blas.why, "turned off by HOTSET_CUBLAS=0");
 		return;
 	}
-	snprintf(name, sizeof name, "libcublas.so.%d", CUDART_VERSION / 1000);
-#ifdef HS_CUDA_LIBDIR
-	snprintf(path, sizeof path, "%s/%s", HS_CUDA_LIBDIR, name);
-	blas.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-#else
-	(void)path;
-#endif
-	if (!blas.lib)
-		blas.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (!blas.lib) {
-		const char *e = dlerror();
-		snprintf(blas.why, sizeof blas.why, "%s not found (%s)", name, e ? e : "?");
+	if (env && strchr(env, '/')) { // a file named: that one or none
+		char dir[1024];
+		const char *slash = strrchr(env, '/');
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - env), env);
+		if (blas_try(*dir ? dir : "/", slash + 1, lt)) {
+			char e[400];
+			memcpy(e, blas.why, sizeof e);
+			snprintf(blas.why, sizeof blas.why, "HOTSET_CUBLAS=%.100s: %.280s", env, e);
+		}
 		return;
 	}
-	blas.create = (decltype(blas.create))dlsym(blas.lib, "cublasCreate_v2");
-	blas.destroy = (decltype(blas.destroy))dlsym(blas.lib, "cublasDestroy_v2");
-	blas.set_stream = (decltype(blas.set_stream))dlsym(blas.lib, "cublasSetStream_v2");
-	blas.gemm = (decltype(blas.gemm))dlsym(blas.lib, "cublasGemmEx");
-	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.gemm) {
-		snprintf(blas.why, sizeof blas.why, "%s lacks cublasGemmEx or its companions", name);
-		dlclose(blas.lib);
-		blas.lib = NULL;
-	}
+#ifdef HS_CUDA_LIBDIR
+	if (blas_try(HS_CUDA_LIBDIR, name, lt) == 0)
+		return;
+#endif
+	if (blas_try(NULL, name, lt) == 0 || blas_try_python(name, lt, major) == 0)
+		return;
+	snprintf(blas.why, sizeof blas.why,
+		 "%s not found (the toolkit's lib folder, the loader's path, a Python package's nvidia/cu%d/lib; "
+		 "HOTSET_CUBLAS=/path/to/%s names one)", name, major, name);
 }
 
 extern "C" int hs__gpu_blas_load(char *why, size_t why_len)
 {
 	pthread_once(&blas_once, blas_open);
-	if (!blas.lib && why && why_len)
+	if (why && why_len)
 		snprintf(why, why_len, "%s", blas.why);
 	return blas.lib ? 0 : -ENOENT;
 }

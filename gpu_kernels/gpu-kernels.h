@@ -27,9 +27,12 @@ cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *
  * pool + slot_of[e] * stride, its matrices row-interleaved in groups of 16
  * (cpu_kernels/repack.h; MXFP4 or Q8_0) or plain ggml rows (every block
  * type), each matrix of its own type; masked pairs (ids -1) read nothing of
- * any expert, nor do routed experts without a slot (slot_of -1: skipped
- * by the kernels, an error of the emulation).  Fewer than 64 pairs take
- * the decode kernels, more the grouped, tiled prefill kernels. */
+ * any expert.  An id outside -1..n_experts-1 or a routed expert without a
+ * slot (slot_of -1) is a fault, as on the sim: a check kernel finds it
+ * first, the launch then computes nothing, and the fault's code goes to
+ * *report (host memory the device writes; sticky until the host clears
+ * it).  Fewer than 64 pairs take the decode kernels, more the grouped,
+ * tiled prefill kernels. */
 struct hs_gpu_ffn {
 	int act;                   /* 0: gpt-oss clamp/sigmoid(1.702 g)(u + 1); 1: silu(g) u */
 	int type[3];               /* gate, up, down: ggml ids of block types */
@@ -45,14 +48,23 @@ struct hs_gpu_ffn {
 	float *y;
 	float *h;                  /* set from the scratch by the launcher */
 	void *hq;
+	int *verdict;              /* device int: 1 when this launch's check found a fault */
+	unsigned long long *report; /* the first fault's code (0: none), see hs__gpu_ffn_fault */
 };
+/* A fault's code: its kind and the id it is about. */
+#define HS_GPU_FAULT_ID 1ull   /* an id outside -1..n_experts-1 */
+#define HS_GPU_FAULT_SLOT 2ull /* a routed expert without a slot */
+#define HS_GPU_FAULT(kind, id) ((kind) << 32 | (unsigned)(id))
+#define HS_GPU_FAULT_KIND(code) ((code) >> 32)
+#define HS_GPU_FAULT_VALUE(code) ((int)(unsigned)((code) & 0xffffffffull))
 /* Device scratch one launch of n tokens needs (scratch.h's formula). */
 size_t hs__gpu_ffn_scratch_bytes(int n, int n_used, int n_ff, int n_experts);
 cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *a, void *scratch, cudaStream_t stream);
 /* The same arithmetic on the CPU over host memory (tiled 0: the decode
- * kernels' code, 1: the prefill path's grouping and tiles); -EINVAL for an
- * id out of range, -ENOENT for a routed expert without a slot.  For tests
- * on machines without a GPU. */
+ * kernels' code, 1: the prefill path's grouping and tiles), verdict and
+ * report host pointers: the check as the kernel does it, then the kernels'
+ * work; -EINVAL (nothing computed) when it found a fault, its code in
+ * *report.  For tests on machines without a GPU. */
 int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *a, void *scratch, int tiled);
 
 /* ---- dense ops of the whole model (dense.cu) ---------------------------------
@@ -88,6 +100,8 @@ enum hs_gpu_mm_path {
 	HS_GPU_MM_BLAS   /* cuBLAS (float weights); emulated as the rounding of x, then an exact product */
 };
 size_t hs__gpu_matmul_scratch_bytes(int type, int cols, int n);
+/* The path a launch of n tokens takes (have_blas: a cuBLAS handle given). */
+enum hs_gpu_mm_path hs__gpu_matmul_path(int type, int n, int have_blas);
 /* blas: a handle from hs__gpu_blas_create(), or NULL for the own kernels.
  * A cuBLAS failure returns cudaErrorUnknown with its status in *blas_status. */
 cudaError_t hs__gpu_matmul(const struct hs_gpu_matmul *a, void *scratch, void *blas, int *blas_status,
@@ -95,8 +109,11 @@ cudaError_t hs__gpu_matmul(const struct hs_gpu_matmul *a, void *scratch, void *b
 void hs__gpu_matmul_emulate(const struct hs_gpu_matmul *a, void *scratch, enum hs_gpu_mm_path path);
 
 /* cuBLAS, opened at run time (dlopen of libcublas.so.<CUDA major>), so that
- * a binary runs where it is absent: 0 when usable, else -ENOENT with the
- * reason in why.  HOTSET_CUBLAS=0 in the environment turns it off. */
+ * a binary runs where it is absent: 0 when usable, with the file opened in
+ * why, else -ENOENT with the reason in why.  Looked for in the toolkit's lib
+ * folder, the loader's path, then Python packages (nvidia/cu<major>/lib);
+ * HOTSET_CUBLAS=0 turns it off, HOTSET_CUBLAS=/path/libcublas.so.N names
+ * the file. */
 int hs__gpu_blas_load(char *why, size_t why_len);
 /* A handle for the current device; 0 or cuBLAS's status. */
 int hs__gpu_blas_create(void **handle);

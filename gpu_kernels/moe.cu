@@ -42,6 +42,7 @@
 #define TILE_PAIRS 32    // ... x pairs, 256 threads of 4 x 2 outputs
 #define TILE_THREADS 256
 #define PREFILL_MIN_PAIRS 64
+#define CHECK_THREADS 256 // the one block of the check kernel
 
 HD static inline size_t row_bytes(int type, int n)
 {
@@ -152,13 +153,30 @@ HD static inline const unsigned char *expert_base(const struct hs_gpu_ffn *a, in
 	return a->pool + (size_t)a->slot_of[e] * a->stride;
 }
 
-// Whether pair p's expert is computed: not masked, and in a slot.  A routed
-// expert without a slot (slot_of -1, which the runtime never hands over) is
-// skipped too rather than read at pool - stride; the emulation reports it
-// (the launcher cannot: slot_of is device memory).
-HD static inline int expert_present(const struct hs_gpu_ffn *a, int e)
+// 0 when pair p is masked or can be computed, else its fault's code: the
+// contract the sim keeps (an id outside the experts, or a routed expert
+// without a slot, which the runtime never hands over, is -EINVAL and reads
+// nothing; without the check a kernel would read at pool - stride).
+HD static inline unsigned long long pair_fault(const struct hs_gpu_ffn *a, int p)
 {
-	return e >= 0 && a->slot_of[e] >= 0;
+	const int e = a->ids[p];
+	if (e == -1)
+		return 0;
+	if (e < -1 || e >= a->n_experts)
+		return HS_GPU_FAULT(HS_GPU_FAULT_ID, e);
+	return a->slot_of[e] < 0 ? HS_GPU_FAULT(HS_GPU_FAULT_SLOT, e) : 0;
+}
+
+// The check of thread tid of CHECK_THREADS: the first fault among pairs
+// tid, tid + CHECK_THREADS, ...
+HD static inline unsigned long long check_thread(const struct hs_gpu_ffn *a, int pairs, int tid)
+{
+	for (int p = tid; p < pairs; p += CHECK_THREADS) {
+		const unsigned long long f = pair_fault(a, p);
+		if (f)
+			return f;
+	}
+	return 0;
 }
 
 HD static inline const unsigned char *x_of_pair(const struct hs_gpu_ffn *a, int p)
@@ -218,12 +236,14 @@ HD static inline void tile_gate_up(const struct hs_gpu_ffn *a, const int *list, 
 		const unsigned char *xb[2];
 		for (int j = 0; j < 2; j++)
 			xb[j] = pairs[j] >= 0 ? x_of_pair(a, pairs[j]) + (size_t)b * Q8_BYTES : NULL;
+		UNROLL
 		for (int i = 0; i < 4; i++) {
 			if (rows[i] >= a->n_ff)
 				continue;
 			struct wblk wg, wu;
 			weight_block(a->type[0], a->packed, base + a->off_gate, a->n_embd, rows[i], b, &wg);
 			weight_block(a->type[1], a->packed, base + a->off_up, a->n_embd, rows[i], b, &wu);
+			UNROLL
 			for (int j = 0; j < 2; j++) {
 				if (!xb[j])
 					continue;
@@ -253,11 +273,13 @@ HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, str
 	float acc[4][2] = { { 0 } };
 	if (out_pair[0] >= 0 || out_pair[1] >= 0)
 		for (int b = 0; b < nb; b++) {
+			UNROLL
 			for (int i = 0; i < 4; i++) {
 				if (out_row[i] >= a->n_embd)
 					continue;
 				struct wblk w;
 				weight_block(a->type[2], a->packed, base + a->off_down, a->n_ff, out_row[i], b, &w);
+				UNROLL
 				for (int j = 0; j < 2; j++) {
 					if (out_pair[j] < 0)
 						continue;
@@ -274,23 +296,49 @@ HD static inline void tile_down(const struct hs_gpu_ffn *a, const int *list, str
 
 // ---- kernels -------------------------------------------------------------------
 
-__global__ void hs_quantize_kernel(const float *x, int n_blocks_row, int n_cols, long long n_blocks, unsigned char *out)
+// skip: NULL, or a launch's verdict (a faulty launch computes nothing)
+__global__ void hs_quantize_kernel(const float *x, int n_blocks_row, int n_cols, long long n_blocks, unsigned char *out,
+				   const int *skip)
 {
 	long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-	if (i >= n_blocks)
+	if (i >= n_blocks || (skip && *skip))
 		return;
 	long long row = i / n_blocks_row, b = i % n_blocks_row;
 	quantize_block(x + row * n_cols + b * QK, out + i * Q8_BYTES);
 }
 
-extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *xq, cudaStream_t stream)
+static cudaError_t quantize(const float *x, int n_rows, int n_cols, void *xq, const int *skip, cudaStream_t stream)
 {
 	long long nb = (long long)n_rows * (n_cols / QK);
 	if (nb == 0)
 		return cudaSuccess;
 	hs_quantize_kernel<<<(unsigned)((nb + 255) / 256), 256, 0, stream>>>(x, n_cols / QK, n_cols, nb,
-									   (unsigned char *)xq);
+									   (unsigned char *)xq, skip);
 	return cudaGetLastError();
+}
+
+extern "C" cudaError_t hs__gpu_quantize_q8_0(const float *x, int n_rows, int n_cols, void *xq, cudaStream_t stream)
+{
+	return quantize(x, n_rows, n_cols, xq, NULL, stream);
+}
+
+// one block of CHECK_THREADS: the launch's verdict for the kernels after it,
+// the first fault to the host
+__global__ void hs_ffn_check_kernel(struct hs_gpu_ffn a, int pairs)
+{
+	__shared__ unsigned long long first;
+	if (threadIdx.x == 0)
+		first = 0;
+	__syncthreads();
+	const unsigned long long f = check_thread(&a, pairs, threadIdx.x);
+	if (f)
+		atomicCAS(&first, 0ull, f);
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		*a.verdict = first != 0;
+		if (first && !*(volatile unsigned long long *)a.report)
+			*(volatile unsigned long long *)a.report = first;
+	}
 }
 
 // decode, grid (n_ff / 16 groups, pairs), WARPS warps: thread (warp w, lane
@@ -301,8 +349,8 @@ __global__ void hs_gate_up_kernel(struct hs_gpu_ffn a)
 	__shared__ float part[2][WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
-	if (!expert_present(&a, e))
-		return; // masked: this expert is never read
+	if (*a.verdict || e < 0) // a faulty launch, or masked: this expert is never read
+		return;
 	const unsigned char *base = expert_base(&a, e), *x = x_of_pair(&a, p);
 	float g = slot_partial(a.type[0], a.packed, base + a.off_gate, a.n_embd, r, slot, x);
 	float u = slot_partial(a.type[1], a.packed, base + a.off_up, a.n_embd, r, slot, x);
@@ -329,7 +377,7 @@ __global__ void hs_down_kernel(struct hs_gpu_ffn a)
 	__shared__ float part[WARPS][PACK_ROWS];
 	const int p = blockIdx.y, e = a.ids[p], w = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int i = lane % PACK_ROWS, slot = 2 * w + lane / PACK_ROWS, r = blockIdx.x * PACK_ROWS + i;
-	if (!expert_present(&a, e))
+	if (*a.verdict || e < 0)
 		return;
 	const unsigned char *base = expert_base(&a, e);
 	float v = slot_partial(a.type[2], a.packed, base + a.off_down, a.n_ff, r, slot, hq_of_pair(&a, p));
@@ -346,10 +394,10 @@ __global__ void hs_down_kernel(struct hs_gpu_ffn a)
 }
 
 // grouping: counts[e] = pairs of expert e; first[e] its start; list = pairs by expert
-__global__ void hs_count_kernel(const int *ids, int pairs, int *counts)
+__global__ void hs_count_kernel(const int *ids, int pairs, int *counts, const int *verdict)
 {
 	int p = blockIdx.x * blockDim.x + threadIdx.x;
-	if (p < pairs && ids[p] >= 0)
+	if (p < pairs && !*verdict && ids[p] >= 0)
 		atomicAdd(counts + ids[p], 1);
 }
 
@@ -365,27 +413,31 @@ __global__ void hs_scan_kernel(const int *counts, int n_experts, int *first, int
 	}
 }
 
-__global__ void hs_scatter_kernel(const int *ids, int pairs, int *cursor, int *list)
+__global__ void hs_scatter_kernel(const int *ids, int pairs, int *cursor, int *list, const int *verdict)
 {
 	int p = blockIdx.x * blockDim.x + threadIdx.x;
-	if (p < pairs && ids[p] >= 0)
+	if (p < pairs && !*verdict && ids[p] >= 0)
 		list[atomicAdd(cursor + ids[p], 1)] = p;
 }
 
 // prefill, grid (row tiles, experts, pair tiles)
-__global__ void hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+__global__ void __launch_bounds__(TILE_THREADS, 2) hs_tile_gate_up_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
+	if (*a.verdict)
+		return;
 	const int e = blockIdx.y, count = first[e + 1] - first[e];
-	if ((int)blockIdx.z * TILE_PAIRS >= count || !expert_present(&a, e))
+	if ((int)blockIdx.z * TILE_PAIRS >= count)
 		return; // no pairs here: no expert byte is read
 	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
 	tile_gate_up(&a, list, t, threadIdx.x);
 }
 
-__global__ void hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
+__global__ void __launch_bounds__(TILE_THREADS, 2) hs_tile_down_kernel(struct hs_gpu_ffn a, const int *first, const int *list)
 {
+	if (*a.verdict)
+		return;
 	const int e = blockIdx.y, count = first[e + 1] - first[e];
-	if ((int)blockIdx.z * TILE_PAIRS >= count || !expert_present(&a, e))
+	if ((int)blockIdx.z * TILE_PAIRS >= count)
 		return;
 	struct tile_pos t = { e, (int)blockIdx.x * TILE_ROWS, first[e], count, (int)blockIdx.z };
 	int pr[2], rw[4];
@@ -424,12 +476,15 @@ extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, c
 	if (pairs == 0)
 		return cudaSuccess;
 	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
+	hs_ffn_check_kernel<<<1, CHECK_THREADS, 0, stream>>>(a, pairs);
+	if ((e = cudaGetLastError()) != cudaSuccess)
+		return e;
 	if (pairs < PREFILL_MIN_PAIRS) {
 		dim3 g1(a.n_ff / PACK_ROWS, pairs), g2(a.n_embd / PACK_ROWS, pairs);
 		hs_gate_up_kernel<<<g1, WARPS * 32, 0, stream>>>(a);
 		if ((e = cudaGetLastError()) != cudaSuccess)
 			return e;
-		if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
+		if ((e = quantize(a.h, pairs, a.n_ff, a.hq, a.verdict, stream)) != cudaSuccess)
 			return e;
 		hs_down_kernel<<<g2, WARPS * 32, 0, stream>>>(a);
 		return cudaGetLastError();
@@ -439,9 +494,9 @@ extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, c
 	const unsigned gp = (pairs + 255) / 256;
 	if ((e = cudaMemsetAsync(counts, 0, sizeof(int) * a.n_experts, stream)) != cudaSuccess)
 		return e;
-	hs_count_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, counts);
+	hs_count_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, counts, a.verdict);
 	hs_scan_kernel<<<1, 32, 0, stream>>>(counts, a.n_experts, first, cursor);
-	hs_scatter_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, cursor, list);
+	hs_scatter_kernel<<<gp, 256, 0, stream>>>(a.ids, pairs, cursor, list, a.verdict);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
 	// any one expert has at most `pairs` pairs: tiles past its count return at once
@@ -450,7 +505,7 @@ extern "C" cudaError_t hs__gpu_ffn(const struct hs_gpu_ffn *in, void *scratch, c
 	hs_tile_gate_up_kernel<<<t1, TILE_THREADS, 0, stream>>>(a, first, list);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
-	if ((e = hs__gpu_quantize_q8_0(a.h, pairs, a.n_ff, a.hq, stream)) != cudaSuccess)
+	if ((e = quantize(a.h, pairs, a.n_ff, a.hq, a.verdict, stream)) != cudaSuccess)
 		return e;
 	hs_tile_down_kernel<<<t2, TILE_THREADS, 0, stream>>>(a, first, list);
 	return cudaGetLastError();
@@ -467,12 +522,16 @@ extern "C" int hs__gpu_ffn_emulate(const struct hs_gpu_ffn *in, void *scratch, i
 	if (pairs == 0)
 		return 0;
 	carve(&a, scratch, pairs, &counts, &first, &cursor, &list);
-	for (int p = 0; p < pairs; p++) {
-		if (a.ids[p] < -1 || a.ids[p] >= E)
-			return -EINVAL;
-		if (a.ids[p] >= 0 && a.slot_of[a.ids[p]] < 0)
-			return -ENOENT;
-	}
+	// the check kernel's threads; the first fault any of them finds (the
+	// kernel's atomicCAS takes whichever thread comes first)
+	unsigned long long fault = 0;
+	for (int tid = 0; tid < CHECK_THREADS && !fault; tid++)
+		fault = check_thread(&a, pairs, tid);
+	*a.verdict = fault != 0;
+	if (fault && !*a.report)
+		*a.report = fault;
+	if (*a.verdict)
+		return -EINVAL; // the kernels after the check compute nothing
 	if (!tiled) {
 		// each thread's partial, summed in the kernels' order
 		float part[SLOTS];

@@ -79,11 +79,13 @@ HD static inline size_t type_row_bytes(int type, int n)
 	return (size_t)(n / type_values(type)) * type_bytes(type);
 }
 
+// ggml's kvalues_iq4nl { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+// 25, 38, 53, 69, 89, 113 } as the bytes of two 64-bit constants (low
+// byte first), picked by a shift in registers rather than a local array.
 HD static inline int iq4nl_value(int nibble)
 {
-	// ggml's kvalues_iq4nl
-	const int8_t lut[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-	return lut[nibble & 15];
+	const unsigned long long half = nibble & 8 ? 0x7159453526190D01ull : 0xF6EADDCFBFAD9881ull;
+	return (int)(int8_t)(unsigned char)(half >> (8 * (nibble & 7)));
 }
 
 HD static inline unsigned u16_at(const unsigned char *p)

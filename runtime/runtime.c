@@ -281,9 +281,10 @@ static int setup_layer(hs_runtime *rt, int li)
 	}
 	L->device = 1;
 	L->rep.slots = n_cached;
-	/* host experts packed like slots: pin them and copy straight from them */
+	/* host experts packed like slots: pin them and copy straight from them
+	 * (registered between experts: one expert's copy stays in one piece) */
 	if (L->host.mem && hs__hybrid_can_direct(&L->h)) {
-		if (hs__device_pin(rt->d, L->host.mem, L->host.bytes, 0) == 0) {
+		if (hs__device_pin_units(rt->d, L->host.mem, L->host.bytes, L->h.pack.bytes, 0) == 0) {
 			L->pinned = 1;
 			L->h.direct = 1;
 		} else {

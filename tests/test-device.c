@@ -335,26 +335,86 @@ static void memory_rules(void)
 	CHECK(O->mem_info(dev->dev, &fr, &tot) == 0 && fr <= tot && tot > 0, "mem_info");
 	CHECK(O->alloc(dev->dev, (size_t)tot + ((size_t)1 << 30), &huge) == -ENOMEM && huge == NULL,
 	      "oversized allocation: %s", hs_last_error());
-	/* a launch the device refuses when it runs: id outside the experts (sim
-	 * checks at run time; the error comes back from queue_sync) */
-	if (is_sim) {
-		int32_t *ids = pinned(sizeof(int32_t) * 4), *slot = pinned(sizeof(int32_t) * 4);
-		for (int i = 0; i < 4; i++)
-			ids[i] = 9, slot[i] = 0;
-		struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .n_embd = 32, .n_ff = 32,
-					.n_experts = 4, .n_used = 4, .n = 1, .ids = ids, .slot_of = slot,
-					.pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, 32, 32, 0) };
-		CHECK(O->ffn(qc, &f) == 0, "launch refused early");
-		int rc = O->queue_sync(qc);
-		CHECK(rc == -EINVAL && strstr(hs_last_error(), "id 9"), "sticky error: rc %d, '%s'", rc, hs_last_error());
-		CHECK(O->queue_sync(qc) == 0, "the error was reported twice");
-		unpin_free(ids, sizeof(int32_t) * 4);
-		unpin_free(slot, sizeof(int32_t) * 4);
+	/* A launch the device refuses when it runs (the ids are device memory:
+	 * sim checks them at run time, CUDA's kernels check them first): an id
+	 * outside the experts, a routed expert without a slot.  The error comes
+	 * back from queue_sync, once, naming the id. */
+	{
+		int32_t *hv = pinned(sizeof(int32_t) * 8);
+		void *dv = NULL;
+		static const int32_t cases[2][8] = { { 9, 9, 9, 9, 0, 0, 0, 0 }, { 0, 1, 2, 3, 0, 0, -1, 0 } };
+		static const char *const want[2] = { "id 9", "expert 2" };
+		CHECK(hv && O->alloc(dev->dev, sizeof(int32_t) * 8, &dv) == 0, "%s", hs_last_error());
+		for (int k = 0; k < 2 && hv && dv; k++) {
+			memcpy(hv, cases[k], sizeof cases[k]);
+			CHECK(hs__dev_copy_h2d(dev, qc, dv, hv, sizeof(int32_t) * 8) == 0 && O->queue_sync(qc) == 0, "%s",
+			      hs_last_error());
+			struct hs_dev_ffn f = { .arch = &hs__arch_qwen3moe, .n_embd = 32, .n_ff = 32,
+						.n_experts = 4, .n_used = 4, .n = 1, .ids = dv,
+						.slot_of = (int32_t *)dv + 4,
+						.pack = hs__expert_pack_layout1(HS_TYPE_Q8_0, 32, 32, 0) };
+			CHECK(O->ffn(qc, &f) == 0, "launch refused early: %s", hs_last_error());
+			int rc = O->queue_sync(qc);
+			CHECK(rc == -EINVAL && strstr(hs_last_error(), want[k]), "sticky error: rc %d, '%s' (want '%s')", rc,
+			      hs_last_error(), want[k]);
+			CHECK(O->queue_sync(qc) == 0, "the error was reported twice");
+		}
+		if (dv)
+			O->free(dev->dev, dv);
+		unpin_free(hv, sizeof(int32_t) * 8);
 	}
 	O->free(dev->dev, d);
 	unpin_free(a, n);
 	unpin_free(b, n);
 	free(plain);
+}
+
+/* Pinned ranges of equal units (a layer's packed experts) are registered in
+ * pieces of whole units: every unit's copy lies in one registration, a copy
+ * across two is refused (cudaMemcpyAsync would refuse or stage it), and a
+ * range pinned byte-wise (the old rule) is cut inside a unit: the control
+ * that shows the check sees the cut.  Small pieces stand in for 1 GiB. */
+static void pin_pieces(void)
+{
+	const size_t unit = 10000, units = 20, chunk = (size_t)64 << 10; /* 6 units a piece */
+	const size_t bytes = unit * units, piece = chunk - chunk % unit;
+	const size_t saved = dev->pin_chunk;
+	uint8_t *h = NULL, *back = malloc(unit);
+	void *d = NULL;
+
+	CHECK(posix_memalign((void **)&h, 4096, bytes) == 0 && back && O->alloc(dev->dev, bytes, &d) == 0, "%s",
+	      hs_last_error());
+	if (!h || !back || !d)
+		goto out_free;
+	for (size_t i = 0; i < bytes; i++)
+		h[i] = (uint8_t)next();
+	dev->pin_chunk = chunk;
+	CHECK(hs__device_pin_units(dev, h, bytes, unit, 0) == 0, "pin in units: %s", hs_last_error());
+	for (size_t u = 0; u < units; u++) {
+		int rc = hs__dev_copy_h2d(dev, qx, (uint8_t *)d + u * unit, h + u * unit, unit);
+		CHECK(rc == 0, "unit %zu of %zu (pieces of %zu bytes): %s", u, units, piece, hs_last_error());
+	}
+	CHECK(O->copy_d2h(qx, back, (uint8_t *)d + 7 * unit, unit) == 0 && O->queue_sync(qx) == 0 &&
+		      memcmp(back, h + 7 * unit, unit) == 0,
+	      "unit 7 changed on the way: %s", hs_last_error());
+	/* units 5 and 6 meet at the first piece's end; 4 and 5 inside it */
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 5 * unit, 2 * unit) == -EINVAL &&
+		      strstr(hs_last_error(), "two registrations"),
+	      "a copy across two registrations taken: '%s'", hs_last_error());
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 4 * unit, 2 * unit) == 0, "%s", hs_last_error());
+	CHECK(O->queue_sync(qx) == 0, "%s", hs_last_error());
+	CHECK(hs__device_unpin(dev, h, bytes) == 0, "%s", hs_last_error());
+	/* the control: byte-wise pieces of 64 KiB cut unit 6 (60000..70000) */
+	CHECK(hs__device_pin(dev, h, bytes, 0) == 0, "%s", hs_last_error());
+	CHECK(hs__dev_copy_h2d(dev, qx, d, h + 6 * unit, unit) == -EINVAL,
+	      "byte-wise pieces: a unit across 64 KiB accepted (the check would miss the cut)");
+	CHECK(O->queue_sync(qx) == 0 && hs__device_unpin(dev, h, bytes) == 0, "%s", hs_last_error());
+	CHECK(hs__device_pin_units(dev, h, bytes, 0, 0) == -EINVAL, "units of 0 bytes accepted");
+out_free:
+	dev->pin_chunk = saved;
+	O->free(dev->dev, d);
+	free(h);
+	free(back);
 }
 
 /* Evicting a slot: its expert is no longer found, on the host mirror and
@@ -401,6 +461,7 @@ int main(void)
 		return 1;
 	}
 	memory_rules();
+	pin_pieces();
 	events();
 	slot_reuse();
 	evict();

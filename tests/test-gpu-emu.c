@@ -13,7 +13,9 @@
  * quantized again from floats that may differ in the last bit) and against
  * each other (1e-4), over odd shapes, 1..300 tokens, masked, duplicate and
  * all-masked ids, experts absent from the pool (slot -1); a routed expert
- * without a slot, float experts and a wrong interleave are refused.  Not
+ * without a slot or an id outside the experts is the sim's -EINVAL (the
+ * kernels' check, y left as it was), float experts and a wrong interleave
+ * are refused.  Not
  * covered here: launch geometry, shuffles, atomics (bench/gpu-check.sh on
  * a GPU).  SKIP in a build without CUDA. */
 #include "config.h"
@@ -132,13 +134,32 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 	double diff = rel_l2(y[1], y[0], (size_t)n * D);
 	CHECK(diff < 1e-4 || mask_mode == 2, "decode and tiled paths differ by %.3g (n=%d)", diff, n);
 	note(&worst_paths, diff);
-	/* a routed expert without a slot is an error, not a read before the pool */
+	/* A routed expert without a slot, or an id outside the experts, is the
+	 * sim's -EINVAL, not a read before the pool: the kernels' check finds
+	 * it in the last pair too (past the check's 256 threads when n = 300)
+	 * and the launch leaves y as it was. */
 	if (mask_mode == 0) {
-		const int32_t keep = ids[0];
-		ids[0] = E - 1;
-		for (int tiled = 0; tiled < 2; tiled++)
-			CHECK(hs__cuda_ffn_emulate(&f, tiled) == -EINVAL, "a routed expert without a slot accepted");
-		ids[0] = keep;
+		const int last = n * K - 1;
+		const int32_t keep = ids[last];
+		static const char *const what[2] = { "has no slot", "outside" };
+		float *y0 = malloc(sizeof(float) * (size_t)n * D);
+		for (int bad = 0; bad < 2 && y0; bad++) {
+			ids[last] = bad ? E : E - 1;
+			for (int tiled = 0; tiled < 2; tiled++) {
+				char want[32];
+				f.y = y[tiled];
+				memcpy(y0, y[tiled], sizeof(float) * (size_t)n * D);
+				int rc = hs__cuda_ffn_emulate(&f, tiled);
+				snprintf(want, sizeof want, bad ? "id %d " : "expert %d ", ids[last]);
+				CHECK(rc == -EINVAL && strstr(hs_last_error(), want) && strstr(hs_last_error(), what[bad]),
+				      "%s id %d in pair %d: rc %d, '%s'", bad ? "an out-of-range" : "an unslotted", ids[last],
+				      last, rc, hs_last_error());
+				CHECK(memcmp(y0, y[tiled], sizeof(float) * (size_t)n * D) == 0,
+				      "a launch with a fault changed y (%s path)", tiled ? "tiled" : "decode");
+			}
+		}
+		free(y0);
+		ids[last] = keep;
 	}
 	free(scratch);
 	free(cpu);

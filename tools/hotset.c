@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "device/device-cuda.h"
 #include "tools/tools.h"
 
 struct hs_cli hs_cli;
@@ -189,7 +190,15 @@ int main(int argc, char **argv)
 	if (hs_cli.verbose)
 		hs_log_set(hs_cli.verbose >= 2 ? HS_LOG_DEBUG : HS_LOG_INFO, NULL, NULL);
 	if (version) {
+		char blas[400];
+		int rc = hs__cuda_blas_status(blas, sizeof blas);
 		printf("hotset %s\n%s\n%s\n", hs_version(), hs_build_info(), hs_cuda_status());
+		/* which path the CUDA prefill products of float weights take */
+		if (rc == 0)
+			printf("cuBLAS: %s (float-weight products of more than 8 tokens; HOTSET_CUBLAS=0: the tile kernel)\n",
+			       blas);
+		else if (rc != -ENOSYS)
+			printf("cuBLAS: not used: %s; the tile kernel takes every product\n", blas);
 		return 0;
 	}
 	if (optind >= argc) {
