@@ -166,7 +166,10 @@ static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa, soc
 			snprintf(msg, sizeof msg,
 				 "this client holds %d connections (--max-conns-per-client %d): retry later", same,
 				 s->o.max_conns_client);
-		send_answer(fd, 503, "unavailable_error", "too_many_connections", msg, 1);
+		pthread_mutex_lock(&s->mu);
+		int after = hs_srv_retry_after(s); /* as for a full queue: when a sequence is likely free */
+		pthread_mutex_unlock(&s->mu);
+		send_answer(fd, 503, "unavailable_error", "too_many_connections", msg, after);
 		hs_srv_http_count(s, NULL, 0, 503);
 		linger(g, NULL, fd);
 		return;
