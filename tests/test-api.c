@@ -498,6 +498,8 @@ static void test_runtime(void)
 	BAD(hs_runtime_reset(NULL));
 	BAD_PTR(hs_runtime_model_info(NULL));
 	BAD_PTR(hs_runtime_describe(NULL));
+	BAD(hs_runtime_set_threads(NULL, 1));
+	BAD(hs_runtime_threads(NULL));
 
 	o = def, o.device = "bogus";
 	bad_open(tiny, o, "device bogus", "cpu, sim, cuda");
@@ -574,6 +576,11 @@ static void test_runtime(void)
 	BAD(hs_runtime_set_cache_policy(rt, "lru", -1));
 	OK(hs_runtime_set_cache_policy(rt, "lfu", 0));
 	OK(hs_runtime_reset(rt));
+	BAD(hs_runtime_set_threads(rt, 0));
+	BAD(hs_runtime_set_threads(rt, -3));
+	BAD(hs_runtime_set_threads(rt, 1 << 20));
+	OK(hs_runtime_set_threads(rt, 1));
+	CHECK(hs_runtime_threads(rt) == 1, "threads after set: %d", hs_runtime_threads(rt));
 	OK(hs_runtime_forward(rt, 0, 4, x, NULL, NULL, y));
 	hs_runtime_close(rt);
 }
@@ -601,6 +608,11 @@ static void test_context(void)
 	BAD(hs_context_seq_keep(NULL, 0, 0));
 	BAD(hs_context_stats(NULL, &st));
 	hs_context_stats_reset(NULL);
+	BAD(hs_context_seq_rm(NULL, 0, 0, 1));
+	BAD(hs_context_seq_cp(NULL, 0, 1, 0, 1));
+	BAD(hs_context_seq_save(NULL, 0, "/tmp/hs-test-api.state", NULL, 0));
+	BAD(hs_context_seq_load(NULL, 0, "/tmp/hs-test-api.state", NULL, 0, NULL));
+	BAD(hs_context_set_abort(NULL, NULL, NULL));
 
 	/* on the sim device (the dense part and the KV cache in its memory),
 	 * planned for 64 positions of one sequence */
@@ -641,6 +653,15 @@ static void test_context(void)
 		BAD(hs_context_seq_clear(c, -1));
 		BAD(hs_context_seq_keep(c, 0, 1));
 		BAD(hs_context_stats(c, NULL));
+		BAD(hs_context_seq_rm(c, 2, 0, 1));
+		BAD(hs_context_seq_rm(c, 0, 1, 0));
+		BAD(hs_context_seq_cp(c, 0, 0, 0, 1));
+		BAD(hs_context_seq_cp(c, 0, 5, 0, 1));
+		BAD(hs_context_seq_save(c, 0, NULL, NULL, 0));
+		BAD(hs_context_seq_save(c, 9, "/tmp/hs-test-api.state", NULL, 0));
+		BAD(hs_context_seq_load(c, 0, NULL, NULL, 0, NULL));
+		CHECK(hs_context_seq_load(c, 0, "/nonexistent/hs-state", NULL, 0, NULL) < 0, "load of a missing file");
+		OK(hs_context_set_abort(c, NULL, NULL));
 		/* logits are counted among the entries that asked for them */
 		struct hs_token b[3] = { { 1, 0, 0, 0 }, { 2, 1, 0, 1 }, { 3, 0, 1, 0 } };
 		OK(hs_decode(c, 3, b));
