@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cpu_kernels/dense.h"
+#include "cpu_kernels/moe.h"
 #include "cpu_kernels/repack.h"
 #include "base/error.h"
 
@@ -212,6 +213,23 @@ void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *
 {
 #pragma omp parallel num_threads(nthreads > 0 ? nthreads : omp_get_max_threads())
 	hs__get_rows(dops, type, w, row_bytes, cols, n, ids, y, y_stride, omp_get_thread_num(), omp_get_num_threads());
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------- */
+
+void hs__swiglu(float *g, const float *u, size_t n, int ith, int nth)
+{
+	long lo, hi;
+
+	hs__share((long)n, ith, nth, &lo, &hi);
+	for (long i = lo; i < hi; i++)
+		g[i] = hs__act_silu_mul_f(g[i], u[i]);
+}
+
+void hs__swiglu_ref(float *g, const float *u, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		g[i] = (float)hs__act_silu_mul(g[i], u[i]);
 }
 
 /* ---- RMSNorm ----------------------------------------------------------------- */

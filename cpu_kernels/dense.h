@@ -169,6 +169,13 @@ void hs__rope_apply(const struct hs_dense_ops *dops, int n_rot, float *x, size_t
 void hs__rope_ref(const struct hs_rope *r, float *x, size_t x_stride, int n, int n_head, int head_dim,
 		  const int32_t *pos);
 
+/* ---- SwiGLU of a dense FFN (glm4moe's dense layers and shared experts) ----
+ * g[i] = silu(g[i]) * u[i] for i < n (moe.h's hs__act_silu_mul_f), the
+ * items split into contiguous runs over threads. */
+void hs__swiglu(float *g, const float *u, size_t n, int ith, int nth);
+/* The same in double (hs__act_silu_mul), rounded once. */
+void hs__swiglu_ref(float *g, const float *u, size_t n);
+
 /* ---- OpenMP drivers of the single-step ops (tests, benchmarks) ----------- */
 void hs__get_rows_omp(const struct hs_dense_ops *dops, int type, const uint8_t *w, size_t row_bytes, int cols, int n,
 		      const int32_t *ids, float *y, size_t y_stride, int nthreads);

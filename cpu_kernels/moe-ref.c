@@ -39,6 +39,31 @@ void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t
 		weights[j] = (float)(exp(logits[ids[j]] - max) / sum);
 }
 
+void hs__gating_sel(const struct hs_moe_layer *l, const double *logits, int32_t *ids, float *weights)
+{
+	const int n = l->n_experts, k = l->n_used;
+	double p[HS_SEL_MAX_EXPERTS], pick[HS_SEL_MAX_EXPERTS], max = logits[0], sum = 0;
+
+	for (int e = 1; e < n; e++)
+		max = logits[e] > max ? logits[e] : max;
+	for (int e = 0; e < n; e++) {
+		p[e] = l->sel.softmax ? exp(logits[e] - max) : 1 / (1 + exp(-logits[e]));
+		sum += p[e];
+	}
+	for (int e = 0; e < n; e++) {
+		if (l->sel.softmax)
+			p[e] /= sum;
+		pick[e] = p[e] + (l->sel.bias ? l->sel.bias[e] : 0);
+	}
+	topk(pick, n, k, ids);
+	sum = 0;
+	for (int j = 0; j < k; j++)
+		sum += p[ids[j]];
+	const double div = l->sel.norm ? (sum > 0x1p-14 ? sum : 0x1p-14) : 1;
+	for (int j = 0; j < k; j++)
+		weights[j] = (float)(p[ids[j]] / div * l->sel.scale);
+}
+
 double hs__act_gpt_oss(double g, double u)
 {
 	g = g > 7 ? 7 : g;
@@ -95,8 +120,11 @@ int hs__moe_route_ref(const struct hs_moe_layer *l, int n, const float *x, int32
 			hs__dequantize_row_ref(l->router_type, l->router + (size_t)e * rb, row, l->n_embd);
 			logits[e] = dot(row, x + (size_t)t * l->n_embd, l->n_embd) + (l->router_b ? l->router_b[e] : 0);
 		}
-		l->arch->gating(logits, l->n_experts, l->n_used, ids + (size_t)t * l->n_used,
-				weights + (size_t)t * l->n_used);
+		if (l->arch->gating_sel)
+			l->arch->gating_sel(l, logits, ids + (size_t)t * l->n_used, weights + (size_t)t * l->n_used);
+		else
+			l->arch->gating(logits, l->n_experts, l->n_used, ids + (size_t)t * l->n_used,
+					weights + (size_t)t * l->n_used);
 	}
 	free(row);
 	free(logits);

@@ -12,6 +12,8 @@
  * entries themselves are model knowledge (model/arch.c). */
 enum hs_act { HS_ACT_SWIGLU_OAI, HS_ACT_SILU_MUL };
 
+struct hs_moe_layer;
+
 struct hs_moe_arch {
 	const char *name;         /* general.architecture in GGUF */
 	int has_bias;             /* expert gate/up/down biases and router bias */
@@ -22,6 +24,11 @@ struct hs_moe_arch {
 	float (*activation_f)(float g, float u); /* the same in float, for the fast kernels */
 	/* the gating in float, for the fast router (cpu_kernels/router.h) */
 	void (*gating_f)(const float *logits, int n_experts, int k, int32_t *ids, float *weights);
+	/* Or gating that needs the layer's own values (glm4moe: scores, a
+	 * choice bias, normalisation and scale; struct hs_moe_layer.sel): when
+	 * set, the routers call these instead of gating and gating_f. */
+	void (*gating_sel)(const struct hs_moe_layer *l, const double *logits, int32_t *ids, float *weights);
+	void (*gating_sel_f)(const struct hs_moe_layer *l, const float *logits, int32_t *ids, float *weights);
 };
 
 void hs__gating_topk_softmax(const double *logits, int n_experts, int k, int32_t *ids, float *weights);
@@ -32,6 +39,14 @@ double hs__act_gpt_oss(double g, double u);   /* min/clamp at 7, g*sigmoid(1.702
 double hs__act_silu_mul(double g, double u);  /* silu(g) * u */
 float hs__act_gpt_oss_f(float g, float u);
 float hs__act_silu_mul_f(float g, float u);
+/* glm4moe's gating (the layer's sel): p = sigmoid(logits) (softmax over all
+ * when sel.softmax); the k largest p + sel.bias chosen (the bias picks,
+ * it does not weigh; lower id first on ties), best first; weights the
+ * chosen p, divided by their sum (clamped at 2^-14) when sel.norm, times
+ * sel.scale. */
+#define HS_SEL_MAX_EXPERTS 1024 /* the most experts these take (model.c holds files to it) */
+void hs__gating_sel(const struct hs_moe_layer *l, const double *logits, int32_t *ids, float *weights);
+void hs__gating_sel_f(const struct hs_moe_layer *l, const float *logits, int32_t *ids, float *weights);
 
 enum { HS_GATE, HS_UP, HS_DOWN }; /* the three matrices of an expert */
 
@@ -49,6 +64,12 @@ struct hs_moe_layer {
 	int router_type;                   /* f32, f16 or bf16 */
 	const uint8_t *router;             /* E rows of n_embd values */
 	const float *router_b;             /* [E] or NULL */
+	struct hs_moe_sel {                /* what arch->gating_sel reads (glm4moe) */
+		const float *bias;         /* [E] exp_probs_b: added to the scores to choose, or NULL */
+		int softmax;               /* scores by softmax over all experts, not sigmoid */
+		int norm;                  /* the chosen weights divided by their sum */
+		float scale;               /* the weights times this */
+	} sel;
 	/* Or, when pool is set, every expert is one packed block (a device
 	 * slot): expert e at pool + slot_of[e] * pool_stride, laid out as pack
 	 * says (matrices row-interleaved when pack.packed_rows is set, see

@@ -34,6 +34,37 @@ void hs__gating_topk_softmax_f(const float *logits, int n_experts, int k, int32_
 		weights[j] /= sum;
 }
 
+void hs__gating_sel_f(const struct hs_moe_layer *l, const float *logits, int32_t *ids, float *weights)
+{
+	const int n = l->n_experts, k = l->n_used;
+	float p[HS_SEL_MAX_EXPERTS], pick[HS_SEL_MAX_EXPERTS], max = logits[0], sum = 0;
+	int32_t order[HS_SEL_MAX_EXPERTS];
+	float w[HS_SEL_MAX_EXPERTS];
+
+	for (int e = 1; e < n; e++)
+		max = logits[e] > max ? logits[e] : max;
+	for (int e = 0; e < n; e++) {
+		p[e] = l->sel.softmax ? expf(logits[e] - max) : 1 / (1 + expf(-logits[e]));
+		sum += p[e];
+	}
+	for (int e = 0; e < n; e++) {
+		if (l->sel.softmax)
+			p[e] /= sum;
+		pick[e] = p[e] + (l->sel.bias ? l->sel.bias[e] : 0);
+	}
+	/* the top k of the biased scores, as the softmax gating picks them (its
+	 * weights are thrown away) */
+	hs__gating_topk_softmax_f(pick, n, k, order, w);
+	sum = 0;
+	for (int j = 0; j < k; j++) {
+		ids[j] = order[j];
+		sum += p[order[j]];
+	}
+	const float div = l->sel.norm ? (sum > 0x1p-14f ? sum : 0x1p-14f) : 1;
+	for (int j = 0; j < k; j++)
+		weights[j] = p[ids[j]] / div * l->sel.scale;
+}
+
 size_t hs__route_scratch_bytes(const struct hs_moe_layer *l, int n)
 {
 	return ((size_t)(n > 0 ? n : 0) * (size_t)l->n_experts * sizeof(float) + 63) & ~(size_t)63;
@@ -50,7 +81,7 @@ int hs__route_prepare(struct hs_route_job *job)
 	if (l->n_used < 1 || l->n_used > l->n_experts)
 		return hs__error(EINVAL, "router: %d experts used of %d (1..%d)", l->n_used, l->n_experts,
 				 l->n_experts);
-	if (!l->arch || !l->arch->gating_f)
+	if (!l->arch || (!l->arch->gating_f && !l->arch->gating_sel_f))
 		return hs__error(EINVAL, "router: the architecture has no float gating");
 	job->logits = job->scratch;
 	job->mm = (struct hs_matmul_job){
@@ -79,9 +110,15 @@ void hs__route_step_gate(struct hs_route_job *job, int ith, int nth)
 {
 	const struct hs_moe_layer *l = job->layer;
 
-	for (int t = ith; t < job->n; t += nth)
-		l->arch->gating_f(job->logits + (size_t)t * l->n_experts, l->n_experts, l->n_used,
-				  job->ids + (size_t)t * l->n_used, job->weights + (size_t)t * l->n_used);
+	for (int t = ith; t < job->n; t += nth) {
+		const float *logits = job->logits + (size_t)t * l->n_experts;
+		int32_t *ids = job->ids + (size_t)t * l->n_used;
+		float *weights = job->weights + (size_t)t * l->n_used;
+		if (l->arch->gating_sel_f)
+			l->arch->gating_sel_f(l, logits, ids, weights);
+		else
+			l->arch->gating_f(logits, l->n_experts, l->n_used, ids, weights);
+	}
 }
 
 static void route_logits(void *job, int ith, int nth)

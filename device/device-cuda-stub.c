@@ -66,6 +66,12 @@ int hs__cuda_add_emulate(float *y, const float *x, size_t n)
 	return no_cuda();
 }
 
+int hs__cuda_swiglu_emulate(float *g, const float *u, size_t n)
+{
+	(void)g; (void)u; (void)n;
+	return no_cuda();
+}
+
 int hs__cuda_blas_status(char *why, size_t why_len)
 {
 	if (why && why_len)

@@ -685,6 +685,18 @@ int hs__cuda_add_emulate(float *y, const float *x, size_t n)
 	return 0;
 }
 
+static int dev_swiglu(hs_queue *q, float *g, const float *u, size_t n)
+{
+	cudaError_t e = hs__gpu_swiglu(g, u, n, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "swiglu kernel", q->dev);
+}
+
+int hs__cuda_swiglu_emulate(float *g, const float *u, size_t n)
+{
+	hs__gpu_swiglu_emulate(g, u, n);
+	return 0;
+}
+
 int hs__cuda_blas_status(char *why, size_t why_len)
 {
 	return hs__gpu_blas_load(why, why_len);
@@ -733,6 +745,7 @@ static const struct hs_dev_ops cuda_ops = {
 	.attn_scratch_bytes = dev_attn_scratch,
 	.attention = dev_attention,
 	.add = dev_add,
+	.swiglu = dev_swiglu,
 };
 
 const struct hs_dev_ops *hs__dev_cuda_ops(void)

@@ -127,3 +127,27 @@ int hs__sim_add(hs_queue *q, float *y, const float *x, size_t n)
 	struct add_args a = { y, x, n };
 	return hs__sim_call(q, run_add, &a, sizeof a);
 }
+
+struct swiglu_args {
+	float *g;
+	const float *u;
+	size_t n;
+};
+
+static void swiglu_step(void *args, int ith, int nth)
+{
+	const struct swiglu_args *a = args;
+	hs__swiglu(a->g, a->u, a->n, ith, nth);
+}
+
+static int run_swiglu(const void *args, int threads)
+{
+	hs__omp_steps((void *)args, swiglu_step, NULL, threads);
+	return 0;
+}
+
+int hs__sim_swiglu(hs_queue *q, float *g, const float *u, size_t n)
+{
+	struct swiglu_args a = { g, u, n };
+	return hs__sim_call(q, run_swiglu, &a, sizeof a);
+}

@@ -632,4 +632,5 @@ const struct hs_dev_ops hs__dev_sim_ops = {
 	.attn_scratch_bytes = hs__sim_attn_scratch_bytes,
 	.attention = hs__sim_attention,
 	.add = hs__sim_add,
+	.swiglu = hs__sim_swiglu,
 };

@@ -152,6 +152,7 @@ struct hs_dev_ops {
 	size_t (*attn_scratch_bytes)(int n, int n_head, int n_head_kv, int head_dim, int n_cells);
 	int (*attention)(hs_queue *q, const struct hs_dev_attn *a);
 	int (*add)(hs_queue *q, float *y, const float *x, size_t n); /* y += x */
+	int (*swiglu)(hs_queue *q, float *g, const float *u, size_t n); /* g = silu(g) * u (dense.h hs__swiglu) */
 };
 
 /* The backends: sim always; CUDA in CUDA builds, else NULL. */

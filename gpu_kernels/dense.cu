@@ -745,3 +745,28 @@ extern "C" void hs__gpu_add_emulate(float *y, const float *x, size_t n)
 	const struct add_args a = { y, x };
 	flat_emulate<struct add_args, add_item>(&a, (long long)n);
 }
+
+// ---- g = silu(g) * u (a dense FFN's SwiGLU) -------------------------------------------
+
+struct swiglu_args {
+	float *g;
+	const float *u;
+};
+
+HD static inline void swiglu_item(const struct swiglu_args *a, long long i)
+{
+	const float g = a->g[i];
+	a->g[i] = g / (1.0f + expf(-g)) * a->u[i];
+}
+
+extern "C" cudaError_t hs__gpu_swiglu(float *g, const float *u, size_t n, cudaStream_t stream)
+{
+	const struct swiglu_args a = { g, u };
+	return flat_launch<struct swiglu_args, swiglu_item>(&a, (long long)n, stream);
+}
+
+extern "C" void hs__gpu_swiglu_emulate(float *g, const float *u, size_t n)
+{
+	const struct swiglu_args a = { g, u };
+	flat_emulate<struct swiglu_args, swiglu_item>(&a, (long long)n);
+}

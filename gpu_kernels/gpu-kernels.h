@@ -187,6 +187,9 @@ void hs__gpu_attention_emulate(const struct hs_gpu_attn *a, void *scratch, int n
 /* y[i] += x[i] for i < n */
 cudaError_t hs__gpu_add(float *y, const float *x, size_t n, cudaStream_t stream);
 void hs__gpu_add_emulate(float *y, const float *x, size_t n);
+/* g[i] = silu(g[i]) * u[i] for i < n */
+cudaError_t hs__gpu_swiglu(float *g, const float *u, size_t n, cudaStream_t stream);
+void hs__gpu_swiglu_emulate(float *g, const float *u, size_t n);
 
 #ifdef __cplusplus
 }

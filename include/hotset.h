@@ -141,7 +141,7 @@ typedef struct hs_model hs_model;
 
 /* The MoE part of a model file, as read from its GGUF metadata and tensors. */
 struct hs_model_info {
-	const char *arch;            /* "gpt-oss" or "qwen3moe" */
+	const char *arch;            /* "gpt-oss", "qwen3moe" or "glm4moe" */
 	const char *name;            /* general.name, or "" */
 	int n_layers;                /* {arch}.block_count */
 	int n_moe_layers;            /* layers with expert tensors */
@@ -171,7 +171,16 @@ struct hs_model_info {
 	int n_ctx_train;             /* {arch}.context_length */
 	int swa_window;              /* sliding window of the windowed layers (0 = none) */
 	uint64_t dense_bytes;        /* attention and output weights: what a token reads besides
-					its experts (routers, norms and token_embd not counted) */
+					its experts (routers, norms and token_embd not counted); with
+					glm4moe also the dense FFN layers and the shared experts */
+	/* glm4moe (0 elsewhere) */
+	int n_nextn_layers;          /* MTP ("nextn") layers the file holds after the n_layers it runs:
+					not loaded, not run (block_count = n_layers + these) */
+	int n_dense_ffn_layers;      /* leading layers with a dense FFN instead of experts */
+	int n_ff_dense;              /* their intermediate size */
+	int n_ff_shared;             /* the shared expert's intermediate size (0 = none) */
+	uint64_t shared_expert_bytes; /* all layers' shared experts (run for every token) */
+	uint64_t dense_ffn_bytes;    /* all dense FFN layers */
 };
 
 /* Where one expert's pieces lie in the file (byte offset, length); in a
@@ -595,6 +604,12 @@ struct hs_model_desc {
 					 the routers stay on the host), each tensor rounded up to 256
 					 bytes as its own device allocation */
 	int dense_device_tensors;     /* how many tensors that is */
+	/* dense SwiGLU FFNs beside the attention (glm4moe's leading dense layers and shared
+	   experts: in dense_device_bytes, on the device with the attention, run for every token) */
+	int ffn_ff;                   /* the widest one's intermediate size (0 = none) */
+	int ffn_gate_type, ffn_down_type; /* its gate/up and down matrices' ggml types */
+	uint64_t ffn_macs;            /* multiply-adds per token of all of them */
+	uint64_t shared_expert_bytes; /* the shared experts' part of dense_device_bytes */
 };
 
 /* Model descriptions of the known models (the shapes the `gen` presets

@@ -7,14 +7,20 @@
 #include "model/arch.h"
 
 const struct hs_moe_arch hs__arch_gpt_oss = { "gpt-oss", 1, HS_ACT_SWIGLU_OAI, hs__gating_topk_softmax,
-					       hs__act_gpt_oss, hs__act_gpt_oss_f, hs__gating_topk_softmax_f };
+					       hs__act_gpt_oss, hs__act_gpt_oss_f, hs__gating_topk_softmax_f, NULL, NULL };
 /* Qwen3 MoE takes a softmax over all experts, then the top k, renormalised
  * (norm_topk_prob): the full softmax's denominator cancels, so that is the
  * same as gpt-oss's softmax over the k chosen logits. */
 const struct hs_moe_arch hs__arch_qwen3moe = { "qwen3moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
-						hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f };
+						hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f, NULL, NULL };
 
-static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
+/* GLM-4.5/4.6 routes by sigmoid scores plus a per-expert bias that only
+ * picks (exp_probs_b), weighs by the unbiased scores, normalised and scaled
+ * as the file says (the layer's sel, model.c); its experts are SwiGLU. */
+const struct hs_moe_arch hs__arch_glm4moe = { "glm4moe", 0, HS_ACT_SILU_MUL, NULL, hs__act_silu_mul,
+					       hs__act_silu_mul_f, NULL, hs__gating_sel, hs__gating_sel_f };
+
+static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe, &hs__arch_glm4moe };
 
 const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
 {
@@ -28,8 +34,11 @@ const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
  * with a sliding one (llama.cpp's swa pattern 2); its pre-MoE norm is
  * called post_attention_norm. */
 static const struct hs_model_arch model_archs[] = {
-	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2 },
-	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0 },
+	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2, 0 },
+	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0, 0 },
+	/* glm4moe: q/k/v biases and q/k norms where the file has them, leading
+	 * dense FFN layers and a shared expert (whole.c's glm4moe part) */
+	{ &hs__arch_glm4moe, "post_attention_norm", 0, 0, 0, 0, 1 },
 };
 
 const struct hs_model_arch *hs__model_arch_find(const char *name, size_t len)

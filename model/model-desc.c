@@ -111,6 +111,20 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 		dense_tensor(out, L->sinks ? 4 * (uint64_t)hp->n_head : 0);
 		dense_tensor(out, L->q_norm ? 4 * (uint64_t)hp->head_dim : 0);
 		dense_tensor(out, L->k_norm ? 4 * (uint64_t)hp->head_dim : 0);
+		if (!L->ffn_gate.data)
+			continue;
+		const struct hs_weight *f[3] = { &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+		for (int i = 0; i < 3; i++) {
+			dense_tensor(out, weight_bytes(f[i]));
+			out->ffn_macs += (uint64_t)f[i]->rows * f[i]->cols;
+			if (!L->ffn_dense)
+				out->shared_expert_bytes += weight_bytes(f[i]);
+		}
+		if (L->ffn_gate.rows > out->ffn_ff) {
+			out->ffn_ff = L->ffn_gate.rows;
+			out->ffn_gate_type = L->ffn_gate.type;
+			out->ffn_down_type = L->ffn_down.type;
+		}
 	}
 }
 

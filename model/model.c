@@ -10,6 +10,7 @@
 #include "cpu_kernels/formats.h"
 #include "model/arch.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "model/model.h"
 #include "model/whole.h"
 
@@ -28,6 +29,7 @@ struct hs_model {
 	struct hs_whole *whole;       /* NULL: not a whole model, whole_why says why */
 	char whole_why[320];
 	char expert_types[224];       /* hs_model_info.expert_types */
+	struct hs_moe_sel sel;        /* glm4moe's gating keys (every MoE layer's, bias aside) */
 };
 
 static const char *const part[3] = { "gate", "up", "down" };
@@ -212,10 +214,81 @@ static int load_layer(hs_model *m, const char *path, int i)
 	l->router_type = r->type;
 	l->router = r->data;
 	l->router_b = rb ? (const float *)rb->data : NULL;
+	if (l->arch->gating_sel) {
+		const struct hs_gguf_tensor *pb = tensor(m, i, "exp_probs_b.bias");
+		if (!pb)
+			return hs__error(EINVAL, "%s: layer %d: %s needs tensor blk.%d.exp_probs_b.bias", path, i, m->arch, i);
+		if (pb->type != HS_TYPE_F32 || !shape_is(pb, 1, in->n_experts, 1, 1))
+			return bad_shape(path, pb, "f32 {experts}");
+		l->sel = m->sel;
+		l->sel.bias = (const float *)(const void *)pb->data;
+		in->router_bytes += pb->size;
+	}
 	in->n_moe_layers++;
 	in->router_bytes += r->size + (rb ? rb->size : 0);
 	for (int p = 0; p < 3; p++)
 		in->expert_bytes += L->w[p]->size + (L->b[p] ? L->b[p]->size : 0);
+	return 0;
+}
+
+/* glm4moe's gating keys, as llama.cpp reads them: expert_gating_func
+ * (1 softmax, 2 sigmoid; absent: sigmoid), expert_weights_norm (absent: no),
+ * expert_weights_scale (absent or 0: 1). */
+static int gating_keys(hs_model *m, const char *path)
+{
+	struct hs_model_info *in = &m->info;
+	const struct hs_gguf_kv *kv;
+	char full[128];
+	int func = 2;
+	int rc;
+
+	if ((rc = meta_int(m, path, "expert_gating_func", 0, &func)))
+		return rc;
+	if (func != 1 && func != 2)
+		return hs__error(EINVAL, "%s: %s.expert_gating_func %d (1 softmax or 2 sigmoid)", path, m->arch, func);
+	m->sel.softmax = func == 1;
+	snprintf(full, sizeof full, "%s.expert_weights_norm", m->arch);
+	if ((kv = hs__gguf_find_kv(m->g, full))) {
+		if (kv->type != HS_GGUF_BOOL)
+			return hs__error(EINVAL, "%s: metadata '%s' is %s, not a bool", path, full, hs__gguf_vtype_name(kv->type));
+		m->sel.norm = kv->value[0] != 0;
+	}
+	snprintf(full, sizeof full, "%s.expert_weights_scale", m->arch);
+	m->sel.scale = 1;
+	rc = hs__gguf_get_f32(m->g, full, &m->sel.scale);
+	if (rc && rc != -ENOENT)
+		return hs__error(EINVAL, "%s: %s", path, hs_last_error());
+	if (rc == -ENOENT || m->sel.scale == 0)
+		m->sel.scale = 1;
+	if (!(m->sel.scale > 0 && m->sel.scale <= 1000))
+		return hs__error(EINVAL, "%s: %s = %g (0..1000 allowed)", path, full, (double)m->sel.scale);
+	if (in->n_experts > HS_SEL_MAX_EXPERTS)
+		return hs__error(EINVAL, "%s: %d experts (%s: at most %d)", path, in->n_experts, m->arch, HS_SEL_MAX_EXPERTS);
+	return 0;
+}
+
+/* MTP ("nextn") layers: the last nextn_predict_layers blocks predict a
+ * further token for speculative decoding; plain decoding runs the trunk
+ * only (as llama.cpp does), so they are left out of n_layers here. */
+static int nextn_layers(hs_model *m, const char *path)
+{
+	struct hs_model_info *in = &m->info;
+	char full[128];
+	uint64_t nextn = 0;
+
+	snprintf(full, sizeof full, "%s.nextn_predict_layers", m->arch);
+	int rc = hs__gguf_get_u64(m->g, full, &nextn);
+	if (rc && rc != -ENOENT)
+		return hs__error(EINVAL, "%s: %s", path, hs_last_error());
+	if (nextn == 0)
+		return 0;
+	if (nextn >= (uint64_t)in->n_layers)
+		return hs__error(EINVAL, "%s: %s %llu, but block_count is %d (the trunk needs a layer)", path, full,
+				 (unsigned long long)nextn, in->n_layers);
+	in->n_nextn_layers = (int)nextn;
+	in->n_layers -= (int)nextn;
+	hs__log(HS_LOG_INFO, "%s: %d MTP (nextn) layer%s after layer %d skipped: not run for plain decoding", path,
+		in->n_nextn_layers, nextn > 1 ? "s" : "", in->n_layers - 1);
 	return 0;
 }
 
@@ -251,7 +324,7 @@ int hs_model_open(const char *path, hs_model **out)
 	}
 	const struct hs_moe_arch *arch = hs__arch_find(m->arch, strlen(m->arch));
 	if (!arch) {
-		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe)", path, m->arch);
+		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe, glm4moe)", path, m->arch);
 		goto out_free;
 	}
 	in->arch = arch->name;
@@ -263,6 +336,8 @@ int hs_model_open(const char *path, hs_model **out)
 	    (rc = meta_int(m, path, "expert_used_count", 1, &in->n_used)) ||
 	    (rc = meta_int(m, path, "embedding_length", 1, &in->n_embd)) ||
 	    (rc = meta_int(m, path, "expert_feed_forward_length", 0, &ff_meta)))
+		goto out_free;
+	if (arch->gating_sel && ((rc = gating_keys(m, path)) || (rc = nextn_layers(m, path))))
 		goto out_free;
 	if (in->n_used > in->n_experts) {
 		rc = hs__error(EINVAL, "%s: %s.expert_used_count %d exceeds expert_count %d", path, m->arch, in->n_used,
@@ -306,8 +381,20 @@ int hs_model_open(const char *path, hs_model **out)
 	if ((rc = hs__whole_describe(m->g, m->arch, path, in->n_layers, in->n_embd, &m->whole, m->whole_why,
 				     sizeof m->whole_why)))
 		goto out_free;
+	for (int i = 0; m->whole && i < in->n_layers; i++)
+		if (!m->layers[i].moe == !m->whole->layers[i].ffn_dense) { /* the forward pass runs one or the other */
+			snprintf(m->whole_why, sizeof m->whole_why, "%s: layer %d has %s", path, i,
+				 m->layers[i].moe ? "experts and a dense FFN" : "neither experts nor a dense FFN");
+			hs__whole_free(m->whole);
+			m->whole = NULL;
+		}
 	if (m->whole) {
 		const struct hs_hparams *hp = &m->whole->hp;
+		in->n_dense_ffn_layers = m->whole->n_dense_ffn;
+		in->n_ff_dense = m->whole->n_ff_dense;
+		in->n_ff_shared = m->whole->n_ff_shared;
+		in->shared_expert_bytes = m->whole->shared_bytes;
+		in->dense_ffn_bytes = m->whole->dense_ffn_bytes;
 		in->whole = 1;
 		in->n_vocab = hp->n_vocab;
 		in->n_head = hp->n_head;

@@ -199,6 +199,53 @@ static int layer(struct ctx *c, const struct hs_model_arch *a, const struct hs_h
 	return 0;
 }
 
+/* glm4moe (as llama.cpp reads it): q/k/v biases and per-head q/k norms
+ * each optional (GLM-4.5-Air has the biases, GLM-4.5 the norms too); the
+ * first leading_dense_block_count layers have a dense SwiGLU FFN of
+ * feed_forward_length, the others a shared expert of expert_shared_count x
+ * expert_feed_forward_length beside their routed experts. */
+static int layer_glm4moe(struct ctx *c, const struct hs_hparams *hp, int i, int n_dense, int ff_dense, int ff_shared,
+			 struct hs_dense_layer *L)
+{
+	const int q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim, d = hp->n_embd;
+	const int ff = i < n_dense ? ff_dense : ff_shared;
+	const char *sfx = i < n_dense ? "" : "_shexp";
+	char g[48], u[48], dn[48];
+	int rc;
+
+	if ((rc = vec(c, i, "attn_q.bias", q, 1, &L->bq)) || (rc = vec(c, i, "attn_k.bias", kv, 1, &L->bk)) ||
+	    (rc = vec(c, i, "attn_v.bias", kv, 1, &L->bv)) ||
+	    (rc = vec(c, i, "attn_q_norm.weight", hp->head_dim, 1, &L->q_norm)) ||
+	    (rc = vec(c, i, "attn_k_norm.weight", hp->head_dim, 1, &L->k_norm)))
+		return rc;
+	if (!L->q_norm != !L->k_norm)
+		return not_whole(c, "layer %d has one of attn_q_norm and attn_k_norm, not both", i);
+	L->ffn_dense = i < n_dense;
+	if (ff == 0)
+		return 0; /* an MoE layer without a shared expert */
+	snprintf(g, sizeof g, "ffn_gate%s.weight", sfx);
+	snprintf(u, sizeof u, "ffn_up%s.weight", sfx);
+	snprintf(dn, sizeof dn, "ffn_down%s.weight", sfx);
+	if ((rc = mat(c, i, g, d, ff, &L->ffn_gate)) || (rc = mat(c, i, u, d, ff, &L->ffn_up)) ||
+	    (rc = mat(c, i, dn, ff, d, &L->ffn_down)))
+		return rc;
+	return 0;
+}
+
+/* The glm4moe keys that shape the FFNs. */
+static int glm4moe_ffn_keys(struct ctx *c, int n_layers, int *n_dense, int *ff_dense, int *ff_shared)
+{
+	int n_shared, ff_exp, rc;
+
+	if ((rc = meta_int(c, "leading_dense_block_count", 0, 0, n_layers, n_dense)) ||
+	    (rc = meta_int(c, "feed_forward_length", *n_dense ? -1 : 0, *n_dense ? 1 : 0, 1 << 20, ff_dense)) ||
+	    (rc = meta_int(c, "expert_shared_count", 0, 0, 64, &n_shared)) ||
+	    (rc = meta_int(c, "expert_feed_forward_length", n_shared ? -1 : 0, n_shared ? 1 : 0, 1 << 20, &ff_exp)))
+		return rc;
+	*ff_shared = n_shared * ff_exp;
+	return 0;
+}
+
 void hs__whole_free(struct hs_whole *w)
 {
 	if (!w)
@@ -241,13 +288,23 @@ int hs__whole_describe(const struct hs_gguf *g, const char *arch, const char *pa
 	} else {
 		w->output = w->tok_embd; /* tied embeddings (some Qwen3 files) */
 	}
+	if (a->glm4moe && (rc = glm4moe_ffn_keys(&c, n_layers, &w->n_dense_ffn, &w->n_ff_dense, &w->n_ff_shared)))
+		goto out_free;
 	for (int i = 0; i < n_layers; i++)
-		if ((rc = layer(&c, a, hp, i, &w->layers[i])))
+		if ((rc = layer(&c, a, hp, i, &w->layers[i])) ||
+		    (a->glm4moe &&
+		     (rc = layer_glm4moe(&c, hp, i, w->n_dense_ffn, w->n_ff_dense, w->n_ff_shared, &w->layers[i]))))
 			goto out_free;
 	w->dense_bytes = w->output.data != w->tok_embd.data ? weight_bytes(&w->output) : 0;
 	for (int i = 0; i < n_layers; i++) {
 		const struct hs_dense_layer *L = &w->layers[i];
-		w->dense_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo);
+		const uint64_t ffn = L->ffn_gate.data ? weight_bytes(&L->ffn_gate) + weight_bytes(&L->ffn_up) +
+								 weight_bytes(&L->ffn_down)
+						      : 0;
+		w->dense_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) + ffn;
+		*(L->ffn_dense ? &w->dense_ffn_bytes : &w->shared_bytes) += ffn;
+		if (L->ffn_gate.data && L->ffn_gate.rows > w->n_ff_max)
+			w->n_ff_max = L->ffn_gate.rows;
 	}
 	*out = w;
 	return 0;

@@ -44,6 +44,12 @@ struct hs_dense_layer {
 	const float *q_norm, *k_norm; /* [head_dim] per-head norms (qwen3moe) or NULL */
 	const float *ffn_norm;     /* [n_embd] the pre-MoE norm */
 	int swa;                   /* 1: this layer sees only the last swa_window positions */
+	/* glm4moe: a SwiGLU FFN, down(silu(gate h) * up h), on the pre-MoE norm's
+	 * output: the layer's whole FFN when ffn_dense (a leading dense layer,
+	 * no experts), else the shared expert beside the routed ones; rows 0 =
+	 * none */
+	struct hs_weight ffn_gate, ffn_up, ffn_down;
+	int ffn_dense;
 };
 
 struct hs_whole {
@@ -53,6 +59,9 @@ struct hs_whole {
 	struct hs_weight output;    /* [n_vocab] rows of n_embd (token_embd when the file has none) */
 	struct hs_dense_layer *layers; /* [n_layers] */
 	uint64_t dense_bytes;       /* every tensor but the experts, routers and token_embd */
+	int n_ff_max;               /* the widest dense FFN or shared expert (0 = none) */
+	int n_dense_ffn, n_ff_dense, n_ff_shared; /* glm4moe: leading dense layers, their and the shared expert's ff */
+	uint64_t shared_bytes, dense_ffn_bytes;   /* the shared experts', the dense FFN layers' matrices */
 };
 
 /* Describes the dense part of m's file; NULL when the file is not a whole

@@ -243,7 +243,8 @@ static void whole_model(const struct ctx *c, struct hs_plan *p, double t_dec, do
 		const double w = visible(m, i, U), seen = w >= U ? U * (U + 1) / 2 : w * (w + 1) / 2 + (U - w) * w;
 		score_flops += 4.0 * Q * seen;
 	}
-	const double proj_flops = 2.0 * U * m->n_layers * (D * (Q + 2 * KV) + Q * D) + 2.0 * D * m->n_vocab;
+	const double proj_flops = 2.0 * U * m->n_layers * (D * (Q + 2 * KV) + Q * D) + 2.0 * U * (double)m->ffn_macs +
+				  2.0 * D * m->n_vocab;
 	q->dense_bytes_per_token = m->dense_device_bytes;
 	q->kv_bytes_at_ctx = (uint64_t)llround(kv_ctx);
 	q->dense_gbps = B / 1e9;

@@ -326,6 +326,14 @@ static double fwd_bytes(const struct hs_model_desc *m, const struct hs_plan_opts
 	for (int n = 1; n <= U; n++)
 		if ((t = attn_scratch(m, o, n)) > s)
 			s = t;
+	if (m->ffn_ff > 0) { /* a dense FFN's gate and up rows, its products' scratch */
+		b += 2 * dev_buf(4.0 * U * m->ffn_ff);
+		*nbuf += 2;
+		if ((t = mm_scratch(o, m->ffn_gate_type, m->n_embd, U)) > s)
+			s = t;
+		if ((t = mm_scratch(o, m->ffn_down_type, m->ffn_ff, U)) > s)
+			s = t;
+	}
 	b += dev_buf((double)((s + 63) & ~(size_t)63));
 	*nbuf += 13;
 	if (!o->device_sim && (float_type(m->dense_type) || float_type(m->output_type)))

@@ -91,17 +91,13 @@ int hs_context_create(hs_runtime *rt, const struct hs_context_opts *opts, hs_con
 	HS_NEED(out, -EINVAL);
 	*out = NULL;
 	HS_NEED(rt, -EINVAL);
-	const struct hs_model_info *in = hs_model_info(rt->m);
 	const struct hs_whole *w = hs__model_whole(rt->m);
 	if (opts)
 		o = *opts;
 	if (!w)
 		return hs__error(EINVAL, "%s: not a whole model (its MoE layers run one by one: run-layer, bench)",
 				 hs__model_whole_why(rt->m));
-	for (int l = 0; l < in->n_layers; l++)
-		if (!hs_model_layer_is_moe(rt->m, l))
-			return hs__error(EINVAL, "%s: layer %d has no experts; hotset runs models whose every layer is MoE",
-					 hs__model_path(rt->m), l);
+	/* every layer of a whole model has experts or a dense FFN (model.c) */
 	if (o.n_ctx == 0)
 		o.n_ctx = 4096 < w->hp.n_ctx_train ? 4096 : w->hp.n_ctx_train;
 	if (o.n_seq == 0)

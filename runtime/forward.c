@@ -49,8 +49,10 @@ static size_t scratch_need(struct hs_fwd *f)
 	size_t need = f->be->matmul_scratch(f, w->output.type, hp->n_embd, f->ubatch);
 	for (int l = 0; l < hp->n_layers; l++) {
 		const struct hs_dense_layer *L = &w->layers[l];
-		const struct hs_weight *m[4] = { &L->wq, &L->wk, &L->wv, &L->wo };
-		for (int i = 0; i < 4; i++) {
+		const struct hs_weight *m[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+		for (int i = 0; i < 7; i++) {
+			if (!m[i]->data)
+				continue; /* no dense FFN */
 			size_t b = f->be->matmul_scratch(f, m[i]->type, m[i]->cols, f->ubatch);
 			need = b > need ? b : need;
 		}
@@ -108,6 +110,9 @@ int hs__fwd_init(struct hs_fwd *f)
 	    (rc = falloc(f, ub * 4, &f->cells_full)) || (rc = falloc(f, ub * 4, &f->cells_swa)) ||
 	    (rc = falloc(f, f->scratch_bytes, &f->scratch)))
 		return rc;
+	const size_t ff = (size_t)f->w->n_ff_max;
+	if (ff && ((rc = falloc(f, ub * ff * 4, &f->fg)) || (rc = falloc(f, ub * ff * 4, &f->fu))))
+		return rc;
 	int n_used = hs_model_info(f->rt->m)->n_used;
 	const struct hs_moe_layer *ml = NULL;
 	for (int l = 0; l < hp->n_layers && !ml; l++)
@@ -133,7 +138,7 @@ void hs__fwd_free(struct hs_fwd *f)
 		}
 	free(f->kv);
 	void *bufs[] = { f->x, f->h, f->q, f->k, f->v, f->o, f->t, f->logits, f->cs, f->pos, f->cells_full,
-			 f->cells_swa, f->scratch };
+			 f->cells_swa, f->scratch, f->fg, f->fu };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		f->be->free(f, bufs[i]);
 	void *hbufs[] = { f->hh, f->hy, f->hx, f->hcs, f->hpos, f->hcells_full, f->hcells_swa, f->hids, f->hw,
@@ -392,15 +397,37 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 	return 0;
 }
 
+/* x += down(silu(gate h) * up h): a dense FFN layer's whole FFN, or the
+ * shared expert beside the routed ones (glm4moe), in the backend. */
+static int layer_ffn(struct hs_fwd *f, const struct hs_dense_layer *L, int n)
+{
+	const struct hs_fwd_be *be = f->be;
+	const size_t d = f->hp->n_embd, ff = (size_t)L->ffn_gate.rows;
+	int rc;
+
+	if ((rc = be->matmul(f, &L->ffn_gate, NULL, n, f->h, d, f->fg, ff)) ||
+	    (rc = be->matmul(f, &L->ffn_up, NULL, n, f->h, d, f->fu, ff)) ||
+	    (rc = be->swiglu(f, f->fg, f->fu, (size_t)n * ff)) ||
+	    (rc = be->matmul(f, &L->ffn_down, NULL, n, f->fg, ff, f->t, d)) ||
+	    (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+		return rc;
+	return 0;
+}
+
 static int layer_moe(struct hs_fwd *f, int l, int n)
 {
 	const struct hs_fwd_be *be = f->be;
 	const struct hs_hparams *hp = f->hp;
+	const struct hs_dense_layer *L = &f->w->layers[l];
 	const size_t d = hp->n_embd;
 	int rc;
 
-	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->layers[l].ffn_norm, hp->eps)) ||
-	    (rc = be->download(f, f->hh, f->h, sizeof(float) * n * d)))
+	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->ffn_norm, hp->eps)))
+		return rc;
+	if (L->ffn_dense)
+		return layer_ffn(f, L, n);
+	if ((rc = be->download(f, f->hh, f->h, sizeof(float) * n * d)) ||
+	    (L->ffn_gate.data && (rc = layer_ffn(f, L, n)))) /* the shared expert: x += its output */
 		return rc;
 	if (be->reference) { /* the oracle's MoE: routed and computed in double */
 		const struct hs_moe_layer *ml = hs__model_layer(f->rt->m, l);

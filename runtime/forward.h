@@ -52,6 +52,8 @@ struct hs_fwd_be {
 	int (*attention)(struct hs_fwd *f, struct hs_attn_job *job);
 	/* y[i] += x[i], i < n */
 	int (*add)(struct hs_fwd *f, float *y, const float *x, size_t n);
+	/* dense.h hs__swiglu: g[i] = silu(g[i]) * u[i], i < n */
+	int (*swiglu)(struct hs_fwd *f, float *g, const float *u, size_t n);
 	/* waits for everything queued */
 	int (*sync)(struct hs_fwd *f);
 };
@@ -80,6 +82,7 @@ struct hs_fwd {
 	uint64_t kv_bytes;
 	/* ubatch buffers, backend memory */
 	float *x, *h, *q, *k, *v, *o, *t, *logits, *cs;
+	float *fg, *fu;            /* a dense FFN's gate and up rows [ubatch][w->n_ff_max] (glm4moe; else NULL) */
 	int32_t *pos, *cells_full, *cells_swa;
 	void *scratch;             /* matmul / attention scratch */
 	size_t scratch_bytes;

@@ -219,6 +219,25 @@ static int c_add(struct hs_fwd *f, float *y, const float *x, size_t n)
 	return 0;
 }
 
+struct swiglu_ctx {
+	float *g;
+	const float *u;
+	size_t n;
+};
+
+static void swiglu_step(void *ctx, int ith, int nth)
+{
+	struct swiglu_ctx *c = ctx;
+	hs__swiglu(c->g, c->u, c->n, ith, nth);
+}
+
+static int c_swiglu(struct hs_fwd *f, float *g, const float *u, size_t n)
+{
+	struct swiglu_ctx c = { g, u, n };
+	hs__pool_run(f->rt->pool, swiglu_step, &c);
+	return 0;
+}
+
 const struct hs_fwd_be hs__fwd_cpu = {
 	.name = "cpu",
 	.alloc = c_alloc,
@@ -233,6 +252,7 @@ const struct hs_fwd_be hs__fwd_cpu = {
 	.kv_store = c_kv_store,
 	.attention = c_attention,
 	.add = c_add,
+	.swiglu = c_swiglu,
 	.sync = c_sync,
 };
 
@@ -298,7 +318,9 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 			rt->o.progress(what, (double)l / hw->hp.n_layers, rt->o.progress_ctx);
 		}
 		if ((rc = hs__runtime_aborted(rt, "repacking the dense weights")) || (rc = pack_weight(f, &L->wq)) ||
-		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) || (rc = pack_weight(f, &L->wo)))
+		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) || (rc = pack_weight(f, &L->wo)) ||
+		    (L->ffn_gate.data && ((rc = pack_weight(f, &L->ffn_gate)) || (rc = pack_weight(f, &L->ffn_up)) ||
+					  (rc = pack_weight(f, &L->ffn_down)))))
 			goto out_free;
 	}
 	rt->cwhole = cw;

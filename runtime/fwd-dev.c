@@ -111,6 +111,13 @@ static int d_add(struct hs_fwd *f, float *y, const float *x, size_t n)
 	return f->d->ops->add(f->q_dev, y, x, n);
 }
 
+static int d_swiglu(struct hs_fwd *f, float *g, const float *u, size_t n)
+{
+	if (!f->d->ops->swiglu)
+		return hs__error(ENOTSUP, "device %s: no swiglu op (a dense FFN)", f->d->ops->name);
+	return f->d->ops->swiglu(f->q_dev, g, u, n);
+}
+
 static size_t d_matmul_scratch(struct hs_fwd *f, int type, int cols, int n)
 {
 	return f->d->ops->matmul_scratch_bytes(type, cols, n);
@@ -135,6 +142,7 @@ const struct hs_fwd_be hs__fwd_dev = {
 	.kv_store = d_kv_store,
 	.attention = d_attention,
 	.add = d_add,
+	.swiglu = d_swiglu,
 	.sync = d_sync,
 };
 
@@ -192,8 +200,9 @@ static int upload_whole(struct hs_fwd *f)
 		free(dw);
 		return hs__error(ENOMEM, "context: out of memory");
 	}
-	*dw = (struct hs_whole){ .hp = hw->hp, .tok_embd = hw->tok_embd, .output_norm = hw->output_norm,
-				 .output = hw->output, .layers = dw->layers, .dense_bytes = hw->dense_bytes };
+	struct hs_dense_layer *layers = dw->layers;
+	*dw = *hw; /* every pointer into the file replaced below, but tok_embd (read on the host) */
+	dw->layers = layers;
 	/* what is uploaded before a failure stays in the runtime's list, freed at its close */
 	if ((rc = put_vec(f, &dw->output_norm, hp->n_embd)) || (rc = put_weight(f, &dw->output)))
 		goto out_free;
@@ -211,7 +220,8 @@ static int upload_whole(struct hs_fwd *f)
 		    (rc = put_weight(f, &L->wo)) || (rc = put_vec(f, &L->bq, q)) || (rc = put_vec(f, &L->bk, kv)) ||
 		    (rc = put_vec(f, &L->bv, kv)) || (rc = put_vec(f, &L->bo, hp->n_embd)) ||
 		    (rc = put_vec(f, &L->sinks, hp->n_head)) || (rc = put_vec(f, &L->q_norm, hp->head_dim)) ||
-		    (rc = put_vec(f, &L->k_norm, hp->head_dim)))
+		    (rc = put_vec(f, &L->k_norm, hp->head_dim)) || (rc = put_weight(f, &L->ffn_gate)) ||
+		    (rc = put_weight(f, &L->ffn_up)) || (rc = put_weight(f, &L->ffn_down)))
 			goto out_free;
 	}
 	hs__runtime_say(rt, "dense weights on the device: %.1f MiB", hw->dense_bytes / 1048576.0);

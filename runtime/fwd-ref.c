@@ -112,6 +112,13 @@ static int r_add(struct hs_fwd *f, float *y, const float *x, size_t n)
 	return 0;
 }
 
+static int r_swiglu(struct hs_fwd *f, float *g, const float *u, size_t n)
+{
+	(void)f;
+	hs__swiglu_ref(g, u, n);
+	return 0;
+}
+
 const struct hs_fwd_be hs__fwd_ref = {
 	.name = "ref",
 	.reference = 1,
@@ -127,5 +134,6 @@ const struct hs_fwd_be hs__fwd_ref = {
 	.kv_store = r_kv_store,
 	.attention = r_attention,
 	.add = r_add,
+	.swiglu = r_swiglu,
 	.sync = r_sync,
 };

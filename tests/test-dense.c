@@ -1,5 +1,6 @@
 /* A/B tests of the dense ops (matrix products, embedding rows, RMSNorm,
- * RoPE, K/V write, router) against their double-precision twins over random
+ * RoPE, K/V write, router with each architecture's gating, glm4moe's
+ * biased sigmoid choice too) against their double-precision twins over random
  * inputs and awkward shapes, on the fastest and the scalar tables, sliced
  * over 1 and 3 threads; NaN checks and guard bytes after every output, and
  * the gaps between strided rows must stay untouched.
@@ -538,6 +539,56 @@ static void test_gating(void)
 	}
 }
 
+/* glm4moe's gating by its definition (llama.cpp's build_moe_ffn): the bias
+ * picks, the unbiased scores weigh; normalised (sum clamped at 2^-14) and
+ * scaled; softmax scores when the file says so; both precisions. */
+static void test_gating_sel(void)
+{
+	const float lg[4] = { 0, 0, 2, 1 }, bias[4] = { 3, 0, 0, 0 };
+	const double lgd[4] = { 0, 0, 2, 1 };
+	struct hs_moe_layer l = { .arch = &hs__arch_glm4moe, .n_experts = 4, .n_used = 2,
+				  .sel = { .bias = bias, .norm = 0, .scale = 2.5f } };
+	const double s0 = 0.5, s2 = 1 / (1 + exp(-2.0));
+	int32_t ids[2];
+	float w[2];
+
+	for (int prec = 0; prec < 2; prec++) {
+		for (int norm = 0; norm < 2; norm++) {
+			l.sel.norm = norm;
+			if (prec)
+				hs__gating_sel(&l, lgd, ids, w);
+			else
+				hs__gating_sel_f(&l, lg, ids, w);
+			/* picks: 0.5 + 3, 0.5, 0.88, 0.73: experts 0 and 2; weighed 0.5 and 0.88 */
+			const double d = norm ? s0 + s2 : 1;
+			CHECK(ids[0] == 0 && ids[1] == 2 && fabs(w[0] - 2.5 * s0 / d) < 1e-6 && fabs(w[1] - 2.5 * s2 / d) < 1e-6,
+			      "sigmoid gating (%s, norm %d): ids %d %d (0 2), weights %g %g (%g %g)", prec ? "double" : "float",
+			      norm, ids[0], ids[1], w[0], w[1], 2.5 * s0 / d, 2.5 * s2 / d);
+		}
+		/* every score far below zero: the sum is clamped, not divided by ~0 */
+		const float lo[4] = { -40, -41, -42, -43 };
+		const double lod[4] = { -40, -41, -42, -43 };
+		l.sel = (struct hs_moe_sel){ .norm = 1, .scale = 1 };
+		if (prec)
+			hs__gating_sel(&l, lod, ids, w);
+		else
+			hs__gating_sel_f(&l, lo, ids, w);
+		CHECK(ids[0] == 0 && ids[1] == 1 && isfinite(w[0]) && w[0] < 1e-9f, "clamped sum: ids %d %d, weight %g",
+		      ids[0], ids[1], w[0]);
+		/* softmax scores (expert_gating_func 1), bias on expert 3 */
+		const float b3[4] = { 0, 0, 0, 1 };
+		l.sel = (struct hs_moe_sel){ .bias = b3, .softmax = 1, .norm = 0, .scale = 1 };
+		if (prec)
+			hs__gating_sel(&l, lgd, ids, w);
+		else
+			hs__gating_sel_f(&l, lg, ids, w);
+		double z = 2 + exp(2.0) + exp(1.0);
+		CHECK(ids[0] == 3 && ids[1] == 2 && fabs(w[0] - exp(1.0) / z) < 1e-6 && fabs(w[1] - exp(2.0) / z) < 1e-6,
+		      "softmax gating with a bias: ids %d %d (3 2), weights %g %g", ids[0], ids[1], w[0], w[1]);
+		l.sel = (struct hs_moe_sel){ .bias = bias, .norm = 0, .scale = 2.5f };
+	}
+}
+
 static void ab_router(const struct hs_moe_arch *arch, int rtype, int D, int E, int K, int n, int *near_ties)
 {
 	const size_t rb = hs__type_row_bytes(rtype, (uint64_t)D);
@@ -552,6 +603,8 @@ static void ab_router(const struct hs_moe_arch *arch, int rtype, int D, int E, i
 				  .router_type = rtype,
 				  .router = w,
 				  .router_b = arch->has_bias ? b : NULL };
+	if (arch->gating_sel) /* glm4moe: the bias picks; weights normalised, scaled as GLM-4.5's 2.5 */
+		l.sel = (struct hs_moe_sel){ .bias = b, .norm = 1, .scale = 2.5f };
 
 	du_fill(b, E, 0, 0.5f);
 	du_fill(x, (size_t)n * D, 0, 1);
@@ -568,6 +621,9 @@ static void ab_router(const struct hs_moe_arch *arch, int rtype, int D, int E, i
 				    .y = lg,
 				    .y_stride = E };
 	hs__matmul_ref(&mj);
+	if (arch->gating_sel) /* the choice is made on sigmoid scores + bias: the gaps are there */
+		for (int i = 0; i < n * E; i++)
+			lg[i] = 1 / (1 + expf(-lg[i])) + b[i % E];
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 0) {
 			struct hs_route_job j = { .layer = &l, .dops = fast, .n = n, .x = x, .ids = ib, .weights = wb };
@@ -627,6 +683,8 @@ static void test_router(void)
 		ab_router(&hs__arch_qwen3moe, types[t], 256, 128, 8, 1, &near_ties);
 	}
 	ab_router(&hs__arch_gpt_oss, HS_TYPE_F32, 96, 16, 16, 5, &near_ties); /* k = all experts */
+	ab_router(&hs__arch_glm4moe, HS_TYPE_F32, 256, 128, 8, 9, &near_ties);
+	ab_router(&hs__arch_glm4moe, HS_TYPE_F32, 64, 16, 4, 3, &near_ties);
 	printf("router: ids and weights match the double reference (%d token%s skipped as near-ties)\n", near_ties,
 	       near_ties == 1 ? "" : "s");
 }
@@ -656,5 +714,6 @@ int main(void)
 		test_router();
 	}
 	test_gating();
+	test_gating_sel();
 	return hs_test_end();
 }

@@ -25,7 +25,9 @@
  *  - RMSNorm 1e-5, RoPE 1e-6 (the table rounded once from double, two
  *    products and an add), attention 5e-5 (online softmax in f32);
  *  - K/V write and y += x: bit for bit (the same f16 rounding and the same
- *    Q8_0 quantizer, round half to even).
+ *    Q8_0 quantizer, round half to even);
+ *  - SwiGLU g = silu(g) u (glm4moe's dense FFNs): 1e-6 against the double
+ *    twin (one expf, a division and two products in float).
  * Every output is followed by guard bytes; strided outputs' gaps, cells not
  * written and values past n_rot must keep what was there.
  *
@@ -704,6 +706,34 @@ static void test_add(void)
 	free(want);
 }
 
+/* ---- g = silu(g) * u ----------------------------------------------------------------------- */
+
+static void test_swiglu(void)
+{
+	const size_t n = 3001;
+	float *g = du_alloc(sizeof(float) * n), *u = du_alloc(sizeof(float) * n), *want = du_alloc(sizeof(float) * n);
+	du_fill(g, n, 0, 4); /* far into both tails of the sigmoid */
+	du_fill(u, n, 0, 1);
+	memcpy(want, g, sizeof(float) * n);
+	hs__swiglu_ref(want, u, n - 1);
+	if (!on_device) {
+		CHECK(hs__cuda_swiglu_emulate(g, u, n - 1) == 0, "%s", hs_last_error());
+	} else {
+		float *dg = up(g, sizeof(float) * n), *du = up(u, sizeof(float) * n);
+		CHECK(O->swiglu && O->swiglu(q, dg, du, n - 1) == 0, "%s", hs_last_error());
+		down(g, dg, sizeof(float) * n);
+		drop_all();
+	}
+	int nan = 0;
+	double e = du_rel_l2(g, want, n - 1, &nan);
+	CHECK(e <= 1e-6 && !nan && g[n - 1] == want[n - 1] && du_guard_ok(g, sizeof(float) * n),
+	      "swiglu: error %.3g (1e-6), %d NaN, past n kept %d", e, nan, g[n - 1] == want[n - 1]);
+	printf("swiglu: error %.3g (1e-6)\n", e);
+	free(g);
+	free(u);
+	free(want);
+}
+
 int main(void)
 {
 	small = du_sanitized();
@@ -726,6 +756,7 @@ int main(void)
 	test_kv_store();
 	test_attention();
 	test_add();
+	test_swiglu();
 	if (on_device) {
 		O->queue_destroy(q);
 		hs__device_close(dev);

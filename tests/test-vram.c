@@ -1,6 +1,7 @@
 /* Checks the planner's VRAM count against what the device backend really
  * allocates: for whole models (the oracle files: gpt-oss with sliding
- * windows and sinks, Qwen3-MoE) under several context lengths, KV types,
+ * windows and sinks, Qwen3-MoE, GLM-4.5 MoE with a dense FFN layer and
+ * shared experts on the device) under several context lengths, KV types,
  * ubatch sizes, sequence counts and placements, a runtime and one context
  * are opened on the sim device with the plan, and the sim's used memory
  * must equal the plan's vram_bytes plus the sim's bookkeeping (256 bytes
@@ -100,9 +101,9 @@ static void preset_matches_file(void)
 int main(void)
 {
 	static const char *const files[] = { "oracle/gptoss-l2-h256-swa128-f16.gguf", "oracle/gptoss-l4-h192-swa32-q8.gguf",
-					     "oracle/qwen3moe-l3-h256-e16k4-q8.gguf" };
+					     "oracle/qwen3moe-l3-h256-e16k4-q8.gguf", "oracle/glm4moe-l4-h256-d1-e16k4-q8.gguf" };
 	hs_test_profile(&pf, 4ull << 30);
-	for (int f = 0; f < 3; f++) {
+	for (int f = 0; f < 4; f++) {
 		const char *path = hs_test_data(files[f]);
 		hs_model *m = NULL;
 		struct hs_model_desc md;

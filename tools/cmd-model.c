@@ -92,7 +92,11 @@ static void print_text(const char *path, const struct hs_model_info *in, const s
 
 	printf("model: %s%s%s%s\n", path, in->name[0] ? " (" : "", in->name, in->name[0] ? ")" : "");
 	printf("architecture: %s\n", in->arch);
-	printf("layers: %d (%d with experts)\n", in->n_layers, in->n_moe_layers);
+	printf("layers: %d (%d with experts)", in->n_layers, in->n_moe_layers);
+	if (in->n_nextn_layers)
+		printf("; %d MTP (nextn) layer%s after them in the file, skipped (not run for plain decoding)",
+		       in->n_nextn_layers, in->n_nextn_layers > 1 ? "s" : "");
+	printf("\n");
 	printf("experts: %d per layer, %d used per token\n", in->n_experts, in->n_used);
 	printf("n_embd: %d, expert n_ff: %d, expert types: %s\n", in->n_embd, in->n_ff, in->expert_types);
 	printf("bytes per expert: %s weights + %s biases = %s (%.2f MiB)\n",
@@ -131,6 +135,13 @@ static void print_text(const char *path, const struct hs_model_info *in, const s
 		if (in->swa_window)
 			printf(", sliding window %d on alternate layers", in->swa_window);
 		printf("\nvocabulary: %d tokens, context %d\n", in->n_vocab, in->n_ctx_train);
+		if (in->n_dense_ffn_layers)
+			printf("dense FFN layers: %d leading (0..%d), ff %d, %s bytes\n", in->n_dense_ffn_layers,
+			       in->n_dense_ffn_layers - 1, in->n_ff_dense, hs_cli_grouped(in->dense_ffn_bytes, a, sizeof a));
+		if (in->n_ff_shared)
+			printf("shared expert: one per MoE layer, ff %d, run for every token: %s bytes in all (%.1f MiB)\n",
+			       in->n_ff_shared, hs_cli_grouped(in->shared_expert_bytes, a, sizeof a),
+			       in->shared_expert_bytes / 1048576.0);
 	} else {
 		printf("whole model: no (routers and experts only: it runs layer by layer, not token by token)\n");
 	}
@@ -164,6 +175,15 @@ static int print_json(const char *path, const struct hs_model_info *in, const st
 			      "shards", shards,
 			      "whole", in->whole, "vocab", in->n_vocab, "heads", in->n_head, "kv_heads", in->n_head_kv,
 			      "head_dim", in->head_dim, "context", in->n_ctx_train, "sliding_window", in->swa_window);
+	if (j && in->n_nextn_layers)
+		json_object_set_new(j, "nextn_layers_skipped", json_integer(in->n_nextn_layers));
+	if (j && (in->n_dense_ffn_layers || in->n_ff_shared)) {
+		json_object_set_new(j, "dense_ffn_layers", json_integer(in->n_dense_ffn_layers));
+		json_object_set_new(j, "n_ff_dense", json_integer(in->n_ff_dense));
+		json_object_set_new(j, "dense_ffn_bytes", json_integer((json_int_t)in->dense_ffn_bytes));
+		json_object_set_new(j, "n_ff_shared", json_integer(in->n_ff_shared));
+		json_object_set_new(j, "shared_expert_bytes", json_integer((json_int_t)in->shared_expert_bytes));
+	}
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 
 	json_decref(j);

@@ -191,6 +191,9 @@ static void print_text(const struct hs_plan *p, const struct hs_model_desc *m, c
 	       strcmp(p->profile_source, "topology") == 0 ? ": no measurements, speeds assumed" : "");
 	printf("model: %d MoE layers x %d experts (%d used), %.2f MiB per expert, %.2f MiB per layer-token\n",
 	       m->n_moe_layers, m->n_experts, m->n_used, (double)m->expert_bytes / MiB, lt / MiB);
+	if (m->ffn_ff)
+		printf("       %d dense FFN layers; shared experts %.2f MiB in all (run for every token: with the dense part%s)\n",
+		       m->n_layers - m->n_moe_layers, (double)m->shared_expert_bytes / MiB, p->gpu >= 0 ? ", on the GPU" : "");
 	if (p->gpu >= 0)
 		printf("budgets: VRAM %.2f GiB (GPU %d), RAM %.2f GiB for host experts\n",
 		       p->memory.vram_budget / GiB, p->gpu, p->memory.ram_budget / GiB);
