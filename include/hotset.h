@@ -170,6 +170,9 @@ struct hs_model_info {
 	int swa_window;              /* sliding window of the windowed layers (0 = none) */
 	uint64_t dense_bytes;        /* attention and output weights: what a token reads besides
 					its experts (routers, norms and token_embd not counted) */
+	int n_recurrent_layers;      /* Gated DeltaNet layers (qwen35moe): a fixed state per sequence,
+					which hs_context_seq_keep cannot cut back */
+	uint64_t recurrent_state_bytes; /* their states for one sequence, all layers (f32) */
 };
 
 /* Where one expert's pieces lie in the file (byte offset, length); in a
@@ -839,7 +842,9 @@ int hs_context_seq_clear(hs_context *c, int seq);
  * frees the rest, so that a prompt sharing those n tokens continues from
  * n.  Returns the positions kept: n, or 0 when a sliding-window layer's
  * ring (window + n_ubatch cells) no longer holds the positions the window
- * needs at n (the sequence is emptied then); -EINVAL. */
+ * needs at n, or when the model has recurrent layers (qwen35moe's DeltaNet
+ * state holds no earlier position) and n is below the position (the
+ * sequence is emptied then); -EINVAL. */
 int hs_context_seq_keep(hs_context *c, int seq, int n);
 
 struct hs_context_stats {

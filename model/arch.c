@@ -14,7 +14,12 @@ const struct hs_moe_arch hs__arch_gpt_oss = { "gpt-oss", 1, HS_ACT_SWIGLU_OAI, h
 const struct hs_moe_arch hs__arch_qwen3moe = { "qwen3moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
 						hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f };
 
-static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe };
+/* Qwen3.5/3.6 MoE: the same gating (llama.cpp hard-codes softmax, top-k,
+ * renormalise for it); its shared expert is outside the routed part. */
+const struct hs_moe_arch hs__arch_qwen35moe = { "qwen35moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
+						 hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f };
+
+static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe, &hs__arch_qwen35moe };
 
 const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
 {
@@ -28,8 +33,9 @@ const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
  * with a sliding one (llama.cpp's swa pattern 2); its pre-MoE norm is
  * called post_attention_norm. */
 static const struct hs_model_arch model_archs[] = {
-	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2 },
-	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0 },
+	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2, 0 },
+	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0, 0 },
+	{ &hs__arch_qwen35moe, "post_attention_norm", 0, 0, 1, 0, 1 },
 };
 
 const struct hs_model_arch *hs__model_arch_find(const char *name, size_t len)

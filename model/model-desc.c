@@ -92,7 +92,10 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 	out->n_head = hp->n_head;
 	out->n_vocab = hp->n_vocab;
 	out->n_rot = hp->n_rot;
-	out->dense_type = hp->n_layers > 0 ? w->layers[0].wq.type : w->output.type;
+	out->dense_type = w->output.type;
+	for (int l = hp->n_layers - 1; l >= 0; l--) /* the first layer with attention (qwen35moe's 0 has none) */
+		if (w->layers[l].wq.data)
+			out->dense_type = w->layers[l].wq.type;
 	out->output_type = w->output.type;
 	dense_tensor(out, 4 * D);
 	dense_tensor(out, weight_bytes(&w->output));
@@ -111,6 +114,9 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 		dense_tensor(out, L->sinks ? 4 * (uint64_t)hp->n_head : 0);
 		dense_tensor(out, L->q_norm ? 4 * (uint64_t)hp->head_dim : 0);
 		dense_tensor(out, L->k_norm ? 4 * (uint64_t)hp->head_dim : 0);
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices go up too */
+		for (int k = 0, ne = hs__q35_matrices((struct hs_dense_layer *)L, extra); k < ne; k++)
+			dense_tensor(out, weight_bytes(extra[k]));
 	}
 }
 

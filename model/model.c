@@ -249,7 +249,7 @@ int hs_model_open(const char *path, hs_model **out)
 	}
 	const struct hs_moe_arch *arch = hs__arch_find(m->arch, strlen(m->arch));
 	if (!arch) {
-		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe)", path, m->arch);
+		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe, qwen35moe)", path, m->arch);
 		goto out_free;
 	}
 	in->arch = arch->name;
@@ -314,6 +314,10 @@ int hs_model_open(const char *path, hs_model **out)
 		in->n_ctx_train = hp->n_ctx_train;
 		in->swa_window = hp->swa_window;
 		in->dense_bytes = m->whole->dense_bytes;
+		in->n_recurrent_layers = hp->n_recurrent;
+		in->recurrent_state_bytes = (uint64_t)hp->n_recurrent * sizeof(float) *
+					    ((uint64_t)(hp->ssm_conv - 1) * (2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh +
+					     (uint64_t)hp->ssm_nv * hp->ssm_dh * hp->ssm_dh);
 	}
 	*out = m;
 	return 0;

@@ -285,9 +285,10 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 					n_emptied++, emptied = s;
 			}
 		if (n_emptied)
-			hs__error(-rc, "%s; sequence %d%s emptied: more than n_ubatch + 1 of its tokens had run, over "
-				       "sliding-window cells its window still needed",
-				  msg, emptied, n_emptied > 1 ? " and others" : "");
+			hs__error(-rc, "%s; sequence %d%s emptied: %s", msg, emptied, n_emptied > 1 ? " and others" : "",
+				  c->f.hp->n_recurrent ? "its recurrent (DeltaNet) state had taken tokens of this call in"
+						       : "more than n_ubatch + 1 of its tokens had run, over sliding-window "
+							 "cells its window still needed");
 		else
 			hs__error(-rc, "%s", msg);
 		return rc;

@@ -295,6 +295,10 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 		if ((rc = pack_weight(f, &L->wq)) || (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) ||
 		    (rc = pack_weight(f, &L->wo)))
 			goto out_free;
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
+		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
+			if ((rc = pack_weight(f, extra[k])))
+				goto out_free;
 	}
 	rt->cwhole = cw;
 	f->w = cw;
