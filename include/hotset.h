@@ -584,6 +584,11 @@ struct hs_model_desc {
 					 the routers stay on the host), each tensor rounded up to 256
 					 bytes as its own device allocation */
 	int dense_device_tensors;     /* how many tensors that is */
+	/* qwen35moe: only every full_attn_every-th layer (i % n == n - 1) has attention and a KV
+	 * cache, the others are Gated DeltaNet layers with a fixed state per sequence
+	 * (0 = every layer has attention) */
+	int full_attn_every;
+	uint64_t recurrent_state_bytes; /* those states for one sequence (host memory) */
 };
 
 /* Model descriptions of the known models (the shapes the `gen` presets

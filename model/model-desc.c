@@ -97,6 +97,18 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 		if (w->layers[l].wq.data)
 			out->dense_type = w->layers[l].wq.type;
 	out->output_type = w->output.type;
+	if (hp->n_recurrent) {
+		/* the layer pattern as an interval (what llama.cpp's converter writes); a file whose
+		 * recurrent_layers follow no interval is counted as attention everywhere (more KV) */
+		int first = 0;
+		while (first < hp->n_layers && w->layers[first].q35.recurrent)
+			first++;
+		int every = first + 1, ok = 1;
+		for (int l = 0; l < hp->n_layers; l++)
+			ok &= w->layers[l].q35.recurrent == ((l + 1) % every != 0);
+		out->full_attn_every = ok ? every : 0;
+		out->recurrent_state_bytes = hs__whole_state_bytes(hp);
+	}
 	dense_tensor(out, 4 * D);
 	dense_tensor(out, weight_bytes(&w->output));
 	for (int l = 0; l < hp->n_layers; l++) {

@@ -315,9 +315,7 @@ int hs_model_open(const char *path, hs_model **out)
 		in->swa_window = hp->swa_window;
 		in->dense_bytes = m->whole->dense_bytes;
 		in->n_recurrent_layers = hp->n_recurrent;
-		in->recurrent_state_bytes = (uint64_t)hp->n_recurrent * sizeof(float) *
-					    ((uint64_t)(hp->ssm_conv - 1) * (2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh +
-					     (uint64_t)hp->ssm_nv * hp->ssm_dh * hp->ssm_dh);
+		in->recurrent_state_bytes = hs__whole_state_bytes(hp);
 	}
 	*out = m;
 	return 0;

@@ -336,6 +336,13 @@ static int layer(struct ctx *c, const struct hs_model_arch *a, const struct hs_h
 	return 0;
 }
 
+uint64_t hs__whole_state_bytes(const struct hs_hparams *hp)
+{
+	const uint64_t conv = (uint64_t)(hp->ssm_conv - 1) * (2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh,
+		       delta = (uint64_t)hp->ssm_nv * hp->ssm_dh * hp->ssm_dh;
+	return hp->n_recurrent ? (uint64_t)hp->n_recurrent * sizeof(float) * (conv + delta) : 0;
+}
+
 int hs__q35_matrices(struct hs_dense_layer *L, struct hs_weight **out)
 {
 	struct hs_q35_layer *Q = &L->q35;

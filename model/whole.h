@@ -70,6 +70,8 @@ struct hs_dense_layer {
 	struct hs_q35_layer q35;
 };
 
+/* The DeltaNet states of one sequence, all layers: f32 conv and delta-rule states. */
+uint64_t hs__whole_state_bytes(const struct hs_hparams *hp);
 /* The matrices of L's hs_q35_layer that are present, into out[8]; their count. */
 int hs__q35_matrices(struct hs_dense_layer *L, struct hs_weight **out);
 
