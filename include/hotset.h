@@ -181,6 +181,9 @@ struct hs_model_info {
 	int n_ff_shared;             /* the shared expert's intermediate size (0 = none) */
 	uint64_t shared_expert_bytes; /* all layers' shared experts (run for every token) */
 	uint64_t dense_ffn_bytes;    /* all dense FFN layers */
+	int n_recurrent_layers;      /* Gated DeltaNet layers (qwen35moe): a fixed state per sequence,
+					which hs_context_seq_keep cannot cut back */
+	uint64_t recurrent_state_bytes; /* their states for one sequence, all layers (f32) */
 };
 
 /* Where one expert's pieces lie in the file (byte offset, length); in a
@@ -610,6 +613,11 @@ struct hs_model_desc {
 	int ffn_gate_type, ffn_down_type; /* its gate/up and down matrices' ggml types */
 	uint64_t ffn_macs;            /* multiply-adds per token of all of them */
 	uint64_t shared_expert_bytes; /* the shared experts' part of dense_device_bytes */
+	/* qwen35moe: only every full_attn_every-th layer (i % n == n - 1) has attention and a KV
+	 * cache, the others are Gated DeltaNet layers with a fixed state per sequence
+	 * (0 = every layer has attention) */
+	int full_attn_every;
+	uint64_t recurrent_state_bytes; /* those states for one sequence (host memory) */
 };
 
 /* Model descriptions of the known models (the shapes the `gen` presets
@@ -912,7 +920,9 @@ int hs_context_seq_clear(hs_context *c, int seq);
  * frees the rest, so that a prompt sharing those n tokens continues from
  * n.  Returns the positions kept: n, or 0 when a sliding-window layer's
  * ring (window + n_ubatch cells) no longer holds the positions the window
- * needs at n (the sequence is emptied then); -EINVAL. */
+ * needs at n, or when the model has recurrent layers (qwen35moe's DeltaNet
+ * state holds no earlier position) and n is below the position (the
+ * sequence is emptied then); -EINVAL. */
 int hs_context_seq_keep(hs_context *c, int seq, int n);
 
 /* As llama.h's memory calls, for a cache that keeps each sequence's cells
@@ -927,6 +937,9 @@ int hs_context_seq_keep(hs_context *c, int seq, int n);
  * that later tokens do not see (the next position stays; positions are not
  * shifted).  -EINVAL (bad sequence or range), -ENOTSUP (above). */
 int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1);
+/* Models with recurrent layers (qwen35moe): seq_rm of anything but the
+ * whole sequence, seq_cp, seq_save and seq_load are -ENOTSUP (one state per
+ * sequence, the sum of all its tokens, that cannot be cut or copied yet). */
 /* Copies src's cells of positions [p0, p1) into dst, which then continues
  * at p1 (a prompt decoded once, shared by several sequences).  dst must
  * hold no position >= p0 (seq_rm or seq_clear it first): -EINVAL

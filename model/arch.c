@@ -20,7 +20,13 @@ const struct hs_moe_arch hs__arch_qwen3moe = { "qwen3moe", 0, HS_ACT_SILU_MUL, h
 const struct hs_moe_arch hs__arch_glm4moe = { "glm4moe", 0, HS_ACT_SILU_MUL, NULL, hs__act_silu_mul,
 					       hs__act_silu_mul_f, NULL, hs__gating_sel, hs__gating_sel_f };
 
-static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe, &hs__arch_glm4moe };
+/* Qwen3.5/3.6 MoE: the same gating (llama.cpp hard-codes softmax, top-k,
+ * renormalise for it); its shared expert is outside the routed part. */
+const struct hs_moe_arch hs__arch_qwen35moe = { "qwen35moe", 0, HS_ACT_SILU_MUL, hs__gating_topk_softmax,
+						 hs__act_silu_mul, hs__act_silu_mul_f, hs__gating_topk_softmax_f, NULL, NULL };
+
+static const struct hs_moe_arch *const archs[] = { &hs__arch_gpt_oss, &hs__arch_qwen3moe, &hs__arch_glm4moe,
+						    &hs__arch_qwen35moe };
 
 const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
 {
@@ -34,11 +40,13 @@ const struct hs_moe_arch *hs__arch_find(const char *name, size_t len)
  * with a sliding one (llama.cpp's swa pattern 2); its pre-MoE norm is
  * called post_attention_norm. */
 static const struct hs_model_arch model_archs[] = {
-	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2, 0 },
-	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0, 0 },
+	{ &hs__arch_gpt_oss, "post_attention_norm", 1, 1, 0, 2, 0, 0 },
+	{ &hs__arch_qwen3moe, "ffn_norm", 0, 0, 1, 0, 0, 0 },
 	/* glm4moe: q/k/v biases and q/k norms where the file has them, leading
 	 * dense FFN layers and a shared expert (whole.c's glm4moe part) */
-	{ &hs__arch_glm4moe, "post_attention_norm", 0, 0, 0, 0, 1 },
+	{ &hs__arch_glm4moe, "post_attention_norm", 0, 0, 0, 0, 1, 0 },
+	/* qwen35moe: q/k norms, Gated DeltaNet layers beside gated attention (whole.c's q35 part) */
+	{ &hs__arch_qwen35moe, "post_attention_norm", 0, 0, 1, 0, 0, 1 },
 };
 
 const struct hs_model_arch *hs__model_arch_find(const char *name, size_t len)

@@ -310,7 +310,9 @@ static int encode_piece(const hs_tokenizer *t, const uint8_t *s, size_t n, struc
 
 static int encode_text(const hs_tokenizer *t, const uint8_t *s, size_t n, struct sink *o, struct piece_cache *c)
 {
-	size_t (*split)(const uint8_t *, size_t) = t->pre == HS_PRE_O200K ? hs__pretok_o200k : hs__pretok_qwen2;
+	size_t (*split)(const uint8_t *, size_t) = t->pre == HS_PRE_O200K    ? hs__pretok_o200k
+						   : t->pre == HS_PRE_QWEN35 ? hs__pretok_qwen35
+									     : hs__pretok_qwen2;
 	int rc;
 
 	for (size_t i = 0, len; i < n; i += len) {

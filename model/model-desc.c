@@ -92,8 +92,23 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 	out->n_head = hp->n_head;
 	out->n_vocab = hp->n_vocab;
 	out->n_rot = hp->n_rot;
-	out->dense_type = hp->n_layers > 0 ? w->layers[0].wq.type : w->output.type;
+	out->dense_type = w->output.type;
+	for (int l = hp->n_layers - 1; l >= 0; l--) /* the first layer with attention (qwen35moe's 0 has none) */
+		if (w->layers[l].wq.data)
+			out->dense_type = w->layers[l].wq.type;
 	out->output_type = w->output.type;
+	if (hp->n_recurrent) {
+		/* the layer pattern as an interval (what llama.cpp's converter writes); a file whose
+		 * recurrent_layers follow no interval is counted as attention everywhere (more KV) */
+		int first = 0;
+		while (first < hp->n_layers && w->layers[first].q35.recurrent)
+			first++;
+		int every = first + 1, ok = 1;
+		for (int l = 0; l < hp->n_layers; l++)
+			ok &= w->layers[l].q35.recurrent == ((l + 1) % every != 0);
+		out->full_attn_every = ok ? every : 0;
+		out->recurrent_state_bytes = hs__whole_state_bytes(hp);
+	}
 	dense_tensor(out, 4 * D);
 	dense_tensor(out, weight_bytes(&w->output));
 	for (int l = 0; l < hp->n_layers; l++) {
@@ -125,6 +140,9 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 			out->ffn_gate_type = L->ffn_gate.type;
 			out->ffn_down_type = L->ffn_down.type;
 		}
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices go up too */
+		for (int k = 0, ne = hs__q35_matrices((struct hs_dense_layer *)L, extra); k < ne; k++)
+			dense_tensor(out, weight_bytes(extra[k]));
 	}
 }
 

@@ -324,7 +324,7 @@ int hs_model_open(const char *path, hs_model **out)
 	}
 	const struct hs_moe_arch *arch = hs__arch_find(m->arch, strlen(m->arch));
 	if (!arch) {
-		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe, glm4moe)", path, m->arch);
+		rc = hs__error(EINVAL, "%s: architecture '%s' is not one hotset runs (gpt-oss, qwen3moe, qwen35moe, glm4moe)", path, m->arch);
 		goto out_free;
 	}
 	in->arch = arch->name;
@@ -403,6 +403,8 @@ int hs_model_open(const char *path, hs_model **out)
 		in->n_ctx_train = hp->n_ctx_train;
 		in->swa_window = hp->swa_window;
 		in->dense_bytes = m->whole->dense_bytes;
+		in->n_recurrent_layers = hp->n_recurrent;
+		in->recurrent_state_bytes = hs__whole_state_bytes(hp);
 	}
 	*out = m;
 	return 0;

@@ -20,6 +20,9 @@
 #define SET_PRE (BIT(HS_UC_WS) | BIT(HS_UC_M) | BIT(HS_UC_OTHER))
 /* [^\s\p{L}\p{N}]: punctuation, symbols, marks, unassigned, bad bytes */
 #define SET_P (BIT(HS_UC_M) | BIT(HS_UC_OTHER))
+/* qwen35: [\p{L}\p{M}] (letters with their combining marks) and [^\s\p{L}\p{M}\p{N}] */
+#define SET_LM (SET_L | BIT(HS_UC_M))
+#define SET_P35 BIT(HS_UC_OTHER)
 
 /* Class of the character at s[i] (i < n) and its length in *len. */
 static inline int cls_at(const uint8_t *s, size_t n, size_t i, int *len)
@@ -118,20 +121,20 @@ static size_t whitespace(const uint8_t *s, size_t n)
 	return last_start;
 }
 
-/* ` ?[^\s\p{L}\p{N}]+` then a tail of `[\r\n/]*` (o200k) or `[\r\n]*`
- * (qwen2); 0 when it does not match. */
-static size_t punct(const uint8_t *s, size_t n, int c0, int slash)
+/* ` ?[^\s\p{L}\p{N}]+` (the class `set`) then a tail of `[\r\n/]*` (o200k)
+ * or `[\r\n]*` (qwen2, qwen35); 0 when it does not match. */
+static size_t punct(const uint8_t *s, size_t n, int c0, int slash, unsigned set)
 {
 	size_t i;
 	int len;
 
-	if (s[0] == ' ' && n > 1 && (BIT(cls_at(s, n, 1, &len)) & SET_P))
+	if (s[0] == ' ' && n > 1 && (BIT(cls_at(s, n, 1, &len)) & set))
 		i = 1;
-	else if (BIT(c0) & SET_P)
+	else if (BIT(c0) & set)
 		i = 0;
 	else
 		return 0;
-	while (i < n && (BIT(cls_at(s, n, i, &len)) & SET_P))
+	while (i < n && (BIT(cls_at(s, n, i, &len)) & set))
 		i += len;
 	while (i < n && (s[i] == '\r' || s[i] == '\n' || (slash && s[i] == '/')))
 		i++;
@@ -162,16 +165,15 @@ size_t hs__pretok_o200k(const uint8_t *s, size_t n)
 			e += len;
 		return e;
 	}
-	if ((e = punct(s, n, c0, 1)))
+	if ((e = punct(s, n, c0, 1, SET_P)))
 		return e;
 	if (BIT(c0) & SET_WS)
 		return whitespace(s, n);
 	return l0; /* not reached: every class is covered above */
 }
 
-/* (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
- * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-size_t hs__pretok_qwen2(const uint8_t *s, size_t n)
+/* qwen2's pattern with its letter class `letters` and punctuation class `punctuation` */
+static size_t qwen_split(const uint8_t *s, size_t n, unsigned letters, unsigned punctuation)
 {
 	int l0, len, c0 = cls_at(s, n, 0, &l0);
 	size_t e;
@@ -182,22 +184,38 @@ size_t hs__pretok_qwen2(const uint8_t *s, size_t n)
 		if (e)
 			return e;
 	}
-	if ((BIT(c0) & SET_PRE) && (size_t)l0 < n && (BIT(cls_at(s, n, l0, &len)) & SET_L))
+	if ((BIT(c0) & SET_PRE) && (size_t)l0 < n && (BIT(cls_at(s, n, l0, &len)) & letters))
 		e = l0 + len;
-	else if (BIT(c0) & SET_L)
+	else if (BIT(c0) & letters)
 		e = l0;
 	else
 		e = 0;
 	if (e) {
-		while (e < n && (BIT(cls_at(s, n, e, &len)) & SET_L))
+		while (e < n && (BIT(cls_at(s, n, e, &len)) & letters))
 			e += len;
 		return e;
 	}
 	if (c0 == HS_UC_N)
 		return l0;
-	if ((e = punct(s, n, c0, 0)))
+	if ((e = punct(s, n, c0, 0, punctuation)))
 		return e;
 	if (BIT(c0) & SET_WS)
 		return whitespace(s, n);
 	return l0;
+}
+
+/* (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+ * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+size_t hs__pretok_qwen2(const uint8_t *s, size_t n)
+{
+	return qwen_split(s, n, SET_L, SET_P);
+}
+
+/* Qwen3.5's: qwen2's with combining marks in the letter runs and out of the
+ * punctuation runs:
+ * (?:'[sS]|...|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}
+ * | ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+size_t hs__pretok_qwen35(const uint8_t *s, size_t n)
+{
+	return qwen_split(s, n, SET_LM, SET_P35);
 }

@@ -447,7 +447,7 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 				 (int)(model.n > 40 ? 40 : model.n), model.p);
 	if ((rc = hs__gguf_get_str(g, "tokenizer.ggml.pre", &pre)))
 		return rc == -ENOENT ? hs__error(EINVAL, "tokenizer: tokenizer.ggml.pre is missing; hotset reads "
-						 "'gpt-4o' and 'qwen2'") : rc;
+						 "'gpt-4o', 'qwen2' and 'qwen35'") : rc;
 	t = calloc(1, sizeof *t);
 	if (!t)
 		return hs__error(ENOMEM, "tokenizer: out of memory");
@@ -456,8 +456,11 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 		t->tiktoken = 1;
 	} else if (pre.n == 5 && memcmp(pre.p, "qwen2", 5) == 0) {
 		t->pre = HS_PRE_QWEN2;
+	} else if (pre.n == 6 && memcmp(pre.p, "qwen35", 6) == 0) {
+		t->pre = HS_PRE_QWEN35;
 	} else {
-		rc = hs__error(EINVAL, "tokenizer: pre-tokenizer '%.*s' is not one hotset implements ('gpt-4o', 'qwen2')",
+		rc = hs__error(EINVAL, "tokenizer: pre-tokenizer '%.*s' is not one hotset implements ('gpt-4o', 'qwen2', "
+				       "'qwen35')",
 			       (int)(pre.n > 40 ? 40 : pre.n), pre.p);
 		goto out_free;
 	}

@@ -79,5 +79,6 @@ int hs__utf8_encode(uint32_t c, uint8_t *out);
  * UTF-8 counts as one character of class OTHER. */
 size_t hs__pretok_o200k(const uint8_t *s, size_t n);
 size_t hs__pretok_qwen2(const uint8_t *s, size_t n);
+size_t hs__pretok_qwen35(const uint8_t *s, size_t n);
 
 #endif

@@ -132,6 +132,140 @@ static int mat(struct ctx *c, int layer, const char *what, int cols, int rows, s
 	return 0;
 }
 
+/* ---- qwen35moe: Gated DeltaNet layers, gated attention, the shared expert ---- */
+
+/* Element i of the int/bool array {arch}.key (i < n it holds): 0, or 1 when
+ * absent; not_whole when of another kind or too short. */
+static int meta_arr_int(struct ctx *c, const char *key, int i, int *v)
+{
+	char full[128];
+	snprintf(full, sizeof full, "%s.%s", c->arch, key);
+	const struct hs_gguf_kv *kv = hs__gguf_find_kv(c->g, full);
+	if (!kv)
+		return -1;
+	size_t es = kv->arr_type == HS_GGUF_INT32 || kv->arr_type == HS_GGUF_UINT32 ? 4
+		    : kv->arr_type == HS_GGUF_BOOL || kv->arr_type == HS_GGUF_INT8 || kv->arr_type == HS_GGUF_UINT8 ? 1
+														 : 0;
+	if (kv->type != HS_GGUF_ARRAY || !es || (uint64_t)i >= kv->arr_n)
+		return not_whole(c, "%s: not an array of at least %d integers", full, i + 1);
+	const uint8_t *p = kv->value + 12 + (size_t)i * es; /* element type, count, then the elements */
+	int32_t x = 0;
+	if (es == 4)
+		memcpy(&x, p, 4);
+	else
+		x = kv->arr_type == HS_GGUF_INT8 ? (int8_t)p[0] : p[0];
+	*v = x;
+	return 0;
+}
+
+static int q35_hparams(struct ctx *c, struct hs_hparams *hp)
+{
+	int rc, inner, interval, sec_sum = 0;
+
+	if ((rc = meta_int(c, "ssm.conv_kernel", -1, 1, 16, &hp->ssm_conv)) ||
+	    (rc = meta_int(c, "ssm.state_size", -1, 1, 1024, &hp->ssm_dh)) ||
+	    (rc = meta_int(c, "ssm.group_count", -1, 1, 1024, &hp->ssm_nk)) ||
+	    (rc = meta_int(c, "ssm.time_step_rank", -1, 1, 1024, &hp->ssm_nv)) ||
+	    (rc = meta_int(c, "ssm.inner_size", -1, 1, 1 << 20, &inner)) ||
+	    (rc = meta_int(c, "full_attention_interval", 4, 1, 1 << 16, &interval)) ||
+	    (rc = meta_float(c, "expert_weights_scale", 0, 0, 1e6f, &hp->expert_scale)))
+		return rc;
+	if (hp->expert_scale == 0)
+		hp->expert_scale = 1;
+	if (hp->ssm_nv % hp->ssm_nk || inner != hp->ssm_nv * hp->ssm_dh)
+		return not_whole(c, "DeltaNet: %d value heads, %d key heads, inner size %d: value heads must be a multiple "
+				    "of key heads and the inner size value heads x %d",
+				 hp->ssm_nv, hp->ssm_nk, inner, hp->ssm_dh);
+	/* the rope sections: for text every position id is the token's, so
+	 * interleaved M-RoPE is plain NEOX rope when they cover n_rot / 2 */
+	for (int i = 0; i < 4; i++) {
+		int v = 0;
+		if ((rc = meta_arr_int(c, "rope.dimension_sections", i, &v)) > 0)
+			return rc;
+		if (rc < 0)
+			break; /* absent: plain rope */
+		sec_sum += v;
+	}
+	if (sec_sum && sec_sum != hp->n_rot / 2)
+		return not_whole(c, "%s.rope.dimension_sections sum to %d, not rope.dimension_count / 2 = %d", c->arch,
+				 sec_sum, hp->n_rot / 2);
+	(void)interval;
+	return 0;
+}
+
+/* Layer i is a DeltaNet layer: attention.recurrent_layers when the file
+ * has it, else every layer but each full_attention_interval-th. */
+static int q35_is_recurrent(struct ctx *c, int i, int *rec)
+{
+	int interval = 4, rc = meta_arr_int(c, "attention.recurrent_layers", i, rec);
+	if (rc >= 0)
+		return rc;
+	if ((rc = meta_int(c, "full_attention_interval", 4, 1, 1 << 16, &interval)))
+		return rc;
+	*rec = (i + 1) % interval != 0;
+	return 0;
+}
+
+static int vec2(struct ctx *c, int layer, const char *what, int ne0, int ne1, const float **v)
+{
+	const struct hs_gguf_tensor *t = find(c, layer, what);
+	*v = NULL;
+	if (!t)
+		return not_whole(c, "tensor 'blk.%d.%s' missing", layer, what);
+	if (t->type != HS_TYPE_F32 || t->ne[0] != (uint64_t)ne0 || t->ne[1] != (uint64_t)ne1 || t->ne[2] != 1)
+		return not_whole(c, "tensor '%s' is %s {%llu, %llu}, expected f32 {%d, %d}", t->name,
+				 hs__type_name(t->type) ? hs__type_name(t->type) : "an unknown type",
+				 (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], ne0, ne1);
+	*v = (const float *)(const void *)t->data;
+	return 0;
+}
+
+static int q35_layer(struct ctx *c, const struct hs_hparams *hp, int i, struct hs_dense_layer *L)
+{
+	struct hs_q35_layer *Q = &L->q35;
+	const int d = hp->n_embd, q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim;
+	const int key = hp->ssm_nk * hp->ssm_dh, val = hp->ssm_nv * hp->ssm_dh, conv = 2 * key + val;
+	int rc;
+
+	if ((rc = q35_is_recurrent(c, i, &Q->recurrent)) ||
+	    (rc = vec(c, i, "attn_norm.weight", d, 0, &L->attn_norm)) ||
+	    (rc = vec(c, i, "post_attention_norm.weight", d, 0, &L->ffn_norm)))
+		return rc;
+	if (Q->recurrent) {
+		if ((rc = mat(c, i, "attn_qkv.weight", d, conv, &Q->qkv)) || (rc = mat(c, i, "attn_gate.weight", d, val, &Q->z)) ||
+		    (rc = mat(c, i, "ssm_beta.weight", d, hp->ssm_nv, &Q->beta)) ||
+		    (rc = mat(c, i, "ssm_alpha.weight", d, hp->ssm_nv, &Q->alpha)) ||
+		    (rc = mat(c, i, "ssm_out.weight", val, d, &Q->out)) ||
+		    (rc = vec2(c, i, "ssm_conv1d.weight", hp->ssm_conv, conv, &Q->conv)) ||
+		    (rc = vec(c, i, "ssm_dt.bias", hp->ssm_nv, 0, &Q->dt_bias)) ||
+		    (rc = vec(c, i, "ssm_a", hp->ssm_nv, 0, &Q->a)) ||
+		    (rc = vec(c, i, "ssm_norm.weight", hp->ssm_dh, 0, &Q->norm)))
+			return rc;
+	} else {
+		L->attn_gate = 1;
+		if ((rc = mat(c, i, "attn_q.weight", d, 2 * q, &L->wq)) || (rc = mat(c, i, "attn_k.weight", d, kv, &L->wk)) ||
+		    (rc = mat(c, i, "attn_v.weight", d, kv, &L->wv)) ||
+		    (rc = mat(c, i, "attn_output.weight", q, d, &L->wo)) ||
+		    (rc = vec(c, i, "attn_q_norm.weight", hp->head_dim, 0, &L->q_norm)) ||
+		    (rc = vec(c, i, "attn_k_norm.weight", hp->head_dim, 0, &L->k_norm)))
+			return rc;
+	}
+	if (find(c, i, "ffn_up_shexp.weight")) {
+		int fs = 0;
+		const struct hs_gguf_tensor *t = find(c, i, "ffn_up_shexp.weight");
+		fs = t->n_dims == 2 && t->ne[1] <= (1u << 20) ? (int)t->ne[1] : 0;
+		if (!fs)
+			return not_whole(c, "tensor '%s' is not a matrix of at most 2^20 rows", t->name);
+		if ((rc = mat(c, i, "ffn_gate_shexp.weight", d, fs, &Q->sh_gate)) ||
+		    (rc = mat(c, i, "ffn_up_shexp.weight", d, fs, &Q->sh_up)) ||
+		    (rc = mat(c, i, "ffn_down_shexp.weight", fs, d, &Q->sh_down)) ||
+		    (rc = vec(c, i, "ffn_gate_inp_shexp.weight", d, 0, &Q->sh_inp)))
+			return rc;
+	}
+	return 0;
+}
+
+
 static int hparams(struct ctx *c, const struct hs_model_arch *a, int n_layers, int n_embd, struct hs_hparams *hp)
 {
 	struct hs_gguf_str s;
@@ -170,6 +304,9 @@ static int hparams(struct ctx *c, const struct hs_model_arch *a, int n_layers, i
 			return rc;
 	}
 	if (a->swa_every && (rc = meta_int(c, "attention.sliding_window", 0, 0, 1 << 24, &hp->swa_window)))
+		return rc;
+	hp->expert_scale = 1;
+	if (a->qwen35 && (rc = q35_hparams(c, hp)))
 		return rc;
 	return 0;
 }
@@ -246,6 +383,24 @@ static int glm4moe_ffn_keys(struct ctx *c, int n_layers, int *n_dense, int *ff_d
 	return 0;
 }
 
+uint64_t hs__whole_state_bytes(const struct hs_hparams *hp)
+{
+	const uint64_t conv = (uint64_t)(hp->ssm_conv - 1) * (2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh,
+		       delta = (uint64_t)hp->ssm_nv * hp->ssm_dh * hp->ssm_dh;
+	return hp->n_recurrent ? (uint64_t)hp->n_recurrent * sizeof(float) * (conv + delta) : 0;
+}
+
+int hs__q35_matrices(struct hs_dense_layer *L, struct hs_weight **out)
+{
+	struct hs_q35_layer *Q = &L->q35;
+	struct hs_weight *all[8] = { &Q->qkv, &Q->z, &Q->beta, &Q->alpha, &Q->out, &Q->sh_gate, &Q->sh_up, &Q->sh_down };
+	int n = 0;
+	for (int i = 0; i < 8; i++)
+		if (all[i]->data)
+			out[n++] = all[i];
+	return n;
+}
+
 void hs__whole_free(struct hs_whole *w)
 {
 	if (!w)
@@ -290,11 +445,13 @@ int hs__whole_describe(const struct hs_gguf *g, const char *arch, const char *pa
 	}
 	if (a->glm4moe && (rc = glm4moe_ffn_keys(&c, n_layers, &w->n_dense_ffn, &w->n_ff_dense, &w->n_ff_shared)))
 		goto out_free;
-	for (int i = 0; i < n_layers; i++)
-		if ((rc = layer(&c, a, hp, i, &w->layers[i])) ||
+	for (int i = 0; i < n_layers; i++) {
+		if ((rc = a->qwen35 ? q35_layer(&c, hp, i, &w->layers[i]) : layer(&c, a, hp, i, &w->layers[i])) ||
 		    (a->glm4moe &&
 		     (rc = layer_glm4moe(&c, hp, i, w->n_dense_ffn, w->n_ff_dense, w->n_ff_shared, &w->layers[i]))))
 			goto out_free;
+		hp->n_recurrent += w->layers[i].q35.recurrent;
+	}
 	w->dense_bytes = w->output.data != w->tok_embd.data ? weight_bytes(&w->output) : 0;
 	for (int i = 0; i < n_layers; i++) {
 		const struct hs_dense_layer *L = &w->layers[i];
@@ -305,6 +462,9 @@ int hs__whole_describe(const struct hs_gguf *g, const char *arch, const char *pa
 		*(L->ffn_dense ? &w->dense_ffn_bytes : &w->shared_bytes) += ffn;
 		if (L->ffn_gate.data && L->ffn_gate.rows > w->n_ff_max)
 			w->n_ff_max = L->ffn_gate.rows;
+		struct hs_weight *extra[8];
+		for (int k = 0, ne = hs__q35_matrices(&w->layers[i], extra); k < ne; k++)
+			w->dense_bytes += weight_bytes(extra[k]);
 	}
 	*out = w;
 	return 0;

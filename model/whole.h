@@ -34,6 +34,27 @@ struct hs_hparams {
 	float rope_factor;         /* rope.scaling.factor (1 = none) */
 	int rope_orig_ctx;         /* rope.scaling.original_context_length */
 	int swa_window;            /* attention.sliding_window (0 = none) */
+	/* qwen35moe: Gated DeltaNet layers (ssm.*) and the expert scale */
+	int n_recurrent;           /* DeltaNet layers (0 for the other architectures) */
+	int ssm_conv;              /* ssm.conv_kernel: taps of the causal convolution */
+	int ssm_nk, ssm_nv, ssm_dh; /* key heads (group_count), value heads (time_step_rank), head size (state_size) */
+	float expert_scale;        /* expert_weights_scale: the routed output's factor (1 = none) */
+};
+
+/* A qwen35moe layer's tensors beyond hs_dense_layer's: the DeltaNet mixer
+ * (recurrent layers; their wq..wo are empty) and the shared expert (every
+ * layer).  Vectors are f32 in the mapping. */
+struct hs_q35_layer {
+	int recurrent;
+	struct hs_weight qkv;      /* attn_qkv: [2 nk dh + nv dh] rows */
+	struct hs_weight z;        /* attn_gate: [nv dh] rows, the output gate */
+	struct hs_weight beta, alpha; /* ssm_beta, ssm_alpha: [nv] rows */
+	struct hs_weight out;      /* ssm_out: [n_embd] rows of nv dh */
+	const float *conv;         /* ssm_conv1d [conv channels][ssm_conv] */
+	const float *dt_bias, *a;  /* ssm_dt.bias, ssm_a [nv] */
+	const float *norm;         /* ssm_norm [dh] */
+	struct hs_weight sh_gate, sh_up, sh_down; /* the shared expert (data NULL without one) */
+	const float *sh_inp;       /* ffn_gate_inp_shexp [n_embd]: its sigmoid gate */
 };
 
 struct hs_dense_layer {
@@ -50,7 +71,15 @@ struct hs_dense_layer {
 	 * none */
 	struct hs_weight ffn_gate, ffn_up, ffn_down;
 	int ffn_dense;
+	int attn_gate;             /* qwen35moe: wq gives per head head_dim query rows, then head_dim
+				      output-gate rows (o *= sigmoid(gate) before wo) */
+	struct hs_q35_layer q35;
 };
+
+/* The DeltaNet states of one sequence, all layers: f32 conv and delta-rule states. */
+uint64_t hs__whole_state_bytes(const struct hs_hparams *hp);
+/* The matrices of L's hs_q35_layer that are present, into out[8]; their count. */
+int hs__q35_matrices(struct hs_dense_layer *L, struct hs_weight **out);
 
 struct hs_whole {
 	struct hs_hparams hp;

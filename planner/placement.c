@@ -211,6 +211,8 @@ int hs__plan_build(const struct ctx *c, const struct hs_plan_opts *o, int n, str
 /* Positions layer i attends to when it holds `pos` tokens. */
 static double visible(const struct hs_model_desc *m, int i, double pos)
 {
+	if (m->full_attn_every > 0 && i % m->full_attn_every != m->full_attn_every - 1)
+		return 0; /* a DeltaNet layer attends to nothing (its state is read instead) */
 	int full = m->swa_window <= 0 || m->swa_every <= 0 || i % m->swa_every == m->swa_every - 1;
 	return full ? pos : fmin(pos, m->swa_window);
 }
@@ -248,8 +250,10 @@ static void whole_model(const struct ctx *c, struct hs_plan *p, double t_dec, do
 	q->dense_bytes_per_token = m->dense_device_bytes;
 	q->kv_bytes_at_ctx = (uint64_t)llround(kv_ctx);
 	q->dense_gbps = B / 1e9;
-	q->model_decode_tok_s = 1.0 / (t_dec + dense / B);
-	q->model_decode_ctx_tok_s = 1.0 / (t_dec + (dense + kv_ctx) / B);
+	/* DeltaNet states: read and written once a token, on the host (runtime/fwd-qwen35.c) */
+	const double Bh = c->Bc[c->cpu_node] > 0 ? c->Bc[c->cpu_node] : B, t_state = 2.0 * m->recurrent_state_bytes / Bh;
+	q->model_decode_tok_s = 1.0 / (t_dec + dense / B + t_state);
+	q->model_decode_ctx_tok_s = 1.0 / (t_dec + (dense + kv_ctx) / B + t_state);
 	q->model_prefill_tok_s = U / (t_pre + fmax(dense / B, (proj_flops + score_flops) / F));
 }
 

@@ -299,6 +299,8 @@ static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts 
 	const double cell = (double)m->n_head_kv * (double)hs__type_row_bytes(type, (uint64_t)m->head_dim);
 	double total = 0;
 	for (int i = 0; i < m->n_layers; i++) {
+		if (m->full_attn_every > 0 && i % m->full_attn_every != m->full_attn_every - 1)
+			continue; /* a DeltaNet layer: no KV cache */
 		int full = m->swa_window <= 0 || m->swa_every <= 0 || i % m->swa_every == m->swa_every - 1;
 		double cells = (double)o->n_seq * (full ? o->ctx : fmin(o->ctx, (double)m->swa_window + o->ubatch));
 		total += 2 * dev_buf(cells * cell) + dev_buf(cells * 4);

@@ -351,7 +351,7 @@ static void snap_free(hs_context *c)
 static int roll_back(hs_context *c, int rc, int n, const struct hs_token *batch, int ran)
 {
 	char msg[512];
-	int written[HS_MAX_SEQ] = { 0 }, n_emptied = 0, emptied = -1;
+	int written[HS_MAX_SEQ] = { 0 }, n_emptied = 0, n_recurrent = 0, emptied = -1;
 	char touched[HS_MAX_SEQ] = { 0 };
 	const int ring = hs__fwd_ring(&c->f), L = c->f.hp->n_layers;
 
@@ -373,7 +373,12 @@ static int roll_back(hs_context *c, int rc, int n, const struct hs_token *batch,
 		}
 		c->ring_lo[s] = c->ring_lo[s] > lost ? c->ring_lo[s] : lost;
 		c->next_pos[s] = pb;
-		if (err) {
+		/* a recurrent (DeltaNet) state that took tokens of this call holds no
+		 * earlier position to go back to */
+		const int recurrent = c->f.hp->n_recurrent && written[s] > 0;
+		if (recurrent && pb > 0)
+			n_recurrent++;
+		if (err || recurrent) {
 			hs__fwd_forget(&c->f, s, 0);
 			c->next_pos[s] = c->ring_lo[s] = 0;
 			if (pb > 0)
@@ -382,8 +387,9 @@ static int roll_back(hs_context *c, int rc, int n, const struct hs_token *batch,
 	}
 	snap_free(c);
 	if (n_emptied)
-		return hs__error(-rc, "%s; sequence %d%s emptied: its cells could not be put back", msg, emptied,
-				 n_emptied > 1 ? " and others" : "");
+		return hs__error(-rc, "%s; sequence %d%s emptied: %s", msg, emptied, n_emptied > 1 ? " and others" : "",
+				 n_recurrent ? "its recurrent (DeltaNet) state had taken tokens of this call"
+					     : "its cells could not be put back");
 	return hs__error(-rc, "%s", msg);
 }
 
@@ -472,14 +478,25 @@ int hs_context_seq_keep(hs_context *c, int seq, int n)
 				 c->next_pos[seq]);
 	if (n == c->next_pos[seq])
 		return n;
-	/* exact when no ring wrapped over what position n's window sees */
-	const int lost = lost_below(c, seq), from = window_held(c, lost, n) ? n : 0;
+	/* exact when no ring wrapped over what position n's window sees; a
+	 * recurrent (DeltaNet) state holds no earlier position: it starts over */
+	const int lost = lost_below(c, seq), from = !c->f.hp->n_recurrent && window_held(c, lost, n) ? n : 0;
 	int rc = hs__fwd_forget(&c->f, seq, from);
 	if (rc)
 		return rc;
 	c->next_pos[seq] = from;
 	c->ring_lo[seq] = from ? lost : 0;
 	return from;
+}
+
+/* Gated DeltaNet layers keep one state per sequence, the sum of all its
+ * tokens: no part of it can be cut, copied or stored (yet) */
+static int recurrent_refused(const hs_context *c, const char *what, int seq)
+{
+	return hs__error(ENOTSUP,
+			 "%s: sequence %d: this model's %d Gated DeltaNet layers hold a recurrent state per "
+			 "sequence, which cannot be cut, copied or saved (only the whole sequence cleared)",
+			 what, seq, c->f.hp->n_recurrent);
 }
 
 static int bad_seq(const hs_context *c, const char *what, int seq)
@@ -511,6 +528,8 @@ int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1)
 	const int next = c->next_pos[seq];
 	if (p0 >= next || p0 == p1)
 		return 0; /* it holds nothing there */
+	if (c->f.hp->n_recurrent && (p0 > 0 || p1 < next))
+		return recurrent_refused(c, "seq_rm", seq);
 	/* a hole: later tokens do not see those positions */
 	if (p1 < next)
 		return hs__fwd_forget_range(&c->f, seq, p0, p1);
@@ -545,6 +564,8 @@ int hs_context_seq_cp(hs_context *c, int src, int dst, int p0, int p1)
 	p1 = p1 < c->next_pos[src] ? p1 : c->next_pos[src]; /* src holds nothing past its end */
 	if (p0 >= p1)
 		return 0;
+	if (c->f.hp->n_recurrent)
+		return recurrent_refused(c, "seq_cp", src);
 	if (c->next_pos[dst] > p0)
 		return hs__error(EINVAL,
 				 "seq_cp: sequence %d holds positions %d..%d, at or past %d where the copy starts "
@@ -592,6 +613,8 @@ int hs_context_seq_save(hs_context *c, int seq, const char *path, const int32_t 
 		return hs__error(EINVAL,
 				 "seq_save: %d tokens%s; sequence %d holds %d positions (0 or that many tokens)",
 				 n_tokens, n_tokens && !tokens ? " but no array" : "", seq, c->next_pos[seq]);
+	if (c->f.hp->n_recurrent)
+		return recurrent_refused(c, "seq_save", seq);
 	for (int i = 0; i < n_tokens; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
 			return hs__error(EINVAL, "seq_save: token %d is id %d, outside the vocabulary (0..%d)", i,
@@ -613,6 +636,8 @@ int hs_context_seq_load(hs_context *c, int seq, const char *path, int32_t *token
 		return bad_seq(c, "seq_load", seq);
 	if (cap < 0 || (cap && !tokens))
 		return hs__error(EINVAL, "seq_load: room for %d tokens%s", cap, cap > 0 ? " but no array" : "");
+	if (c->f.hp->n_recurrent)
+		return recurrent_refused(c, "seq_load", seq);
 	int emptied = 0, rc = hs__seq_state_load(&c->f, seq, path, &h, tokens, tokens ? cap : 0, &emptied);
 	if (emptied) /* checked whole, then the backend failed while the cells went in */
 		c->next_pos[seq] = c->ring_lo[seq] = 0;

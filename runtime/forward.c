@@ -34,6 +34,8 @@ static size_t align64(size_t b)
 static int kv_cells(const struct hs_fwd *f, int layer)
 {
 	const struct hs_hparams *hp = f->hp;
+	if (f->w->layers[layer].q35.recurrent)
+		return 0; /* a DeltaNet layer: a fixed state instead (fwd-qwen35.c) */
 	if (!f->w->layers[layer].swa)
 		return f->n_ctx;
 	long ring = (long)hp->swa_window + f->ubatch;
@@ -61,6 +63,8 @@ static size_t scratch_need(struct hs_fwd *f)
 		size_t b = f->be->attn_scratch(f, n, f->n_ctx);
 		need = b > need ? b : need;
 	}
+	size_t b = hs__q35_scratch(f);
+	need = b > need ? b : need;
 	return align64(need);
 }
 
@@ -122,6 +126,8 @@ int hs__fwd_init(struct hs_fwd *f)
 	    !(f->hcells_swa = halloc(ub * 4)) || !(f->hids = halloc(ub * n_used * 4)) ||
 	    !(f->hw = halloc(ub * n_used * 4)) || !(f->route_scratch = halloc(hs__route_scratch_bytes(ml, f->ubatch))))
 		return hs__error(ENOMEM, "context: out of memory for the ubatch buffers");
+	if ((rc = hs__q35_init(f)))
+		return rc;
 	for (int s = 0; s < f->n_seq; s++)
 		if ((rc = hs__fwd_forget(f, s, 0)))
 			return rc;
@@ -137,6 +143,7 @@ void hs__fwd_free(struct hs_fwd *f)
 			f->be->free(f, f->kv[l].cell_pos);
 		}
 	free(f->kv);
+	hs__q35_free(f);
 	void *bufs[] = { f->x, f->h, f->q, f->k, f->v, f->o, f->t, f->logits, f->cs, f->pos, f->cells_full,
 			 f->cells_swa, f->scratch, f->fg, f->fu };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -157,8 +164,12 @@ int hs__fwd_forget_range(struct hs_fwd *f, int seq, int lo, int hi)
 	int32_t *tmp = NULL;
 	int cap = 0, rc = 0;
 
+	if (lo <= 0) /* from the start: the recurrent states start over (partial cuts are refused above) */
+		hs__q35_forget(f, seq);
 	for (int l = 0; l < f->hp->n_layers && !rc; l++) {
 		struct hs_kv_layer *K = &f->kv[l];
+		if (!K->n_cells)
+			continue;
 		if (K->n_cells > cap) {
 			free(tmp);
 			cap = K->n_cells;
@@ -361,7 +372,9 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 	int rc;
 
 	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->attn_norm, hp->eps)) ||
-	    (rc = be->matmul(f, &L->wq, L->bq, n, f->h, d, f->q, qd)) ||
+	    (rc = be->matmul(f, &L->wq, L->bq, n, f->h, d, L->attn_gate ? hs__q35_qg(f) : f->q,
+			     L->attn_gate ? 2 * qd : qd)) ||
+	    (L->attn_gate && (rc = hs__q35_split_q(f, n))) ||
 	    (rc = be->matmul(f, &L->wk, L->bk, n, f->h, d, f->k, kvd)) ||
 	    (rc = be->matmul(f, &L->wv, L->bv, n, f->h, d, f->v, kvd)))
 		return rc;
@@ -392,7 +405,8 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 		if ((rc = be->attention(f, &job)))
 			return rc;
 	}
-	if ((rc = be->matmul(f, &L->wo, L->bo, n, f->o, qd, f->t, d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+	if ((L->attn_gate && (rc = hs__q35_gate_out(f, n))) || (rc = be->matmul(f, &L->wo, L->bo, n, f->o, qd, f->t, d)) ||
+	    (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
 	return 0;
 }
@@ -437,6 +451,8 @@ static int layer_moe(struct hs_fwd *f, int l, int n)
 	} else if ((rc = route(f, l, n)) || (rc = hs__runtime_moe(f->rt, l, n, f->hh, f->hids, f->hw, f->hy))) {
 		return rc;
 	}
+	if (f->q35 && (rc = hs__q35_shared(f, l, n)))
+		return rc;
 	if (
 	    (rc = be->upload(f, f->t, f->hy, sizeof(float) * n * d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
@@ -487,7 +503,9 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 		if (f->abort && f->abort(f->abort_ctx))
 			return hs__error(ECANCELED, "decode: cancelled by the abort callback (before layer %d)", l);
 		double a = now_s();
-		if ((rc = layer_attention(f, l, n, n_groups, g_start, seq)) || (rc = be->sync(f)))
+		rc = f->w->layers[l].q35.recurrent ? hs__q35_deltanet(f, l, n, n_groups, g_start, seq)
+						   : layer_attention(f, l, n, n_groups, g_start, seq);
+		if (rc || (rc = be->sync(f)))
 			return rc;
 		double b = now_s();
 		if ((rc = layer_moe(f, l, n)))

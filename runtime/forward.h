@@ -102,6 +102,7 @@ struct hs_fwd {
 	/* asked before every layer of a ubatch: nonzero stops it with -ECANCELED */
 	hs_abort_fn abort;
 	void *abort_ctx;
+	struct hs_q35 *q35;        /* qwen35moe's buffers and recurrent states (fwd-qwen35.c), or NULL */
 };
 
 /* One ubatch: n tokens (sorted by sequence, positions consecutive within
@@ -152,5 +153,29 @@ int hs__fwd_cpu_open(struct hs_fwd *f);
  * on the device (uploaded by the first context, kept by the runtime). */
 int hs__fwd_dev_open(struct hs_fwd *f);
 void hs__fwd_dev_close(struct hs_fwd *f);
+
+/* ---- qwen35moe (fwd-qwen35.c) -------------------------------------------------
+ * Its Gated DeltaNet layers, the output gate of its attention layers and
+ * its shared expert, over the same backend ops: the products on the
+ * backend, the convolution, the delta rule and the element-wise steps on
+ * the host (the backend's buffers downloaded and uploaded around them;
+ * the CPU backend's are host memory already).  Each sequence has, per
+ * DeltaNet layer, a convolution state and a delta-rule state in host
+ * memory: a fixed size whatever its length, and no way back to an earlier
+ * position (hs__fwd_forget_exact says so). */
+int hs__q35_init(struct hs_fwd *f);   /* nothing to do unless the model has DeltaNet layers */
+void hs__q35_free(struct hs_fwd *f);
+size_t hs__q35_scratch(struct hs_fwd *f); /* the backend scratch its products need */
+void hs__q35_forget(struct hs_fwd *f, int seq); /* the sequence's states back to zero */
+/* Layer l's DeltaNet mixer: x += ssm_out(gated_norm(delta_rule(conv(qkv(rmsnorm(x)))))) */
+int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_start, const int32_t *seq);
+/* Gated attention: wq wrote query and gate rows into hs__q35_qg(f) (2 n_head head_dim a token);
+ * split_q moves the queries to f->q, gate_out multiplies f->o by sigmoid(gate). */
+float *hs__q35_qg(struct hs_fwd *f);
+int hs__q35_split_q(struct hs_fwd *f, int n);
+int hs__q35_gate_out(struct hs_fwd *f, int n);
+/* The shared expert of layer l on f->h (the pre-MoE norm), times its sigmoid gate, added to f->hy
+ * (host), after the routed output there is scaled by expert_weights_scale. */
+int hs__q35_shared(struct hs_fwd *f, int l, int n);
 
 #endif

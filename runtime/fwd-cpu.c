@@ -322,6 +322,10 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 		    (L->ffn_gate.data && ((rc = pack_weight(f, &L->ffn_gate)) || (rc = pack_weight(f, &L->ffn_up)) ||
 					  (rc = pack_weight(f, &L->ffn_down)))))
 			goto out_free;
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
+		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
+			if ((rc = pack_weight(f, extra[k])))
+				goto out_free;
 	}
 	rt->cwhole = cw;
 	f->w = cw;

@@ -223,6 +223,10 @@ static int upload_whole(struct hs_fwd *f)
 		    (rc = put_vec(f, &L->k_norm, hp->head_dim)) || (rc = put_weight(f, &L->ffn_gate)) ||
 		    (rc = put_weight(f, &L->ffn_up)) || (rc = put_weight(f, &L->ffn_down)))
 			goto out_free;
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
+		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
+			if ((rc = put_weight(f, extra[k])))
+				goto out_free;
 	}
 	hs__runtime_say(rt, "dense weights on the device: %.1f MiB", hw->dense_bytes / 1048576.0);
 	rt->dwhole = dw;

@@ -7,7 +7,8 @@
  * and IQ4_XS into experts and dense weights; two GLM-4.5 MoE files, Q8_0
  * and Q4_K_M, with a leading dense FFN layer, shared experts, sigmoid
  * routing whose per-expert bias only picks, partial RoPE and q/k/v
- * biases): the float path (every op's
+ * biases; two Qwen3.5 MoE files, Q8_0 and Q4_K_M, Gated DeltaNet layers
+ * beside gated attention, a shared expert): the float path (every op's
  * double twin, nothing quantized) within 1e-3 of the float64 logits at
  * every position; the fast CPU path and the sim device in every expert mode
  * at least as close to them as llama.cpp is (median relative error within
@@ -16,13 +17,16 @@
  * of 1, 7, 64 and the whole prompt (window boundaries fall inside them);
  * three sequences decoded together equal each decoded alone; a q8_0 KV
  * cache within its derived bound; bad batches refused whole, and a device
- * failure mid-batch rolled back (a sliding window's ring cells that the
- * batch overwrote put back too); the split model opened
+ * failure mid-batch rolled back (or, when a sliding window's ring has lost
+ * what the window needs, or a recurrent state has taken the call's tokens,
+ * the sequence emptied; a kept prefix below a recurrent sequence's position
+ * empties it, all of it is kept exactly); the split model opened
  * from its second shard gives the same logits bit for bit.
  * HS_TEST_DEVICE=cuda (bench/gpu-check.sh) runs the device part alone on
  * that backend, with ubatches of 1, 7, 64 and the whole prompt and a q8_0
  * KV cache as well (HS_TEST_DEVICE_ONLY=1 does that on sim); the CPU part
- * and the sim's fault injection are every build's. */
+ * and the sim's fault injection are every build's.  HS_TEST_ORACLE=NAME runs the
+ * files whose name holds NAME alone. */
 #include "config.h"
 
 #include <errno.h>
@@ -171,9 +175,12 @@ static void check_rollback(const struct oracle *o, const float *want)
 				failures++;
 				CHECK(rc == -EIO && strstr(hs_last_error(), "fault injection"), "op %s: rc %d '%s'", at[k], rc,
 				      hs_last_error());
-				CHECK(hs_context_seq_pos(c, 0) == 16 * half, "op %s: after a failed batch the sequence is at %d",
-				      at[k], hs_context_seq_pos(c, 0));
-				rc = hs_decode(c, 16, b + 16 * half);
+				/* a recurrent state cannot go back: that sequence is emptied instead */
+				const int pos = hs_context_seq_pos(c, 0),
+					  rec = hs_runtime_model_info(rt)->n_recurrent_layers > 0;
+				CHECK(pos == 16 * half || (rec && pos == 0 && strstr(hs_last_error(), "emptied")),
+				      "op %s: after a failed batch the sequence is at %d: %s", at[k], pos, hs_last_error());
+				rc = hs_decode(c, 16 * (half + 1) - pos, b + pos);
 				CHECK(rc == 0, "op %s: the batch again: %s", at[k], hs_last_error());
 			}
 		}
@@ -307,6 +314,44 @@ static void check_close(const char *what, const struct oracle *o, const float *g
 	      a.top1, l.top1, 0.02 + o->top1_slack);
 }
 
+/* On a model with recurrent layers a sequence's tokens go through the
+ * delta rule in chunks cut where its ubatches cut it, and each token's
+ * rounding carries into every later one through the state: batched or
+ * resumed runs are the same numbers in another order, not the same bits
+ * (one ubatch against one token at a time here: mean 0.009, as far apart
+ * as llama.cpp's own two orders).  So those rows are held to the oracle's
+ * bound instead: as close to the float64 logits of their positions as
+ * llama.cpp's one-ubatch rows are (median within 1.25x, top-1 at most 0.02
+ * below). */
+static int rows_close(const struct oracle *o, const char *what, float *const *rows, const int *pos, int n)
+{
+	double *a = malloc(sizeof *a * n), *l = malloc(sizeof *l * n);
+	int ta = 0, tl = 0;
+	for (int k = 0; k < n; k++) {
+		const float *ref = o->f64 + (size_t)pos[k] * o->n_vocab, *ll = o->llama512 + (size_t)pos[k] * o->n_vocab;
+		double na = 0, nl = 0, den = 0;
+		int ia = 0, il = 0, ir = 0;
+		for (int j = 0; j < o->n_vocab; j++) {
+			na += ((double)rows[k][j] - ref[j]) * ((double)rows[k][j] - ref[j]);
+			nl += ((double)ll[j] - ref[j]) * ((double)ll[j] - ref[j]);
+			den += (double)ref[j] * ref[j];
+			ia = rows[k][j] > rows[k][ia] ? j : ia;
+			il = ll[j] > ll[il] ? j : il;
+			ir = ref[j] > ref[ir] ? j : ir;
+		}
+		a[k] = sqrt(na / den), l[k] = sqrt(nl / den);
+		ta += ia == ir, tl += il == ir;
+	}
+	qsort(a, n, sizeof *a, cmp_double);
+	qsort(l, n, sizeof *l, cmp_double);
+	double ma = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]), ml = n % 2 ? l[n / 2] : 0.5 * (l[n / 2 - 1] + l[n / 2]);
+	printf("%-28s %-34s vs f64: median %.5f top-1 %.3f (llama.cpp at those positions: median %.5f top-1 %.3f)\n",
+	       o->name, what, ma, (double)ta / n, ml, (double)tl / n);
+	free(a);
+	free(l);
+	return ma <= 1.25 * ml && (double)ta / n >= (double)tl / n - 0.02;
+}
+
 /* Three sequences in one batch (interleaved, different lengths and
  * starts) must give each the logits it gets alone. */
 static void check_batching(hs_runtime *rt, const struct oracle *o, const float *alone)
@@ -329,6 +374,8 @@ static void check_batching(hs_runtime *rt, const struct oracle *o, const float *
 	CHECK(hs_decode(c, n, b) == 0, "batch of 3: %s", hs_last_error());
 	double worst = 0;
 	int over = 0, top_diff = 0;
+	static float *rows[3 * N_TOK];
+	static int rpos[3 * N_TOK];
 	for (int k = 0; k < n && hs_context_n_logits(c) == n; k++) {
 		const float *got = hs_context_logits(c, k), *want = alone + (size_t)(where[k] % N_TOK) * o->n_vocab;
 		double num = 0, den = 0;
@@ -340,6 +387,8 @@ static void check_batching(hs_runtime *rt, const struct oracle *o, const float *
 			iw = want[j] > want[iw] ? j : iw;
 		}
 		double rel = sqrt(num / den);
+		rows[k] = (float *)got;
+		rpos[k] = where[k] % N_TOK;
 		worst = rel > worst ? rel : worst;
 		over += rel > 1e-5;
 		top_diff += ig != iw;
@@ -353,8 +402,12 @@ static void check_batching(hs_runtime *rt, const struct oracle *o, const float *
 	 * most 2% of positions beyond 1e-5, and the top token the same at 99%. */
 	printf("%-28s %-34s worst relative difference to alone: %.2g (%d of %d beyond 1e-5)\n", o->name,
 	       "3 sequences in one batch", worst, over, n);
-	CHECK(hs_context_n_logits(c) == n && over <= n / 50 && top_diff <= n / 100,
-	      "batched sequences differ from alone: %d positions beyond 1e-5, %d top tokens", over, top_diff);
+	if (hs_runtime_model_info(rt)->n_recurrent_layers > 0)
+		CHECK(hs_context_n_logits(c) == n && rows_close(o, "  3 sequences in one batch", rows, rpos, n),
+		      "batched sequences: not as close to f64 as llama.cpp");
+	else
+		CHECK(hs_context_n_logits(c) == n && over <= n / 50 && top_diff <= n / 100,
+		      "batched sequences differ from alone: %d positions beyond 1e-5, %d top tokens", over, top_diff);
 	CHECK(hs_context_seq_pos(c, 1) == 150 && hs_context_seq_pos(c, 2) == 90, "positions after the batch");
 	hs_context_free(c);
 }
@@ -364,7 +417,9 @@ static void check_batching(hs_runtime *rt, const struct oracle *o, const float *
  * prompt's 100..199 as a run of the whole prompt does (the same bound as
  * batching: the ubatch tiles differ).  After 100 other tokens a sliding
  * window's ring (window + 64 cells) has lost what position 100 sees: the
- * sequence is emptied then, and kept whole on a model without one. */
+ * sequence is emptied then, and kept whole on a model without one.  A
+ * model with recurrent (DeltaNet) layers keeps all it holds (0 other
+ * tokens: the prompt cache's case) and is emptied for anything less. */
 static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alone)
 {
 	struct hs_context_opts co = { .n_ctx = 256, .n_seq = 2, .n_ubatch = 64 };
@@ -374,14 +429,17 @@ static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alon
 	if (!c)
 		return;
 	int over = 0, top_diff = 0, swa = hs_runtime_model_info(rt)->swa_window > 0;
+	const int rec = hs_runtime_model_info(rt)->n_recurrent_layers > 0;
 	double worst = 0;
-	for (int other = 40; other <= 100; other += 60) {
+	float *rows[N_TOK];
+	int rpos[N_TOK], n_rows = 0;
+	for (int other = rec ? 0 : 40; other <= 100; other += rec ? 50 : 60) {
 		hs_context_seq_clear(c, 0);
 		for (int i = 0; i < 100 + other; i++)
 			b[i] = (struct hs_token){ i < 100 ? o->tok[i] : (o->tok[i] + 7) % o->n_vocab, i, 0, 0 };
 		CHECK(hs_decode(c, 100 + other, b) == 0, "%s", hs_last_error());
 		int kept = hs_context_seq_keep(c, 0, 100);
-		if (other == 100 && swa) {
+		if ((other == 100 && swa) || (rec && other > 0)) {
 			CHECK(kept == 0 && hs_context_seq_pos(c, 0) == 0, "%s: kept %d over a lost ring", o->name, kept);
 			continue;
 		}
@@ -401,13 +459,19 @@ static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alon
 				iw = want[j] > want[iw] ? j : iw;
 			}
 			worst = fmax(worst, sqrt(num / den));
+			rpos[n_rows] = 100 + k;
+			rows[n_rows++] = (float *)got;
 			over += sqrt(num / den) > 1e-5;
 			top_diff += ig != iw;
 		}
+		if (rec) /* the rows are the context's until its next decode */
+			CHECK(n_rows == N_TOK - 100 && rows_close(o, "  kept whole, then the rest", rows, rpos, n_rows),
+			      "kept prefix, then the rest: not as close to f64 as llama.cpp");
 	}
 	printf("%-28s %-34s worst relative difference to one run: %.2g\n", o->name, "kept prefix, then the rest", worst);
-	CHECK(over <= 2 * (N_TOK - 100) / 50 && top_diff <= 1, "kept prefix: %d positions beyond 1e-5, %d top tokens",
-	      over, top_diff);
+	if (!rec)
+		CHECK(over <= 2 * (N_TOK - 100) / 50 && top_diff <= 1, "kept prefix: %d positions beyond 1e-5, %d top tokens",
+		      over, top_diff);
 	/* what it refuses: nothing changes */
 	int pos = hs_context_seq_pos(c, 0);
 	CHECK(hs_context_seq_keep(c, 0, pos + 1) == -EINVAL && hs_context_seq_keep(c, 0, -1) == -EINVAL &&
@@ -585,7 +649,9 @@ int main(void)
 				 * hotset 9 or 10 in every mode; 0.01 more allowed (2
 				 * positions) */
 				{ .name = "glm4moe-l4-h256-d1-e16k4-q8", .top1_slack = 0.01 },
-				{ .name = "glm4moe-l3-h256-d1-e16k4-q4km", .types = 1 } };
+				{ .name = "glm4moe-l3-h256-d1-e16k4-q4km", .types = 1 },
+				{ .name = "qwen35moe-l8-h256-fa4-e16k4-q8" },
+				{ .name = "qwen35moe-l4-h256-fa4-e16k4-q4km", .types = 1 } };
 	const int n_orc = (int)(sizeof orc / sizeof orc[0]);
 	const int sanitized = getenv("HS_SANITIZER_BUILD") != NULL;
 	const char *dev = getenv("HS_TEST_DEVICE");
@@ -596,8 +662,11 @@ int main(void)
 	char plan[64];
 	snprintf(plan, sizeof plan, "/tmp/hs-test-logits-plan-%d.json", (int)getpid());
 
+	const char *only = getenv("HS_TEST_ORACLE"); /* one file's name, to try it alone */
 	for (int mi = 0; mi < n_orc; mi++) {
 		struct oracle *o = &orc[mi];
+		if (only && *only && !strstr(o->name, only))
+			continue;
 		CHECK(load_oracle(o) == 0, "oracle %s: %s", o->name, hs_last_error());
 		if (!o->f64)
 			continue;

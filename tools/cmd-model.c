@@ -142,6 +142,9 @@ static void print_text(const char *path, const struct hs_model_info *in, const s
 			printf("shared expert: one per MoE layer, ff %d, run for every token: %s bytes in all (%.1f MiB)\n",
 			       in->n_ff_shared, hs_cli_grouped(in->shared_expert_bytes, a, sizeof a),
 			       in->shared_expert_bytes / 1048576.0);
+		if (in->n_recurrent_layers)
+			printf("Gated DeltaNet: %d of %d layers (no KV cache), state per sequence %.2f MiB\n",
+			       in->n_recurrent_layers, in->n_layers, in->recurrent_state_bytes / 1048576.0);
 	} else {
 		printf("whole model: no (routers and experts only: it runs layer by layer, not token by token)\n");
 	}
@@ -161,7 +164,7 @@ static int print_json(const char *path, const struct hs_model_info *in, const st
 		json_object_set_new(types, hs__type_name(u[i].type),
 				    json_pack("{s:i, s:I}", "tensors", u[i].tensors, "bytes", (json_int_t)u[i].bytes));
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I,"
-			      " s:o, s:b, s:i, s:i, s:i, s:i, s:i, s:i}",
+			      " s:o, s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I}",
 			      "file", path, "name", in->name, "arch", in->arch, "layers", in->n_layers,
 			      "moe_layers", in->n_moe_layers, "experts", in->n_experts, "used", in->n_used,
 			      "n_embd", in->n_embd, "n_ff", in->n_ff, "expert_type", in->expert_type_name,
@@ -174,7 +177,9 @@ static int print_json(const char *path, const struct hs_model_info *in, const st
 			      "non_expert_bytes", (json_int_t)in->non_expert_bytes, "file_bytes", (json_int_t)in->file_bytes,
 			      "shards", shards,
 			      "whole", in->whole, "vocab", in->n_vocab, "heads", in->n_head, "kv_heads", in->n_head_kv,
-			      "head_dim", in->head_dim, "context", in->n_ctx_train, "sliding_window", in->swa_window);
+			      "head_dim", in->head_dim, "context", in->n_ctx_train, "sliding_window", in->swa_window,
+			      "recurrent_layers", in->n_recurrent_layers,
+			      "recurrent_state_bytes", (json_int_t)in->recurrent_state_bytes);
 	if (j && in->n_nextn_layers)
 		json_object_set_new(j, "nextn_layers_skipped", json_integer(in->n_nextn_layers));
 	if (j && (in->n_dense_ffn_layers || in->n_ff_shared)) {

@@ -1,0 +1,218 @@
+/* Gated DeltaNet's convolution and delta rule (deltanet.h): float forms
+ * for one token at a time and for chunks, and the double twin. */
+#include "config.h"
+
+#include <math.h>
+
+#include "cpu_kernels/deltanet.h"
+#include "cpu_kernels/dense.h"
+
+static inline float silu_f(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+void hs__dn_conv(const float *w, int C, int kc, float *state, int n, const float *x, size_t x_stride, float *y,
+		 size_t y_stride, int ith, int nth)
+{
+	long lo, hi;
+	hs__share(C, ith, nth, &lo, &hi);
+	for (long c = lo; c < hi; c++) {
+		const float *wc = w + (size_t)c * kc;
+		for (int t = 0; t < n; t++) {
+			float s = 0;
+			for (int j = 0; j < kc; j++) {
+				int tau = t - kc + 1 + j; /* input time; < 0: the state */
+				s += wc[j] * (tau < 0 ? state[(size_t)(kc - 1 + tau) * C + c] : x[(size_t)tau * x_stride + c]);
+			}
+			y[(size_t)t * y_stride + c] = silu_f(s);
+		}
+		/* the last kc-1 inputs, oldest first */
+		for (int j = 0; j < kc - 1; j++) {
+			int tau = n - (kc - 1) + j;
+			state[(size_t)j * C + c] = tau < 0 ? state[(size_t)(kc - 1 + tau) * C + c] : x[(size_t)tau * x_stride + c];
+		}
+	}
+}
+
+void hs__dn_conv_ref(const float *w, int C, int kc, float *state, int n, const float *x, size_t x_stride, float *y,
+		     size_t y_stride)
+{
+	for (int c = 0; c < C; c++) {
+		const float *wc = w + (size_t)c * kc;
+		for (int t = 0; t < n; t++) {
+			double s = 0;
+			for (int j = 0; j < kc; j++) {
+				int tau = t - kc + 1 + j;
+				s += (double)wc[j] *
+				     (tau < 0 ? state[(size_t)(kc - 1 + tau) * C + c] : x[(size_t)tau * x_stride + c]);
+			}
+			y[(size_t)t * y_stride + c] = (float)(s / (1.0 + exp(-s)));
+		}
+		for (int j = 0; j < kc - 1; j++) {
+			int tau = n - (kc - 1) + j;
+			state[(size_t)j * C + c] = tau < 0 ? state[(size_t)(kc - 1 + tau) * C + c] : x[(size_t)tau * x_stride + c];
+		}
+	}
+}
+
+static inline float dot_f(const float *a, const float *b, int n)
+{
+	float s = 0;
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+size_t hs__dn_scratch_floats(int dv)
+{
+	const size_t L = HS_DN_CHUNK;
+	return 2 * L * L + 3 * L * (size_t)dv + L;
+}
+
+void hs__dn_step(const struct hs_dn_job *j, int ith, int nth)
+{
+	const int dk = j->dk, dv = j->dv;
+	long lo, hi;
+	hs__share(j->n_v_heads, ith, nth, &lo, &hi);
+	for (long h = lo; h < hi; h++) {
+		float *S = j->state + (size_t)h * dv * dk;
+		const long kh = h % j->n_k_heads;
+		for (int t = 0; t < j->n; t++) {
+			const float *q = j->q + t * j->qk_stride + kh * dk, *k = j->k + t * j->qk_stride + kh * dk;
+			const float *v = j->v + t * j->v_stride + h * dv;
+			const float a = expf(j->g[(size_t)t * j->n_v_heads + h]), b = j->beta[(size_t)t * j->n_v_heads + h];
+			float *o = j->out + t * j->out_stride + h * dv;
+			/* each row of S is its own recurrence */
+			for (int i = 0; i < dv; i++) {
+				float *Si = S + (size_t)i * dk;
+				float kv = 0;
+				for (int c = 0; c < dk; c++) {
+					Si[c] *= a;
+					kv += Si[c] * k[c];
+				}
+				const float u = b * (v[i] - kv);
+				float oq = 0;
+				for (int c = 0; c < dk; c++) {
+					Si[c] += u * k[c];
+					oq += Si[c] * q[c];
+				}
+				o[i] = j->scale * oq;
+			}
+		}
+	}
+}
+
+void hs__dn_chunk(const struct hs_dn_job *j, int ith, int nth)
+{
+	const int dk = j->dk, dv = j->dv, L = HS_DN_CHUNK;
+	float *const sc = j->scratch + (size_t)ith * hs__dn_scratch_floats(dv);
+	float *KK = sc, *QK = KK + L * L, *U = QK + L * L, *W = U + (size_t)L * dv, *WQ = W + (size_t)L * dv,
+	      *G = WQ + (size_t)L * dv;
+	long lo, hi;
+	hs__share(j->n_v_heads, ith, nth, &lo, &hi);
+	for (long h = lo; h < hi; h++) {
+		float *S = j->state + (size_t)h * dv * dk;
+		const long kh = h % j->n_k_heads;
+		for (int c0 = 0; c0 < j->n; c0 += L) {
+			const int m = j->n - c0 < L ? j->n - c0 : L;
+#define QT(t) (j->q + (size_t)(c0 + (t)) * j->qk_stride + kh * dk)
+#define KT(t) (j->k + (size_t)(c0 + (t)) * j->qk_stride + kh * dk)
+			float acc = 0;
+			for (int t = 0; t < m; t++) {
+				acc += j->g[(size_t)(c0 + t) * j->n_v_heads + h];
+				G[t] = acc;
+			}
+			for (int t = 0; t < m; t++)
+				for (int s = 0; s <= t; s++) {
+					KK[t * L + s] = dot_f(KT(t), KT(s), dk);
+					QK[t * L + s] = dot_f(QT(t), KT(s), dk);
+				}
+			/* S0 k_t and S0 q_t, row by row of S */
+			for (int i = 0; i < dv; i++) {
+				const float *Si = S + (size_t)i * dk;
+				for (int t = 0; t < m; t++) {
+					W[(size_t)t * dv + i] = dot_f(Si, KT(t), dk);
+					WQ[(size_t)t * dv + i] = dot_f(Si, QT(t), dk);
+				}
+			}
+			/* the triangular solve for u, then the outputs */
+			for (int t = 0; t < m; t++) {
+				const float b = j->beta[(size_t)(c0 + t) * j->n_v_heads + h], et = expf(G[t]);
+				const float *v = j->v + (size_t)(c0 + t) * j->v_stride + h * dv;
+				float *u = U + (size_t)t * dv;
+				for (int i = 0; i < dv; i++)
+					u[i] = v[i] - et * W[(size_t)t * dv + i];
+				for (int s = 0; s < t; s++) {
+					const float cf = expf(G[t] - G[s]) * KK[t * L + s];
+					const float *us = U + (size_t)s * dv;
+					for (int i = 0; i < dv; i++)
+						u[i] -= cf * us[i];
+				}
+				for (int i = 0; i < dv; i++)
+					u[i] *= b;
+				float *o = j->out + (size_t)(c0 + t) * j->out_stride + h * dv;
+				for (int i = 0; i < dv; i++)
+					o[i] = et * WQ[(size_t)t * dv + i];
+				for (int s = 0; s <= t; s++) {
+					const float cf = expf(G[t] - G[s]) * QK[t * L + s];
+					const float *us = U + (size_t)s * dv;
+					for (int i = 0; i < dv; i++)
+						o[i] += cf * us[i];
+				}
+				for (int i = 0; i < dv; i++)
+					o[i] *= j->scale;
+			}
+			/* the state at the chunk's end */
+			const float eL = expf(G[m - 1]);
+			for (int s = 0; s < m; s++)
+				G[s] = expf(G[m - 1] - G[s]); /* G is not needed past here */
+			for (int i = 0; i < dv; i++) {
+				float *Si = S + (size_t)i * dk;
+				for (int c = 0; c < dk; c++)
+					Si[c] *= eL;
+				for (int s = 0; s < m; s++) {
+					const float cf = G[s] * U[(size_t)s * dv + i];
+					const float *ks = KT(s);
+					for (int c = 0; c < dk; c++)
+						Si[c] += cf * ks[c];
+				}
+			}
+#undef QT
+#undef KT
+		}
+	}
+}
+
+void hs__dn_ref(const struct hs_dn_job *j)
+{
+	const int dk = j->dk, dv = j->dv;
+	for (int h = 0; h < j->n_v_heads; h++) {
+		float *S = j->state + (size_t)h * dv * dk;
+		const int kh = h % j->n_k_heads;
+		for (int i = 0; i < dv; i++) {
+			double Si[1024];
+			float *Sf = S + (size_t)i * dk;
+			for (int c = 0; c < dk; c++)
+				Si[c] = Sf[c];
+			for (int t = 0; t < j->n; t++) {
+				const float *q = j->q + t * j->qk_stride + kh * dk, *k = j->k + t * j->qk_stride + kh * dk;
+				const double a = exp((double)j->g[(size_t)t * j->n_v_heads + h]),
+					     b = j->beta[(size_t)t * j->n_v_heads + h];
+				double kv = 0, oq = 0;
+				for (int c = 0; c < dk; c++) {
+					Si[c] *= a;
+					kv += Si[c] * k[c];
+				}
+				const double u = b * (j->v[t * j->v_stride + (size_t)h * dv + i] - kv);
+				for (int c = 0; c < dk; c++) {
+					Si[c] += u * k[c];
+					oq += Si[c] * q[c];
+				}
+				j->out[t * j->out_stride + (size_t)h * dv + i] = (float)(j->scale * oq);
+			}
+			for (int c = 0; c < dk; c++)
+				Sf[c] = (float)Si[c];
+		}
+	}
+}
