@@ -118,7 +118,7 @@ int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, c
 		goto out_free;
 	}
 	if (fwrite(&hd, sizeof hd, 1, fp) != 1 ||
-	    fwrite(tokens, sizeof *tokens, h->n_tokens, fp) != (size_t)h->n_tokens)
+	    (h->n_tokens && fwrite(tokens, sizeof *tokens, h->n_tokens, fp) != (size_t)h->n_tokens))
 		err = errno ? errno : EIO;
 	for (int l = 0; l < L && !err && !rc; l++) {
 		/* the positions first (the section's count), then the rows in chunks */
@@ -128,7 +128,7 @@ int hs__seq_state_save(struct hs_fwd *f, int seq, const struct hs_seq_head *h, c
 		const int32_t *pos = held.pos;
 		struct section sec = { KIND_KV, l, 4 + (uint64_t)n * (4 + 2 * cb) };
 		if (fwrite(&sec, sizeof sec, 1, fp) != 1 || fwrite(&n, sizeof n, 1, fp) != 1 ||
-		    fwrite(pos, sizeof *pos, n, fp) != (size_t)n)
+		    (n && fwrite(pos, sizeof *pos, n, fp) != (size_t)n))
 			err = errno ? errno : EIO;
 		for (int i = 0; i < n && !err && !rc; i += CHUNK) {
 			int j = n - i > CHUNK ? i + CHUNK : n;
