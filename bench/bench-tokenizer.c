@@ -10,8 +10,8 @@
 #include <time.h>
 
 #include "hotset.h"
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 static double now(void)
 {

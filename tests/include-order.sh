@@ -1,6 +1,6 @@
 # Checks the direction of #include lines (DESIGN.md §3): a folder includes
 # itself and folders below it only, so an upward include fails make check.
-# Levels: base < topology, cpu_kernels, gpu_kernels < model < planner, device
+# Levels: base < topology, cpu_kernels, gpu_kernels < model < planner, device, text
 # < runtime < measure < tools, server.  Folders on one level do not include
 # each other.  include/hotset.h and config.h may be included anywhere.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -9,7 +9,7 @@ level() {
 	base) echo 0 ;;
 	topology | cpu_kernels | gpu_kernels) echo 1 ;;
 	model) echo 2 ;;
-	planner | device) echo 3 ;;
+	planner | device | text) echo 3 ;;
 	runtime) echo 4 ;;
 	measure) echo 5 ;;
 	tools | server) echo 6 ;;
@@ -18,7 +18,7 @@ level() {
 }
 cd "$top_srcdir" || exit 1
 n=0
-for f in $(find base topology cpu_kernels gpu_kernels model planner device runtime measure tools server \
+for f in $(find base topology cpu_kernels gpu_kernels model planner device text runtime measure tools server \
 	\( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | sort); do
 	own=${f%%/*}
 	lo=$(level "$own")

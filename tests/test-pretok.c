@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "model/unicode.h"
+#include "text/unicode.h"
 #include "tests/tok-util.h"
 
 typedef size_t (*split_fn)(const uint8_t *, size_t);

@@ -11,7 +11,7 @@
 
 #include "hotset.h"
 #include "model/gguf-write.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/tok-util.h"
 
 static hs_tokenizer *o200k, *qwen;

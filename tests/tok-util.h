@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "model/unicode.h"
+#include "text/unicode.h"
 #include "tests/hs-test.h"
 
 #define VOCAB_GGUF "vocab/gptoss-o200k-harmony-vocab.gguf"

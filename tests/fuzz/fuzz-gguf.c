@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "hotset.h"
-#include "model/unicode.h"
+#include "text/unicode.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

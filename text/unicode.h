@@ -1,5 +1,5 @@
 /* Character classes and UTF-8 for the tokenizer (tables generated from the
- * Unicode Character Database by model/gen-unicode-tables.py; the version is
+ * Unicode Character Database by text/gen-unicode-tables.py; the version is
  * hs__uc_version). */
 #ifndef HS_UNICODE_H
 #define HS_UNICODE_H

@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "base/error.h"
 
 #define MAX_HEADER 1024 /* harmony header text ("commentary to=functions.name json"; names may be any UTF-8) */

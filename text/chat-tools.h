@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Parses tools_json (an array of {"type": "function", "function": {"name",
  * "description", "parameters"}}); *tools = NULL when there are none (NULL,

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat-tools.h"
+#include "text/chat-tools.h"
 #include "base/error.h"
 
 struct out {

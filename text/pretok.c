@@ -1,4 +1,4 @@
-/* The pre-tokenizers, written out by hand from their patterns (model/unicode.h).
+/* The pre-tokenizers, written out by hand from their patterns (text/unicode.h).
  * Each function answers where the regex, run leftmost-first with greedy
  * quantifiers and backtracking, ends its match at the start of the text; a
  * comment above each alternative gives the part of the pattern it stands for.
@@ -8,7 +8,7 @@
  * piece of at least one character. */
 #include "config.h"
 
-#include "model/unicode.h"
+#include "text/unicode.h"
 
 #define BIT(c) (1u << (c))
 /* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and [\p{Ll}\p{Lm}\p{Lo}\p{M}] */

@@ -1,6 +1,6 @@
-/* The tokenizer's inside, shared by its files: model/tokenizer.c (loading
- * from GGUF, lookups), model/bpe.c (encoding), model/detok.c (decoding),
- * model/chat.c and model/reply.c (chat formats). */
+/* The tokenizer's inside, shared by its files: text/tokenizer.c (loading
+ * from GGUF, lookups), text/bpe.c (encoding), text/detok.c (decoding),
+ * text/chat.c and text/reply.c (chat formats). */
 #ifndef HS_TOKENIZER_H
 #define HS_TOKENIZER_H
 

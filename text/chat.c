@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/chat-tools.h"
-#include "model/tokenizer.h"
+#include "text/chat-tools.h"
+#include "text/tokenizer.h"
 #include "base/error.h"
 
 static const char *const format_names[] = { "auto", "harmony", "chatml", "raw" };

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "base/error.h"
 
 int hs__buf_put(struct hs_buf *b, const void *p, size_t n)

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "base/error.h"
 
 #define SHORT_PIECE 128

@@ -1,8 +1,8 @@
 /* UTF-8 helpers of the tokenizer and detokenizer (decoding is inline in
- * model/unicode.h). */
+ * text/unicode.h). */
 #include "config.h"
 
-#include "model/unicode.h"
+#include "text/unicode.h"
 
 int hs__utf8_prefix(const uint8_t *s, size_t n)
 {
