@@ -44,17 +44,18 @@ static void vram_progress(const char *what, double f, void *ctx)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* Test hook (HOTSET_SERVE_FAKE_VRAM_WAIT=S): a GPU whose 2 GiB are all
- * taken for S seconds after start, so /health can be seen while waiting. */
+/* Test hook (HOTSET_SERVE_FAKE_VRAM_WAIT=FILE): a GPU whose 2 GiB are all
+ * taken while FILE exists, so a test sees /health while waiting and ends
+ * the wait when it has looked, however slow the machine. */
 struct fake_gpu {
-	double until;
+	const char *busy_file;
 };
 static int fake_reporter(int device, uint64_t *free_bytes, uint64_t *total_bytes, void *ctx)
 {
 	const struct fake_gpu *g = ctx;
 	(void)device;
 	*total_bytes = 2ull << 30;
-	*free_bytes = hs_srv_now() < g->until ? 0 : *total_bytes;
+	*free_bytes = access(g->busy_file, F_OK) == 0 ? 0 : *total_bytes;
 	return 0;
 }
 
@@ -110,7 +111,7 @@ static int wait_vram(struct srv *s, struct hs_plan *plan, int *have_plan)
 	int dev = -1, rc;
 
 	if (hook && *hook) {
-		fake.until = hs_srv_now() + atof(hook);
+		fake.busy_file = hook;
 		reporter = fake_reporter;
 		budget = 1ull << 30;
 		dev = 0;

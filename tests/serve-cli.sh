@@ -243,12 +243,15 @@ req OPTIONS /v1/chat/completions && expect_status "CORS preflight" 204 &&
 	{ grep -qi '^access-control-allow-headers: .*authorization' "$TMP/hdr" || fail "preflight headers: $(cat "$TMP/hdr")"; }
 
 # ---- a client that hangs up mid-stream cancels its request and frees its cells
+cancelled() { metric 'hotset_requests_finished_total{reason="cancelled"}'; }
+c0=$(cancelled)
+[ "$c0" = 0 ] || fail "a request was cancelled before the hang-up test: $c0"
 curl -sN --max-time $((30 * SLOW)) "$URL/v1/completions" -H 'Content-Type: application/json' \
 	-d '{"prompt":"Hi","max_tokens":250,"ignore_eos":true,"stream":true}' 2>/dev/null | head -c 300 >/dev/null
 # (head closed the pipe after 300 bytes: curl dies on its next write)
 gone=0
 for _ in $(seq 1 $((100 * SLOW))); do
-	[ "$(metric 'hotset_requests_finished_total{reason="cancelled"}')" = 1 ] && gone=1 && break
+	[ "$(cancelled)" = 1 ] && [ "$(metric hotset_requests_running)" = 0 ] && gone=1 && break
 	sleep 0.1
 done
 [ $gone = 1 ] || fail "hang-up: not counted as cancelled: $(curl -s "$URL/metrics" | grep finished)"
@@ -257,10 +260,8 @@ done
 # a non-streamed request whose client leaves is cancelled too
 curl -s --max-time 0.3 "$URL/v1/completions" -H 'Content-Type: application/json' \
 	-d '{"prompt":"Hi","max_tokens":250,"ignore_eos":true,"temperature":0}' >/dev/null 2>&1
-for _ in $(seq 1 $((100 * SLOW))); do
-	c=$(metric 'hotset_requests_finished_total{reason="cancelled"}')
-	r=$(metric hotset_requests_running)
-	[ "$r" = 0 ] && break
+for _ in $(seq 1 $((300 * SLOW))); do
+	[ "$(metric hotset_requests_running)" = 0 ] && break
 	sleep 0.1
 done
 [ "$(metric hotset_kv_cells_used)" = 0 ] || fail "timed-out client: KV cells still used"
@@ -339,8 +340,10 @@ wait $cut_pid
 [ $(($(date +%s) - t0)) -le $((10 * SLOW)) ] || fail "stop past grace took $(($(date +%s) - t0)) s"
 grep -q '"type":"unavailable_error"' "$TMP/cut" || fail "cut stream: no error event: $(tail -c 300 "$TMP/cut")"
 
-# ---- /health says the server waits for GPU memory (a fake GPU, busy for 1.5 s)
-HOTSET_SERVE_FAKE_VRAM_WAIT=1.5 start_server s4 --model "$M" --device cpu || fail "server 4"
+# ---- /health says the server waits for GPU memory (a fake GPU, busy while
+# the file $TMP/vram-busy exists)
+: >"$TMP/vram-busy"
+HOTSET_SERVE_FAKE_VRAM_WAIT=$TMP/vram-busy start_server s4 --model "$M" --device cpu || fail "server 4"
 req GET /health
 if [ "$code" = 503 ]; then
 	expect_error "health while waiting" 503 unavailable_error && expect_grep "waiting code" '"code":"waiting_for_vram"' &&
@@ -349,6 +352,7 @@ if [ "$code" = 503 ]; then
 else
 	fail "health while waiting for VRAM: $code $(cat "$TMP/out")"
 fi
+rm -f "$TMP/vram-busy"
 wait_ready || fail "server 4 not ready after the wait"
 stop_server "server 4"
 
