@@ -393,7 +393,9 @@ static int admit(struct sched *k, struct srv_req *r)
 	r->n_past = r->n_cached = kept;
 	if (!(r->gen = malloc(sizeof *r->gen * (size_t)r->max_tokens)) ||
 	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) ||
-	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) : hs_detok_new(s->tok, 0, &r->dt))) {
+	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) ||
+			       hs_reply_parser_set_prompt(r->rp, r->prompt, r->n_prompt) /* an opened <think>? */
+		     : hs_detok_new(s->tok, 0, &r->dt))) {
 		fail_req(k, r, 500, "server_error", "out of memory for a new request");
 		return -ENOMEM;
 	}

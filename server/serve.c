@@ -49,7 +49,7 @@ static void help(void)
 	       "  --ubatch N       tokens per forward step, and the prompt chunk (default 512)\n"
 	       "  --threads N      CPU worker threads (default: the plan's)\n"
 	       "  --alias NAME     the model's name in answers and /v1/models (default: the file name)\n"
-	       "  --chat-format F  auto (the architecture's), harmony, chatml or raw\n"
+	       "  --chat-format F  auto (the architecture's), harmony, chatml, qwen35, glm or raw\n"
 	       "  --max-body B     largest request body in bytes (default 8388608); past it: 413\n"
 	       "  --grace S        on SIGINT/SIGTERM, seconds running requests may take to finish\n"
 	       "                   before they are cancelled (default 10)\n"
@@ -200,7 +200,7 @@ static int serve(struct srv *s)
 		return fail("%s", hs_last_error());
 	if (s->o.chat_format) {
 		if (hs_chat_format_parse(s->o.chat_format, &s->fmt)) {
-			fail("--chat-format %s: auto, harmony, chatml or raw", s->o.chat_format);
+			fail("--chat-format %s: auto, harmony, chatml, qwen35, glm or raw", s->o.chat_format);
 			goto out_free;
 		}
 	}

@@ -53,6 +53,12 @@ expect_ok "run chat" "$HOTSET" run -q --model "$TMP/w.gguf" --chat "What is 2+2?
 	{ iconv -f UTF-8 -t UTF-8 "$TMP/out" >/dev/null 2>&1 || fail "chat output is not UTF-8"; }
 expect_ok "run chat json" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e16k4-q8.gguf" --chat "hi" -n 8 \
 	--device cpu && expect_grep "chat json" '"reasoning": "' && expect_grep "chat json prompt" '"prompt_tokens": [0-9]+'
+# Qwen3.5's prompt opens the reasoning: a reply (random here) begins as reasoning;
+# GLM-4.5's tokenizer (pre-tokenizer glm4) and format run too
+expect_ok "run chat qwen35" "$HOTSET" run -q --json --model "$O/qwen35moe-l4-h256-fa4-e16k4-q4km.gguf" --chat "hi" \
+	-n 4 --device cpu && expect_grep "qwen35 reasoning first" '"reasoning": "[^"]'
+expect_ok "run chat glm" "$HOTSET" run -q --json --model "$O/glm4moe-l4-h256-d1-e16k4-q8.gguf" --chat "hi" -n 4 \
+	--device cpu && expect_grep "glm prompt" '"prompt_tokens": 7,'
 expect_fail "run bad reasoning" "$HOTSET" run --model "$TMP/w.gguf" --chat hi --reasoning max
 # bad input: one line each, nothing written
 expect_fail "run no model" "$HOTSET" run --tokens 1

@@ -365,4 +365,21 @@ for f in qwen3moe-l2-h512-e16k4-q4km.gguf gptoss-l4-h256-e16k4-q8-split-00002-of
 		expect_grep "$f: 4 tokens" '"completion_tokens":4'
 	stop_server "$f"
 done
+# Qwen3.5's and GLM-4.5's chat formats through the server: Qwen3.5's prompt
+# opens the reasoning, so a (random) reply is reasoning first; thinking off
+# ("chat_template_kwargs": {"enable_thinking": false}) closes it: content
+for f in qwen35moe-l4-h256-fa4-e16k4-q4km.gguf glm4moe-l4-h256-d1-e16k4-q8.gguf; do
+	start_server s6 --model "$HS_DATA/oracle/$f" --device cpu --ctx 256 || { fail "$f: server"; continue; }
+	wait_ready || fail "$f: not ready"
+	req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0}' &&
+		expect_status "$f: chat" 200 && expect_grep "$f: chat usage" '"completion_tokens":[1-4],'
+	case $f in qwen35*)
+		expect_grep "$f: reasoning first" '"reasoning_content":"[^"]'
+		req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}' &&
+			expect_status "$f: thinking off" 200 && ! grep -q '"reasoning_content":"[^"]' "$TMP/out" ||
+			fail "$f: thinking off gave reasoning: $(cat "$TMP/out")"
+		;;
+	esac
+	stop_server "$f"
+done
 finish

@@ -222,6 +222,7 @@ static void test_text(void)
 	hs_reply_parser_free(NULL);
 	BAD(hs_reply_parser_push(NULL, 0, &dl, &nd));
 	BAD(hs_reply_parser_finish(NULL, &dl, &nd));
+	BAD(hs_reply_parser_set_prompt(NULL, ids, 1));
 	BAD(hs_reply_parser_tool_count(NULL));
 	BAD_PTR(hs_reply_parser_tool_name_at(NULL, 0));
 	BAD_PTR(hs_reply_parser_tool_name(NULL));
@@ -294,6 +295,10 @@ static void test_text(void)
 		BAD(hs_reply_parser_push(rp, nv, &dl, &nd));
 		BAD(hs_reply_parser_finish(rp, NULL, &nd));
 		BAD(hs_reply_parser_finish(rp, &dl, NULL));
+		BAD(hs_reply_parser_set_prompt(rp, NULL, 1));
+		BAD(hs_reply_parser_set_prompt(rp, ids, -1));
+		int32_t bad_id = nv;
+		BAD(hs_reply_parser_set_prompt(rp, &bad_id, 1));
 		CHECK(hs_reply_parser_tool_count(rp) == 0 && hs_reply_parser_tool_name_at(rp, -1) == NULL &&
 			      hs_reply_parser_tool_name(rp) == NULL,
 		      "no calls");

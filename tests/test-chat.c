@@ -249,6 +249,59 @@ static void harmony_oracle(void)
 
 /* ChatML with tools against tests/data/chat/tools.json: the prompts Qwen3's
  * template renders (tests/gen-chat-tools-data.py), byte for byte. */
+/* Qwen3.5 and GLM-4.5 against tests/data/chat/xml.json: the prompts the
+ * models' own templates render (tests/gen-chat-xml-data.py), byte for byte,
+ * with the oracle files' tokenizers (the same prompt as ids, too). */
+static void xml_formats(void)
+{
+	json_t *root = tok_load_json("chat/xml.json"), *c;
+	hs_tokenizer *q35 = NULL, *glm = NULL;
+	size_t k;
+	int n_cases[2] = { 0, 0 };
+
+	CHECK(hs_tokenizer_open(hs_test_data("oracle/qwen35moe-l4-h256-fa4-e16k4-q4km.gguf"), &q35) == 0 &&
+		      hs_tokenizer_open(hs_test_data("oracle/glm4moe-l4-h256-d1-e16k4-q8.gguf"), &glm) == 0,
+	      "xml formats: tokenizers: %s", hs_last_error());
+	CHECK(hs_chat_format_of(q35) == HS_CHAT_QWEN35 && hs_chat_format_of(glm) == HS_CHAT_GLM,
+	      "auto: qwen35moe -> %s, glm4moe -> %s", hs_chat_format_name(hs_chat_format_of(q35)),
+	      hs_chat_format_name(hs_chat_format_of(glm)));
+	json_array_foreach(json_object_get(root, "cases"), k, c) {
+		struct hs_chat_message cm[16];
+		int n = case_messages(c, cm, 16), is_glm = strcmp(json_string_value(json_object_get(c, "format")), "glm") == 0;
+		struct hs_chat_opts o = {
+			.format = is_glm ? HS_CHAT_GLM : HS_CHAT_QWEN35,
+			.no_thinking = (int)json_integer_value(json_object_get(c, "no_thinking")),
+			.no_generation_prompt = (int)json_integer_value(json_object_get(c, "no_generation_prompt")),
+			.tools_json = json_string_value(json_object_get(c, "tools_json")),
+		};
+		check_render(is_glm ? glm : q35, cm, n, &o, json_string_value(json_object_get(c, "expected")),
+			     json_string_value(json_object_get(c, "what")));
+		n_cases[is_glm]++;
+	}
+	CHECK(n_cases[0] >= 15 && n_cases[1] >= 15, "%d qwen35 and %d glm cases", n_cases[0], n_cases[1]);
+	printf("qwen35: %d, glm: %d conversations as their templates render them\n", n_cases[0], n_cases[1]);
+
+	/* what the templates cannot write is -EINVAL with one line */
+	struct hs_chat_message late_sys[] = { { "user", "Hi", NULL, NULL, NULL }, { "system", "x", NULL, NULL, NULL } };
+	struct hs_chat_message only_tool[] = { { "tool", "1", NULL, "f", NULL } };
+	struct hs_chat_message bad_args[] = { { "user", "x", NULL, NULL, NULL }, { "assistant", NULL, NULL, "f", "[1]" } };
+	struct hs_chat_opts o = { .format = HS_CHAT_QWEN35 };
+	char *p = NULL;
+	CHECK(hs_chat_render(q35, late_sys, 2, &o, &p) == -EINVAL && !p && strstr(hs_last_error(), "message 1"),
+	      "qwen35: a late system message: %s", hs_last_error());
+	CHECK(hs_chat_render(q35, only_tool, 1, &o, &p) == -EINVAL && strstr(hs_last_error(), "no user message"),
+	      "qwen35: no user message: %s", hs_last_error());
+	CHECK(hs_chat_render(q35, bad_args, 2, &o, &p) == -EINVAL && strstr(hs_last_error(), "not a JSON object"),
+	      "qwen35: arguments not an object: %s", hs_last_error());
+	o.format = HS_CHAT_GLM;
+	bad_args[1].arguments = "{\"a\":";
+	CHECK(hs_chat_render(glm, bad_args, 2, &o, &p) == -EINVAL && strstr(hs_last_error(), "not JSON"),
+	      "glm: arguments not JSON: %s", hs_last_error());
+	hs_tokenizer_free(q35);
+	hs_tokenizer_free(glm);
+	json_decref(root);
+}
+
 static void tool_definitions(void)
 {
 	json_t *root = tok_load_json("chat/tools.json"), *c;
@@ -302,7 +355,7 @@ static void tool_definitions(void)
 		{ "[{\"function\":{\"name\":\"f\",\"parameters\":[]}}]", "tools[0]: \"function\".\"parameters\"" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		for (int f = HS_CHAT_HARMONY; f <= HS_CHAT_RAW; f++) {
+		for (int f = HS_CHAT_HARMONY; f <= HS_CHAT_GLM; f++) {
 			char *p = (char *)1;
 			o.format = (enum hs_chat_format)f;
 			o.tools_json = bad[i].json;
@@ -604,6 +657,133 @@ static void chatml_replies(void)
 	reply_case(qwen, HS_CHAT_RAW, "<think>x</think><|im_end|>", HS_TOK_PARSE_SPECIAL, "x", "", "", 319, "raw");
 }
 
+/* An assistant turn with a call to calc, rendered in format f (GLM:
+ * the reply part after <|assistant|>; Qwen3.5: after the <think> the
+ * generation prompt would have opened), parsed back: the same arguments. */
+static void call_round_trip(hs_tokenizer *t, enum hs_chat_format f, const char *args)
+{
+	struct hs_chat_message m[] = { { "user", "x", NULL, NULL, NULL }, { "assistant", NULL, "why", "calc", args } };
+	struct hs_chat_opts o = { .format = f, .no_generation_prompt = 1 };
+	char *p = NULL;
+	int32_t ids[1024];
+	struct parsed r;
+
+	CHECK(hs_chat_render(t, m, 2, &o, &p) == 0, "%s: render: %s", hs_chat_format_name(f), hs_last_error());
+	if (!p)
+		return;
+	const char *from = f == HS_CHAT_GLM ? strstr(p, "<|assistant|>") + 13 : strstr(p, "<think>\n") + 8;
+	int n = ids_of(t, from, HS_TOK_PARSE_SPECIAL, ids, 1024);
+	stream_reply(t, f, ids, n, &r);
+	json_t *want = json_loads(args, 0, NULL), *got = json_loadb(r.call[0], r.call_len[0], 0, NULL);
+	CHECK(r.n_calls == 1 && strcmp(r.name[0], "calc") == 0 && json_equal(want, got) && strcmp(r.text[1], "why") == 0,
+	      "%s: the call parsed back: %d calls, '%s', '%.*s', reasoning '%s'", hs_chat_format_name(f), r.n_calls,
+	      r.name[0], (int)r.call_len[0], r.call[0], r.text[1]);
+	json_decref(want);
+	json_decref(got);
+	free(p);
+}
+
+/* Deltas gathered by kind */
+struct acc {
+	char s[3][1024];
+	size_t n[3];
+};
+
+static void acc_add(struct acc *a, const struct hs_reply_delta *d, int nd)
+{
+	for (int k = 0; k < nd; k++)
+		if (a->n[d[k].kind] + d[k].len < sizeof a->s[0]) {
+			memcpy(a->s[d[k].kind] + a->n[d[k].kind], d[k].text, d[k].len);
+			a->n[d[k].kind] += d[k].len;
+		}
+}
+
+/* Qwen3.5's and GLM-4.5's replies: reasoning, content, XML-like calls. */
+static void xml_replies(void)
+{
+	hs_tokenizer *q35 = NULL, *glm = NULL;
+	int32_t ids[512];
+	struct parsed r;
+
+	CHECK(hs_tokenizer_open(hs_test_data("oracle/qwen35moe-l4-h256-fa4-e16k4-q4km.gguf"), &q35) == 0 &&
+		      hs_tokenizer_open(hs_test_data("oracle/glm4moe-l4-h256-d1-e16k4-q8.gguf"), &glm) == 0,
+	      "xml replies: tokenizers: %s", hs_last_error());
+	int32_t im_end = hs_tokenizer_find(q35, "<|im_end|>"), user = hs_tokenizer_find(glm, "<|user|>");
+	int32_t obs = hs_tokenizer_find(glm, "<|observation|>");
+
+	/* Qwen3.5 begins inside the reasoning its prompt opened */
+	reply_case(q35, HS_CHAT_AUTO, "Let me add.\n</think>\n\nIt is 4.<|im_end|>more", HS_TOK_PARSE_SPECIAL, "It is 4.",
+		   "Let me add.", "", im_end, "qwen35 reasoning then answer");
+	int n = ids_of(q35, "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis, France\n</parameter>\n"
+			    "<parameter=days>\n3\n</parameter>\n<parameter=exact>\nTrue\n</parameter>\n</function>\n"
+			    "</tool_call>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call><|im_end|>",
+		       HS_TOK_PARSE_SPECIAL, ids, 512);
+	/* thinking off: the prompt closed the block, the reply is content and calls */
+	struct hs_chat_message u = { "user", "Weather?", NULL, NULL, NULL };
+	struct hs_chat_opts off = { .format = HS_CHAT_QWEN35, .no_thinking = 1 };
+	int32_t *prompt = NULL;
+	int n_prompt = 0;
+	CHECK(hs_chat_tokenize(q35, &u, 1, &off, &prompt, &n_prompt) == 0, "qwen35 prompt");
+	hs_reply_parser *p = NULL;
+	const struct hs_reply_delta *d;
+	int nd;
+	CHECK(hs_reply_parser_new(q35, HS_CHAT_QWEN35, &p) == 0 && hs_reply_parser_set_prompt(p, prompt, n_prompt) == 0,
+	      "qwen35 set_prompt: %s", hs_last_error());
+	static struct acc got, both;
+	for (int i = 0; i < n && hs_reply_parser_push(p, ids[i], &d, &nd) == 0; i++)
+		acc_add(&got, d, nd);
+	CHECK(hs_reply_parser_finish(p, &d, &nd) == 0, "finish");
+	acc_add(&got, d, nd);
+	CHECK(hs_reply_parser_tool_count(p) == 2 && strcmp(hs_reply_parser_tool_name_at(p, 0), "get_weather") == 0 &&
+		      strcmp(hs_reply_parser_tool_name_at(p, 1), "get_time") == 0 && !got.n[0] && !got.n[1] &&
+		      strcmp(got.s[2], "{\"location\":\"Paris, France\",\"days\":3,\"exact\":true}{}") == 0,
+	      "qwen35 thinking off, two calls: %d calls, content '%s', reasoning '%s', calls '%s'",
+	      hs_reply_parser_tool_count(p), got.s[0], got.s[1], got.s[2]);
+	CHECK(hs_reply_parser_set_prompt(p, prompt, n_prompt) == -EINVAL, "set_prompt after the reply began");
+	hs_reply_parser_free(p);
+	/* the default prompt (thinking on) opened <think>: set_prompt agrees */
+	off.no_thinking = 0;
+	free(prompt);
+	CHECK(hs_chat_tokenize(q35, &u, 1, &off, &prompt, &n_prompt) == 0, "qwen35 prompt");
+	CHECK(hs_reply_parser_new(q35, HS_CHAT_QWEN35, &p) == 0 && hs_reply_parser_set_prompt(p, prompt, n_prompt) == 0,
+	      "set_prompt");
+	n = ids_of(q35, "hmm</think>ok", HS_TOK_PARSE_SPECIAL, ids, 512);
+	for (int i = 0; i <= n; i++) {
+		if (i < n ? hs_reply_parser_push(p, ids[i], &d, &nd) : hs_reply_parser_finish(p, &d, &nd))
+			break;
+		acc_add(&both, d, nd);
+	}
+	CHECK(strcmp(both.s[1], "hmm") == 0 && strcmp(both.s[0], "ok") == 0, "qwen35 thinking on after set_prompt: '%s' '%s'",
+	      both.s[1], both.s[0]);
+	hs_reply_parser_free(p);
+	free(prompt);
+	/* a block in another form is a call without a name, its text kept */
+	n = ids_of(q35, "x</think><tool_call>\n<function=f>\nno parameters\n</tool_call>", HS_TOK_PARSE_SPECIAL, ids, 512);
+	stream_reply(q35, HS_CHAT_QWEN35, ids, n, &r);
+	CHECK(r.n_calls == 1 && strcmp(r.name[0], "(null)") == 0 && strcmp(r.text[2], "<function=f>\nno parameters") == 0,
+	      "qwen35 malformed call: '%s' '%s'", r.name[0], r.text[2]);
+
+	/* GLM-4.5: the reply writes its own <think>; <|observation|> ends a call turn */
+	reply_case(glm, HS_CHAT_AUTO, "\n<think>Add.</think>\nIt is 4.<|user|>", HS_TOK_PARSE_SPECIAL, "It is 4.", "Add.",
+		   "", user, "glm reasoning then answer");
+	reply_case(glm, HS_CHAT_GLM, "\n<think></think>\nCalling.\n<tool_call>get_weather\n<arg_key>location</arg_key>\n"
+		   "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+		   "<|observation|>", HS_TOK_PARSE_SPECIAL, "Calling.", "", "{\"location\":\"Paris\",\"days\":3}", obs,
+		   "glm call");
+	n = ids_of(glm, "<tool_call>f\n<arg_key>a</arg_key>oops</tool_call>", HS_TOK_PARSE_SPECIAL, ids, 512);
+	stream_reply(glm, HS_CHAT_GLM, ids, n, &r);
+	CHECK(r.n_calls == 1 && strcmp(r.name[0], "(null)") == 0, "glm malformed call: '%s'", r.name[0]);
+
+	/* what the formats write comes back as it was given */
+	static const char *const kinds = "{\"s\": \"Caf\u00e9 \\\"q\\\"\\nline\", \"n\": 3, \"f\": 0.5, \"e\": 1e-05, "
+					 "\"big\": 1e16, \"b\": true, \"no\": false, \"z\": null, \"l\": [1, \"a\", 2.5], "
+					 "\"o\": {\"k\": [true, null]}, \"empty\": \"\"}";
+	call_round_trip(q35, HS_CHAT_QWEN35, kinds);
+	call_round_trip(glm, HS_CHAT_GLM, kinds);
+	hs_tokenizer_free(q35);
+	hs_tokenizer_free(glm);
+}
+
 /* Random ids, bytes that are not UTF-8 most of all: never an error, valid UTF-8 out. */
 static void random_replies(void)
 {
@@ -660,9 +840,11 @@ int main(void)
 	harmony_long_chain();
 	chatml_prompts();
 	tool_definitions();
+	xml_formats();
 	injection();
 	harmony_replies();
 	chatml_replies();
+	xml_replies();
 	random_replies();
 	hs_tokenizer_free(o200k);
 	hs_tokenizer_free(qwen);

@@ -137,27 +137,32 @@ static void tables(void)
 	      "maximal subparts");
 }
 
-static void qwen35(void)
+/* The splits of a pattern that differs from qwen2's (file: texts and the
+ * byte lengths of the pieces Python's regex cuts them into): every text as
+ * there, and at least min_differ of them unlike qwen2's split. */
+static void splits_like_regex(const char *file, split_fn fn, const char *name, size_t min_checked,
+			      size_t min_differ)
 {
-	json_t *all = tok_load_json("vocab/qwen35-splits.json"), *row;
+	json_t *all = tok_load_json(file), *row;
 	size_t i, checked = 0, differ = 0;
 
 	json_array_foreach(all, i, row) {
 		const char *s = json_string_value(json_object_get(row, "text"));
 		size_t len = json_string_length(json_object_get(row, "text")), n, n2, k;
 		json_t *want = json_object_get(row, "split");
-		uint32_t *v = pieces(hs__pretok_qwen35, s, len, &n), *v2 = pieces(hs__pretok_qwen2, s, len, &n2);
+		uint32_t *v = pieces(fn, s, len, &n), *v2 = pieces(hs__pretok_qwen2, s, len, &n2);
 		int same = n == json_array_size(want);
 		for (k = 0; same && k < n; k++)
 			same = v[k] == (uint32_t)json_integer_value(json_array_get(want, k));
-		CHECK(same, "qwen35 pieces of '%s': %zu, %zu expected", s, n, json_array_size(want));
+		CHECK(same, "%s pieces of '%s': %zu, %zu expected", name, s, n, json_array_size(want));
 		differ += n != n2 || memcmp(v, v2, sizeof *v * n) != 0;
 		checked++;
 		free(v);
 		free(v2);
 	}
-	CHECK(checked > 500 && differ > 50, "qwen35: %zu texts, %zu split otherwise than qwen2", checked, differ);
-	printf("qwen35: %zu splits as Python's regex makes them (%zu of them unlike qwen2's)\n", checked, differ);
+	CHECK(checked > min_checked && differ > min_differ, "%s: %zu texts, %zu split otherwise than qwen2", name, checked,
+	      differ);
+	printf("%s: %zu splits as Python's regex makes them (%zu of them unlike qwen2's)\n", name, checked, differ);
 	json_decref(all);
 }
 
@@ -166,6 +171,9 @@ int main(void)
 	tables();
 	strings();
 	random_texts();
-	qwen35();
+	/* Qwen3.5's: combining marks (tests/gen-qwen35-splits.py); GLM-4's:
+	 * digit runs of up to three (tests/gen-glm4-splits.py) */
+	splits_like_regex("vocab/qwen35-splits.json", hs__pretok_qwen35, "qwen35", 500, 50);
+	splits_like_regex("vocab/glm4-splits.json", hs__pretok_glm4, "glm4", 400, 100);
 	return hs_test_end();
 }

@@ -312,6 +312,7 @@ static int encode_text(const hs_tokenizer *t, const uint8_t *s, size_t n, struct
 {
 	size_t (*split)(const uint8_t *, size_t) = t->pre == HS_PRE_O200K    ? hs__pretok_o200k
 						   : t->pre == HS_PRE_QWEN35 ? hs__pretok_qwen35
+						   : t->pre == HS_PRE_GLM4   ? hs__pretok_glm4
 									     : hs__pretok_qwen2;
 	int rc;
 

@@ -225,6 +225,18 @@ int hs__py_json(struct hs_buf *b, const json_t *v)
 	return o.err;
 }
 
+int hs__py_str(struct hs_buf *b, const json_t *v)
+{
+	struct out o = { b, 0 };
+	if (json_is_string(v))
+		put(&o, json_string_value(v), json_string_length(v));
+	else
+		text(&o, json_is_true(v) ? "True" : json_is_false(v) ? "False" : json_is_null(v) ? "None" : "");
+	if (!json_is_string(v) && !json_is_boolean(v) && !json_is_null(v))
+		json_text(&o, v, 0);
+	return o.err;
+}
+
 /* ---- harmony: JSON schemas as openai-harmony writes them ------------------------ */
 
 /* spec.key, NULL when spec is not an object or has no such key */

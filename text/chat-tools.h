@@ -19,6 +19,10 @@ int hs__chat_tools_load(const char *tools_json, json_t **tools);
  * between items, keys in their order, floats as Python's repr.  0 or -ENOMEM. */
 int hs__py_json(struct hs_buf *b, const json_t *v);
 
+/* Appends v as Python's str() prints the value json.loads gives: a string
+ * as it is, True, False, None, numbers and containers as hs__py_json(). */
+int hs__py_str(struct hs_buf *b, const json_t *v);
+
 /* Appends harmony's "# Tools\n\n## functions ... } // namespace functions"
  * for the tools, as openai-harmony renders them.  0 or -ENOMEM. */
 int hs__chat_tools_typescript(struct hs_buf *b, const json_t *tools);

@@ -1,8 +1,9 @@
 /* Chat formats written in C: a conversation rendered as gpt-oss's harmony
  * template and Qwen3's ChatML template render it, tool definitions included
- * (chat-tools.c writes those).
- * The prompt is built with the places of the format's own special tokens
- * recorded, so hs_chat_tokenize() can make those special and nothing else. */
+ * (chat-tools.c writes those; chat-xml.c has Qwen3.5's and GLM-4.5's
+ * formats).  The prompt (chat.h) is built with the places of the format's
+ * own special tokens recorded, so hs_chat_tokenize() can make those special
+ * and nothing else. */
 #include "config.h"
 
 #include <stdio.h>
@@ -11,10 +12,12 @@
 #include <time.h>
 
 #include "text/chat-tools.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 #include "base/error.h"
 
-static const char *const format_names[] = { "auto", "harmony", "chatml", "raw" };
+static const char *const format_names[] = { "auto", "harmony", "chatml", "raw", "qwen35", "glm" };
+#define N_FORMATS 6
 
 struct hs_chat_opts hs_chat_opts_default(void)
 {
@@ -23,19 +26,19 @@ struct hs_chat_opts hs_chat_opts_default(void)
 
 const char *hs_chat_format_name(enum hs_chat_format f)
 {
-	return (unsigned)f < 4 ? format_names[f] : "unknown";
+	return (unsigned)f < N_FORMATS ? format_names[f] : "unknown";
 }
 
 int hs_chat_format_parse(const char *name, enum hs_chat_format *out)
 {
 	HS_NEED(name, -EINVAL);
 	HS_NEED(out, -EINVAL);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < N_FORMATS; i++)
 		if (strcmp(name, format_names[i]) == 0) {
 			*out = (enum hs_chat_format)i;
 			return 0;
 		}
-	return hs__error(EINVAL, "chat format '%s' is not one of auto, harmony, chatml, raw", name);
+	return hs__error(EINVAL, "chat format '%s' is not one of auto, harmony, chatml, qwen35, glm, raw", name);
 }
 
 enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
@@ -43,6 +46,10 @@ enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
 	HS_NEED(t, HS_CHAT_AUTO); /* the one value it never means */
 	if (strcmp(t->arch, "gpt-oss") == 0)
 		return HS_CHAT_HARMONY;
+	if (strncmp(t->arch, "qwen35", 6) == 0)
+		return HS_CHAT_QWEN35;
+	if (strncmp(t->arch, "glm4", 4) == 0)
+		return HS_CHAT_GLM;
 	if (strncmp(t->arch, "qwen", 4) == 0)
 		return HS_CHAT_CHATML;
 	if (hs_tokenizer_find(t, "<|im_start|>") >= 0 && hs_tokenizer_find(t, "<|im_end|>") >= 0)
@@ -53,39 +60,14 @@ enum hs_chat_format hs_chat_format_of(const hs_tokenizer *t)
 	return HS_CHAT_RAW;
 }
 
-/* ---- the prompt being built ------------------------------------------- */
-
-struct span {
-	size_t off, len;
-	int32_t id;
-};
-
-struct prompt {
-	const hs_tokenizer *t;
-	struct hs_buf text;
-	struct span *sp;
-	int n_sp, cap_sp;
-	int err;
-};
-
-static void put(struct prompt *p, const char *s, size_t n)
-{
-	if (!p->err)
-		p->err = hs__buf_put(&p->text, s, n);
-}
-
-static void text(struct prompt *p, const char *s)
-{
-	put(p, s ? s : "", s ? strlen(s) : 0);
-}
-
-static void mark(struct prompt *p, size_t n, int32_t id)
+/* Where a special token was recorded (chat.h has the rest) */
+void hs__chat_mark(struct hs__chat_prompt *p, size_t n, int32_t id)
 {
 	if (p->err)
 		return;
 	if (p->n_sp == p->cap_sp) {
 		int cap = p->cap_sp ? 2 * p->cap_sp : 32;
-		struct span *q = realloc(p->sp, (size_t)cap * sizeof *q);
+		struct hs__chat_span *q = realloc(p->sp, (size_t)cap * sizeof *q);
 		if (!q) {
 			p->err = hs__error(ENOMEM, "chat: out of memory");
 			return;
@@ -93,31 +75,14 @@ static void mark(struct prompt *p, size_t n, int32_t id)
 		p->sp = q;
 		p->cap_sp = cap;
 	}
-	p->sp[p->n_sp++] = (struct span){ p->text.len, n, id };
-}
-
-/* A special token of the format: recorded where the vocabulary has it as a
- * special token (else it stays text, as a tokenizer would see it). */
-static void special(struct prompt *p, const char *s)
-{
-	size_t n = strlen(s);
-	int32_t id = p->t ? hs__tok_special(p->t, (const uint8_t *)s, n) : -1;
-
-	if (id >= 0)
-		mark(p, n, id);
-	put(p, s, n);
+	p->sp[p->n_sp++] = (struct hs__chat_span){ p->text.len, n, id };
 }
 
 /* The text before and after are tokenized apart (openai-harmony encodes
  * each part of a header on its own). */
-static void cut(struct prompt *p)
+static void cut(struct hs__chat_prompt *p)
 {
-	mark(p, 0, -1);
-}
-
-static int is_role(const struct hs_chat_message *m, const char *role)
-{
-	return m->role && strcmp(m->role, role) == 0;
+	hs__chat_mark(p, 0, -1);
 }
 
 static int check_roles(const struct hs_chat_message *msgs, int n)
@@ -141,7 +106,7 @@ static int check_roles(const struct hs_chat_message *msgs, int n)
  * channel, content type, text); docs/text.md has the mapping from
  * hs_chat_message and tests/gen-chat-harmony-data.py the same in Python. */
 
-static void harmony_function(struct prompt *p, const char *name)
+static void harmony_function(struct hs__chat_prompt *p, const char *name)
 {
 	if (strncmp(name, "functions.", 10) != 0)
 		text(p, "functions.");
@@ -150,7 +115,7 @@ static void harmony_function(struct prompt *p, const char *name)
 
 /* <|start|>author[ to=recipient]<|channel|>channel[ <|constrain|>json]<|message|>:
  * the assistant's, its call to a function (call), a function's result (tool) */
-static void harmony_header(struct prompt *p, const char *tool, const char *call, const char *channel)
+static void harmony_header(struct hs__chat_prompt *p, const char *tool, const char *call, const char *channel)
 {
 	special(p, "<|start|>");
 	if (tool)
@@ -176,19 +141,14 @@ static void harmony_header(struct prompt *p, const char *tool, const char *call,
 	special(p, "<|message|>");
 }
 
-static void harmony_text(struct prompt *p, const char *channel, const char *s)
+static void harmony_text(struct hs__chat_prompt *p, const char *channel, const char *s)
 {
 	harmony_header(p, NULL, NULL, channel);
 	text(p, s);
 	special(p, "<|end|>");
 }
 
-static int nonempty(const char *s)
-{
-	return s && *s;
-}
-
-static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
+static int harmony(struct hs__chat_prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
 		   const json_t *tools)
 {
 	const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium", *last_tool = NULL;
@@ -286,14 +246,8 @@ static int harmony(struct prompt *p, const struct hs_chat_message *m, int n, con
 
 /* ---- ChatML (Qwen3) --------------------------------------------------- */
 
-static int starts_ends(const char *s, const char *a, const char *b)
-{
-	size_t n = strlen(s), na = strlen(a), nb = strlen(b);
-	return n >= na + nb && strncmp(s, a, na) == 0 && strcmp(s + n - nb, b) == 0;
-}
-
 /* s[0..n) without the newlines at its ends (lead, trail select which) */
-static void put_trimmed(struct prompt *p, const char *s, size_t n, int lead, int trail)
+static void put_trimmed(struct hs__chat_prompt *p, const char *s, size_t n, int lead, int trail)
 {
 	while (lead && n && *s == '\n')
 		s++, n--;
@@ -303,7 +257,7 @@ static void put_trimmed(struct prompt *p, const char *s, size_t n, int lead, int
 }
 
 /* Qwen3's tools block of the system message: one JSON object a line */
-static void chatml_tools(struct prompt *p, const json_t *tools)
+static void chatml_tools(struct hs__chat_prompt *p, const json_t *tools)
 {
 	size_t i;
 	json_t *tool;
@@ -325,7 +279,7 @@ static void chatml_tools(struct prompt *p, const json_t *tools)
 }
 
 /* An assistant message's tool call, as Qwen3's template writes it. */
-static void chatml_call(struct prompt *p, const struct hs_chat_message *x)
+static void chatml_call(struct hs__chat_prompt *p, const struct hs_chat_message *x)
 {
 	special(p, "<tool_call>");
 	text(p, "\n{\"name\": \"");
@@ -336,16 +290,7 @@ static void chatml_call(struct prompt *p, const struct hs_chat_message *x)
 	special(p, "</tool_call>");
 }
 
-/* Whether message i is the next call of the turn before it: consecutive
- * assistant messages with tool calls are one turn, the later ones without
- * text or reasoning of their own. */
-static int same_turn(const struct hs_chat_message *m, int n, int i)
-{
-	return i > 0 && i < n && is_role(&m[i], "assistant") && m[i].tool_name && !nonempty(m[i].content) &&
-	       !nonempty(m[i].reasoning) && is_role(&m[i - 1], "assistant") && m[i - 1].tool_name;
-}
-
-static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
+static int chatml(struct hs__chat_prompt *p, const struct hs_chat_message *m, int n, const struct hs_chat_opts *o,
 		  const json_t *tools)
 {
 	int last_query = n - 1, first = 0;
@@ -467,7 +412,7 @@ static int chatml(struct prompt *p, const struct hs_chat_message *m, int n, cons
 }
 
 static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n, const struct hs_chat_opts *opts,
-		  struct prompt *p)
+		  struct hs__chat_prompt *p)
 {
 	static const struct hs_chat_opts defaults;
 	const struct hs_chat_opts *o = opts ? opts : &defaults;
@@ -490,6 +435,8 @@ static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int
 	switch (f) {
 	case HS_CHAT_HARMONY: rc = harmony(p, msgs, n, o, tools); break;
 	case HS_CHAT_CHATML: rc = chatml(p, msgs, n, o, tools); break;
+	case HS_CHAT_QWEN35: rc = hs__chat_qwen35(p, msgs, n, o, tools); break;
+	case HS_CHAT_GLM: rc = hs__chat_glm(p, msgs, n, o, tools); break;
 	case HS_CHAT_RAW:
 		for (int i = 0; i < n; i++)
 			text(p, msgs[i].content);
@@ -504,7 +451,7 @@ static int render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int
 int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
 		   const struct hs_chat_opts *opts, char **prompt)
 {
-	struct prompt p;
+	struct hs__chat_prompt p;
 
 	HS_NEED(prompt, -EINVAL);
 	*prompt = NULL;
@@ -520,7 +467,7 @@ int hs_chat_render(const hs_tokenizer *t, const struct hs_chat_message *msgs, in
 int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, int n_msgs,
 		     const struct hs_chat_opts *opts, int32_t **ids, int *n_ids)
 {
-	struct prompt p;
+	struct hs__chat_prompt p;
 	int rc, n = 0, cap = 0;
 	int32_t *v = NULL;
 	size_t pos = 0;

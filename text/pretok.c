@@ -172,8 +172,9 @@ size_t hs__pretok_o200k(const uint8_t *s, size_t n)
 	return l0; /* not reached: every class is covered above */
 }
 
-/* qwen2's pattern with its letter class `letters` and punctuation class `punctuation` */
-static size_t qwen_split(const uint8_t *s, size_t n, unsigned letters, unsigned punctuation)
+/* qwen2's pattern with its letter class `letters`, punctuation class
+ * `punctuation` and runs of at most `digits` digits */
+static size_t qwen_split(const uint8_t *s, size_t n, unsigned letters, unsigned punctuation, int digits)
 {
 	int l0, len, c0 = cls_at(s, n, 0, &l0);
 	size_t e;
@@ -195,8 +196,12 @@ static size_t qwen_split(const uint8_t *s, size_t n, unsigned letters, unsigned 
 			e += len;
 		return e;
 	}
-	if (c0 == HS_UC_N)
-		return l0;
+	if (c0 == HS_UC_N) {
+		e = (size_t)l0;
+		for (int k = 1; k < digits && e < n && cls_at(s, n, e, &len) == HS_UC_N; k++)
+			e += (size_t)len;
+		return e;
+	}
 	if ((e = punct(s, n, c0, 0, punctuation)))
 		return e;
 	if (BIT(c0) & SET_WS)
@@ -208,7 +213,16 @@ static size_t qwen_split(const uint8_t *s, size_t n, unsigned letters, unsigned 
  * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 size_t hs__pretok_qwen2(const uint8_t *s, size_t n)
 {
-	return qwen_split(s, n, SET_L, SET_P);
+	return qwen_split(s, n, SET_L, SET_P, 1);
+}
+
+/* GLM-4's (llama.cpp's "glm4", "chatglm-bpe"; Llama 3's regex): qwen2's with
+ * \p{N}{1,3}:
+ * (?:'[sS]|...|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+ * | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+size_t hs__pretok_glm4(const uint8_t *s, size_t n)
+{
+	return qwen_split(s, n, SET_L, SET_P, 3);
 }
 
 /* Qwen3.5's: qwen2's with combining marks in the letter runs and out of the
@@ -217,5 +231,5 @@ size_t hs__pretok_qwen2(const uint8_t *s, size_t n)
  * | ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 size_t hs__pretok_qwen35(const uint8_t *s, size_t n)
 {
-	return qwen_split(s, n, SET_LM, SET_P35);
+	return qwen_split(s, n, SET_LM, SET_P35, 1);
 }

@@ -7,7 +7,11 @@
  * the kind of text (or the tool call) changes, so a delta never carries
  * half a character.  Each tool call has an index; a ChatML call's block is
  * held until </tool_call> and then parsed, so that its deltas carry the
- * arguments as harmony's do and the function's name is known. */
+ * arguments as harmony's do and the function's name is known.  Qwen3.5 and
+ * GLM-4.5 are parsed as ChatML is, their calls' blocks read in their own
+ * forms (<function=N><parameter=K>V</parameter>..., and N<arg_key>K
+ * </arg_key><arg_value>V</arg_value>...) into JSON arguments; Qwen3.5's
+ * reply begins inside the reasoning its generation prompt opened. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -316,17 +320,149 @@ static int put(hs_reply_parser *p, enum hs_reply_kind kind, const char *s, size_
 	return kind == HS_REPLY_TOOL_CALL ? hs__buf_put(&p->call, s, n) : emit(p, kind, s, n);
 }
 
+/* ---- Qwen3.5's and GLM-4.5's call blocks ------------------------------------ */
+
+struct cursor {
+	const char *s, *end;
+};
+
+static void skip_space(struct cursor *c)
+{
+	while (c->s < c->end && strchr(" \t\r\n", *c->s))
+		c->s++;
+}
+
+/* c begins with lit: consumed, 1; else 0 */
+static int take(struct cursor *c, const char *lit)
+{
+	size_t n = strlen(lit);
+	if ((size_t)(c->end - c->s) < n || memcmp(c->s, lit, n) != 0)
+		return 0;
+	c->s += n;
+	return 1;
+}
+
+/* The text up to lit (not included), lit consumed; NULL when lit never comes. */
+static const char *until(struct cursor *c, const char *lit, size_t *len)
+{
+	size_t n = strlen(lit);
+	for (const char *q = c->s; q + n <= c->end; q++)
+		if (memcmp(q, lit, n) == 0) {
+			const char *start = c->s;
+			*len = (size_t)(q - start);
+			c->s = q + n;
+			return start;
+		}
+	return NULL;
+}
+
+/* An argument's value: JSON when it is JSON text (the formats write numbers,
+ * booleans, null, arrays and objects so), Python's True, False and None
+ * where the format prints values with str() (Qwen3.5), else the string. */
+static json_t *arg_value(const char *s, size_t n, int python)
+{
+	json_t *v = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+	if (v)
+		return v;
+	if (python && n == 4 && memcmp(s, "True", 4) == 0)
+		return json_true();
+	if (python && n == 5 && memcmp(s, "False", 5) == 0)
+		return json_false();
+	if (python && n == 4 && memcmp(s, "None", 4) == 0)
+		return json_null();
+	return json_stringn(s, n);
+}
+
+/* A block in Qwen3.5's form (qwen35 = 1) or GLM-4.5's: its function's name
+ * (malloc'd) and arguments; 0 when the block is not in the form. */
+static int xml_call(const char *s, size_t n, int qwen35, char **name, json_t **args)
+{
+	struct cursor c = { s, s + n };
+	const char *k, *v;
+	size_t kn, vn;
+
+	*name = NULL;
+	*args = json_object();
+	if (!*args)
+		return 0;
+	skip_space(&c);
+	if (qwen35) {
+		if (!take(&c, "<function=") || !(k = until(&c, ">", &kn)) || !kn)
+			goto bad;
+	} else {
+		k = c.s;
+		while (c.s < c.end && *c.s != '\n' && !(c.end - c.s >= 9 && memcmp(c.s, "<arg_key>", 9) == 0))
+			c.s++;
+		kn = (size_t)(c.s - k);
+		while (kn && strchr(" \t\r", k[kn - 1]))
+			kn--;
+		if (!kn)
+			goto bad;
+	}
+	if (!(*name = strndup(k, kn)))
+		goto bad;
+	for (;;) {
+		skip_space(&c);
+		if (qwen35 ? take(&c, "</function>") : c.s == c.end)
+			break;
+		if (qwen35 ? !take(&c, "<parameter=") || !(k = until(&c, ">", &kn))
+			   : !take(&c, "<arg_key>") || !(k = until(&c, "</arg_key>", &kn)))
+			goto bad;
+		if (!qwen35) {
+			skip_space(&c);
+			if (!take(&c, "<arg_value>"))
+				goto bad;
+		}
+		if (!(v = until(&c, qwen35 ? "</parameter>" : "</arg_value>", &vn)))
+			goto bad;
+		if (qwen35 && vn && *v == '\n') /* the newlines the format puts around a value */
+			v++, vn--;
+		if (qwen35 && vn && v[vn - 1] == '\n')
+			vn--;
+		char *key = strndup(k, kn);
+		json_t *val = arg_value(v, vn, qwen35);
+		int rc = key && val ? json_object_set_new(*args, key, val) : -1;
+		free(key);
+		if (rc)
+			goto bad;
+	}
+	skip_space(&c);
+	if (c.s == c.end)
+		return 1;
+bad:
+	free(*name);
+	*name = NULL;
+	json_decref(*args);
+	*args = NULL;
+	return 0;
+}
+
 /* A <tool_call> block ended (or the reply did inside one).  {"name": N,
  * "arguments": A} names the call N and hands out A as JSON text (a string
  * A as it is, "{}" when there is none); any other text is handed out as it
  * is, a call without a name. */
 static int end_call(hs_reply_parser *p)
 {
-	json_t *j = p->call.len ? json_loadb(p->call.p, p->call.len, 0, NULL) : NULL;
-	json_t *name = json_object_get(j, "name"), *args = json_object_get(j, "arguments");
-	char *a = NULL;
+	json_t *j = NULL, *name = NULL, *args = NULL;
+	char *a = NULL, *xml_name = NULL;
 	int rc = 0;
 
+	if (p->f == HS_CHAT_QWEN35 || p->f == HS_CHAT_GLM) {
+		if (xml_call(p->call.p, p->call.len, p->f == HS_CHAT_QWEN35, &xml_name, &args)) {
+			a = json_dumps(args, JSON_COMPACT);
+			p->names[p->n_calls - 1] = xml_name;
+			rc = a ? emit(p, HS_REPLY_TOOL_CALL, a, strlen(a)) : hs__error(ENOMEM, "reply: out of memory");
+		} else {
+			rc = emit(p, HS_REPLY_TOOL_CALL, p->call.p, p->call.len);
+		}
+		free(a);
+		json_decref(args);
+		p->call.len = 0;
+		return rc ? rc : finish_char(p);
+	}
+	j = p->call.len ? json_loadb(p->call.p, p->call.len, 0, NULL) : NULL;
+	name = json_object_get(j, "name");
+	args = json_object_get(j, "arguments");
 	if (json_is_string(name)) {
 		a = !args ? strdup("{}")
 		    : json_is_string(args) ? strdup(json_string_value(args))
@@ -466,7 +602,8 @@ int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_re
 		return hs__error(ENOMEM, "reply: out of memory");
 	p->t = t;
 	p->f = format == HS_CHAT_AUTO ? hs_chat_format_of(t) : format;
-	if (p->f != HS_CHAT_HARMONY && p->f != HS_CHAT_CHATML && p->f != HS_CHAT_RAW) {
+	if (p->f != HS_CHAT_HARMONY && p->f != HS_CHAT_CHATML && p->f != HS_CHAT_RAW && p->f != HS_CHAT_QWEN35 &&
+	    p->f != HS_CHAT_GLM) {
 		free(p);
 		return hs__error(EINVAL, "reply: format %d is not a chat format", (int)format);
 	}
@@ -482,9 +619,16 @@ int hs_reply_parser_new(const hs_tokenizer *t, enum hs_chat_format format, hs_re
 		p->id_start = find_id(t, "<|start|>");
 		/* the prompt ended with <|start|>assistant: a header comes first */
 		p->h = H_HEADER;
+	} else if (p->f == HS_CHAT_GLM) {
+		p->stop[2] = find_id(t, "<|user|>"); /* the next turn, or the tools' answer */
+		p->stop[3] = find_id(t, "<|observation|>");
 	} else {
-		p->stop[2] = p->f == HS_CHAT_CHATML ? find_id(t, "<|im_end|>") : t->eot;
+		p->stop[2] = p->f == HS_CHAT_RAW ? t->eot : find_id(t, "<|im_end|>");
 		p->stop[3] = -1;
+	}
+	if (p->f == HS_CHAT_QWEN35) { /* its generation prompt opened the reasoning */
+		p->c = C_THINK;
+		p->skip_nl = 1;
 	}
 	p->sink_tool = -1;
 	if (hs__buf_put(&p->out, "", 0) || hs__buf_put(&p->handed, "", 0)) {
@@ -536,10 +680,12 @@ int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_d
 	control = hs__tok_is_control_type(k->type);
 	if (p->f == HS_CHAT_HARMONY) {
 		rc = harmony_push(p, id, s, k->len, control);
-	} else if (p->f == HS_CHAT_CHATML) {
-		/* <think> and <tool_call> count whatever their type; other control tokens are dropped */
+	} else if (p->f == HS_CHAT_CHATML || p->f == HS_CHAT_QWEN35 || p->f == HS_CHAT_GLM) {
+		/* the formats' markers count whatever their type; other control tokens are dropped */
 		int marker = control && (same(s, k->len, "<think>") || same(s, k->len, "</think>") ||
-					 same(s, k->len, "<tool_call>") || same(s, k->len, "</tool_call>"));
+					 same(s, k->len, "<tool_call>") || same(s, k->len, "</tool_call>") ||
+					 (p->f == HS_CHAT_GLM && p->c == C_TOOL && k->len > 8 &&
+					  (memcmp(s, "<arg_", 5) == 0 || memcmp(s, "</arg_", 6) == 0)));
 		if (!control || marker)
 			rc = hs__buf_put(&p->hold, s, k->len);
 		if (!rc)
@@ -557,13 +703,55 @@ int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **del
 	HS_NEED(p, -EINVAL);
 	HS_NEED(deltas, -EINVAL);
 	HS_NEED(n_deltas, -EINVAL);
-	if (p->f == HS_CHAT_CHATML)
+	if (p->f == HS_CHAT_CHATML || p->f == HS_CHAT_QWEN35 || p->f == HS_CHAT_GLM)
 		rc = chatml_finish(p);
 	else if (p->f == HS_CHAT_HARMONY && p->h == H_HEADER && p->header.len)
 		rc = harmony_raw(p);
 	if (!rc)
 		rc = finish_char(p);
 	return hand_out(p, rc, deltas, n_deltas);
+}
+
+int hs_reply_parser_set_prompt(hs_reply_parser *p, const int32_t *ids, int n)
+{
+	struct hs_buf tail = { 0 };
+	int rc = 0, from = n > 64 ? n - 64 : 0;
+
+	HS_NEED(p, -EINVAL);
+	if (n < 0 || (n && !ids))
+		return hs__error(EINVAL, "reply: a prompt of %d ids%s", n, n && !ids ? " at NULL" : "");
+	if (p->n_calls || p->c != (p->f == HS_CHAT_QWEN35 ? C_THINK : C_START) || p->hold.len || p->stopped)
+		return hs__error(EINVAL, "reply: the prompt is set before the reply's first id");
+	for (int i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= p->t->n_vocab)
+			return hs__tok_bad_id(p->t, ids[i]);
+	if (p->f != HS_CHAT_CHATML && p->f != HS_CHAT_QWEN35 && p->f != HS_CHAT_GLM)
+		return 0;
+	for (int i = from; i < n && !rc; i++) {
+		const struct hs_vocab_token *k = &p->t->tok[ids[i]];
+		rc = hs__buf_put(&tail, p->t->pool + k->off, k->len);
+	}
+	if (!rc)
+		rc = hs__buf_put(&tail, "", 1);
+	if (rc) {
+		free(tail.p);
+		return rc;
+	}
+	/* the last turn's opening, then whether a <think> there is still open */
+	const char *turn = tail.p, *q, *open = NULL, *close = NULL;
+	for (q = tail.p; (q = strstr(q, "<|im_start|>")); q++)
+		turn = q;
+	for (q = tail.p; (q = strstr(q, "<|assistant|>")); q++)
+		turn = q > turn ? q : turn;
+	for (q = turn; (q = strstr(q, "<think>")); q++)
+		open = q;
+	for (q = turn; (q = strstr(q, "</think>")); q++)
+		close = q;
+	int thinking = open && (!close || close < open);
+	p->c = thinking ? C_THINK : C_START;
+	p->skip_nl = thinking;
+	free(tail.p);
+	return 0;
 }
 
 int hs_reply_parser_tool_count(const hs_reply_parser *p)

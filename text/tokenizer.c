@@ -447,7 +447,7 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 				 (int)(model.n > 40 ? 40 : model.n), model.p);
 	if ((rc = hs__gguf_get_str(g, "tokenizer.ggml.pre", &pre)))
 		return rc == -ENOENT ? hs__error(EINVAL, "tokenizer: tokenizer.ggml.pre is missing; hotset reads "
-						 "'gpt-4o', 'qwen2' and 'qwen35'") : rc;
+						 "'gpt-4o', 'qwen2', 'qwen35' and 'glm4'") : rc;
 	t = calloc(1, sizeof *t);
 	if (!t)
 		return hs__error(ENOMEM, "tokenizer: out of memory");
@@ -458,9 +458,11 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 		t->pre = HS_PRE_QWEN2;
 	} else if (pre.n == 6 && memcmp(pre.p, "qwen35", 6) == 0) {
 		t->pre = HS_PRE_QWEN35;
+	} else if ((pre.n == 4 && memcmp(pre.p, "glm4", 4) == 0) || (pre.n == 11 && memcmp(pre.p, "chatglm-bpe", 11) == 0)) {
+		t->pre = HS_PRE_GLM4;
 	} else {
 		rc = hs__error(EINVAL, "tokenizer: pre-tokenizer '%.*s' is not one hotset implements ('gpt-4o', 'qwen2', "
-				       "'qwen35')",
+				       "'qwen35', 'glm4')",
 			       (int)(pre.n > 40 ? 40 : pre.n), pre.p);
 		goto out_free;
 	}
@@ -484,7 +486,10 @@ int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out)
 		t->add_bos = ab->value[0] != 0;
 	if (t->eot < 0) {
 		enum hs_chat_format f = hs_chat_format_of(t);
-		t->eot = hs_tokenizer_find(t, f == HS_CHAT_HARMONY ? "<|return|>" : f == HS_CHAT_CHATML ? "<|im_end|>" : "");
+		t->eot = hs_tokenizer_find(t, f == HS_CHAT_HARMONY                      ? "<|return|>"
+					      : f == HS_CHAT_CHATML || f == HS_CHAT_QWEN35 ? "<|im_end|>"
+					      : f == HS_CHAT_GLM                          ? "<|user|>"
+										  : "");
 	}
 	*out = t;
 	return 0;

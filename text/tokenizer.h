@@ -12,7 +12,7 @@
 
 struct hs_gguf;
 
-enum hs_pre { HS_PRE_O200K, HS_PRE_QWEN2, HS_PRE_QWEN35 };
+enum hs_pre { HS_PRE_O200K, HS_PRE_QWEN2, HS_PRE_QWEN35, HS_PRE_GLM4 };
 
 struct hs_vocab_token {
 	uint32_t off, len; /* its bytes in the pool: decoded for ordinary tokens, the text for special ones */

@@ -80,5 +80,6 @@ int hs__utf8_encode(uint32_t c, uint8_t *out);
 size_t hs__pretok_o200k(const uint8_t *s, size_t n);
 size_t hs__pretok_qwen2(const uint8_t *s, size_t n);
 size_t hs__pretok_qwen35(const uint8_t *s, size_t n);
+size_t hs__pretok_glm4(const uint8_t *s, size_t n);
 
 #endif

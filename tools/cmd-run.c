@@ -29,8 +29,9 @@ static void help(void)
 	       "  --prompt TEXT   the prompt as text, through the model's tokenizer (special\n"
 	       "                  tokens such as <|start|> are parsed)\n"
 	       "  --chat TEXT     one user turn through the model's chat format (harmony for\n"
-	       "                  gpt-oss, ChatML for Qwen3); the reply's reasoning and answer\n"
-	       "                  are printed apart, and it stops at the format's end of reply\n"
+	       "                  gpt-oss, ChatML for Qwen3, Qwen3.5's and GLM-4.5's own);\n"
+	       "                  the reply's reasoning and answer are printed apart, and it\n"
+	       "                  stops at the format's end of reply\n"
 	       "  --reasoning E   harmony's reasoning effort: low, medium (default) or high\n"
 	       "  --ignore-eos    generate all N tokens even past the end of the reply\n"
 	       "  -n N            tokens to generate (default 32; 0: only the prompt)\n"
@@ -234,8 +235,8 @@ static int prompt_ids(const struct run_opts *o, struct text_out *t, int32_t **id
 	if (o->chat) {
 		struct hs_chat_message m = { .role = "user", .content = o->chat };
 		struct hs_chat_opts co = { .reasoning_effort = o->reasoning };
-		if (hs_chat_tokenize(t->tk, &m, 1, &co, ids, n) ||
-		    hs_reply_parser_new(t->tk, HS_CHAT_AUTO, &t->rp))
+		if (hs_chat_tokenize(t->tk, &m, 1, &co, ids, n) || hs_reply_parser_new(t->tk, HS_CHAT_AUTO, &t->rp) ||
+		    hs_reply_parser_set_prompt(t->rp, *ids, *n))
 			return hs_cli_fail("run", "%s", hs_last_error());
 		return 0;
 	}

@@ -101,13 +101,19 @@ int hs_detok_flush(hs_detok *d, const char **text, size_t *len);
 int hs_detokenize(const hs_tokenizer *t, const int32_t *ids, int n, int render_special, char **text, size_t *len);
 
 /* Chat formats written in C.  AUTO picks the architecture's own format:
- * gpt-oss -> HARMONY, qwen2/qwen3/qwen3moe -> CHATML, and for other
- * architectures the one whose special tokens the vocabulary has, else RAW
- * (messages' contents one after another, replies are plain content). */
-enum hs_chat_format { HS_CHAT_AUTO = 0, HS_CHAT_HARMONY = 1, HS_CHAT_CHATML = 2, HS_CHAT_RAW = 3 };
-/* "auto", "harmony", "chatml", "raw" (static strings) */
+ * gpt-oss -> HARMONY, qwen2/qwen3/qwen3moe -> CHATML (Qwen3's template),
+ * qwen35/qwen35moe -> QWEN35 (Qwen3.5's: ChatML turns, the generation
+ * prompt opens the reasoning block, XML-like tool calls), glm4moe -> GLM
+ * (GLM-4.5's role tokens, <think></think>, <arg_key>/<arg_value> calls), and
+ * for other architectures the one whose special tokens the vocabulary has,
+ * else RAW (messages' contents one after another, replies are plain
+ * content).  docs/text.md has what each writes. */
+enum hs_chat_format {
+	HS_CHAT_AUTO = 0, HS_CHAT_HARMONY = 1, HS_CHAT_CHATML = 2, HS_CHAT_RAW = 3, HS_CHAT_QWEN35 = 4, HS_CHAT_GLM = 5
+};
+/* "auto", "harmony", "chatml", "raw", "qwen35", "glm" (static strings) */
 const char *hs_chat_format_name(enum hs_chat_format f);
-/* The format named "harmony", "chatml", "raw" or "auto"; -EINVAL otherwise. */
+/* The format of that name; -EINVAL otherwise. */
 int hs_chat_format_parse(const char *name, enum hs_chat_format *out);
 /* What AUTO means for this tokenizer: never AUTO, except as the error
  * value for a NULL t (with a message). */
@@ -188,6 +194,16 @@ int hs_chat_tokenize(const hs_tokenizer *t, const struct hs_chat_message *msgs, 
  * JSON (A itself when it is a string, "{}" when absent); a block that is not
  * a JSON object with a string "name" is a call without a name, its text the
  * block's.
+ * QWEN35 is parsed as ChatML, but begins inside the reasoning (its
+ * generation prompt opened <think>; hs_reply_parser_set_prompt() says
+ * otherwise), and a call's block is <function=N> with <parameter=K>V
+ * </parameter> for each argument: the call of N, its text the arguments as
+ * compact JSON (a value that is JSON text, or True, False, None, becomes
+ * that value, any other a string).  GLM: as ChatML for <think> and
+ * <tool_call>, a block is N, then <arg_key>K</arg_key><arg_value>V
+ * </arg_value> for each argument (a value that is JSON text becomes that
+ * value); it stops at <|user|> and <|observation|>.  A block in neither
+ * form is a call without a name, its text the block's.
  * RAW: all content, stops at eot.  Every format also stops at the file's
  * eos and at <|endoftext|>.  A reply that does not follow its
  * format (small or random models write anything) comes out as plain content,
@@ -213,6 +229,13 @@ int hs_reply_parser_push(hs_reply_parser *p, int32_t id, const struct hs_reply_d
  * text held back while a marker might have been starting, and a character
  * cut short (as U+FFFD), come out. */
 int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **deltas, int *n_deltas);
+/* The prompt the reply continues (its ids; the last 64 are read), given
+ * before the first push: a ChatML, QWEN35 or GLM prompt whose last turn
+ * opened <think> and did not close it makes the reply begin as reasoning,
+ * else it begins as the format does after its own marker (QWEN35 with
+ * thinking off: content).  Nothing for other formats.  -EINVAL for an id
+ * out of range or a parser that has had ids. */
+int hs_reply_parser_set_prompt(hs_reply_parser *p, const int32_t *ids, int n);
 /* The tool calls begun so far (a ChatML call begins at <tool_call>). */
 int hs_reply_parser_tool_count(const hs_reply_parser *p);
 /* The function of tool call index: harmony's recipient (e.g.

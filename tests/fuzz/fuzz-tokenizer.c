@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		check_utf8(out, len);
 		free(out);
-		for (int f = HS_CHAT_HARMONY; f <= HS_CHAT_RAW; f++) {
+		for (int f = HS_CHAT_HARMONY; f <= HS_CHAT_GLM; f++) {
 			hs_reply_parser *p;
 			const struct hs_reply_delta *d;
 			int nd, rc = 0;
