@@ -19,13 +19,23 @@
 #include "model/gen.h"
 
 /* name, arch, layers, experts, used, embd, ff, type, seed, general.name, moe_only, vocab, heads, kv heads,
- * head size, dense type, window, context, down type */
+ * head size, dense type, window, context, down type; glm4moe: dense layers, their ff, shared experts, q/k
+ * norms, expert scale (the models' config.json; the MTP layer the published files add is not written) */
 static const struct hs_gen_params presets[] = {
-	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0 },
-	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0 },
-	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960, 0 },
-	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960, 0 },
-	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072, 0 },
+	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0,
+	  0, 0, 0, 0, 0 },
+	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0,
+	  0, 0, 0, 0, 0 },
+	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960, 0,
+	  0, 0, 0, 0, 0 },
+	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960, 0,
+	  0, 0, 0, 0, 0 },
+	{ "glm4moe", 46, 128, 8, 4096, 1408, HS_TYPE_Q8_0, 1, "glm-4.5-air", 0, 151552, 96, 8, 128, 0, 0, 131072, 0,
+	  1, 10944, 1, 0, 1.0f },
+	{ "glm4moe", 92, 160, 8, 5120, 1536, HS_TYPE_Q8_0, 1, "glm-4.5", 0, 151552, 96, 8, 128, 0, 0, 131072, 0,
+	  3, 12288, 1, 1, 2.5f },
+	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072, 0,
+	  0, 0, 0, 0, 0 },
 };
 
 const struct hs_gen_params *hs__gen_preset(const char *name)
@@ -38,7 +48,7 @@ const struct hs_gen_params *hs__gen_preset(const char *name)
 
 const char *hs__gen_preset_names(void)
 {
-	return "gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b, qwen3-235b-a22b, tiny";
+	return "gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b, qwen3-235b-a22b, glm-4.5-air, glm-4.5, tiny";
 }
 
 /* The special tokens of each architecture's tokenizer, in id order after
@@ -46,6 +56,8 @@ const char *hs__gen_preset_names(void)
 static const char *const harmony[] = { "<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
 				       "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>" };
 static const char *const chatml[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>" };
+static const char *const glm[] = { "<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>",
+				   "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<think>", "</think>" };
 #define HARMONY_EOS 2 /* <|return|> */
 #define CHATML_EOS 2  /* <|im_end|> */
 
@@ -54,9 +66,16 @@ static int is_gpt_oss(const struct hs_gen_params *p)
 	return strcmp(p->arch, "gpt-oss") == 0;
 }
 
+static int is_glm(const struct hs_gen_params *p)
+{
+	return strcmp(p->arch, "glm4moe") == 0;
+}
+
 static int n_special(const struct hs_gen_params *p)
 {
-	return is_gpt_oss(p) ? (int)(sizeof harmony / sizeof *harmony) : (int)(sizeof chatml / sizeof *chatml);
+	return is_gpt_oss(p) ? (int)(sizeof harmony / sizeof *harmony)
+	       : is_glm(p)   ? (int)(sizeof glm / sizeof *glm)
+			     : (int)(sizeof chatml / sizeof *chatml);
 }
 
 struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *in)
@@ -80,6 +99,10 @@ struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *in)
 		p.swa_window = 128;
 	if (!p.n_ctx)
 		p.n_ctx = oss ? 131072 : 40960;
+	if (p.arch && strcmp(p.arch, "glm4moe") == 0 && !p.n_ff_dense)
+		p.n_ff_dense = 4 * p.n_ff;
+	if (!p.expert_scale)
+		p.expert_scale = 1;
 	return p;
 }
 
@@ -89,7 +112,9 @@ int hs__gen_check(const struct hs_gen_params *in)
 	size_t blk = hs__type_block_values(in->type);
 
 	if (!a)
-		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe", in->arch ? in->arch : "(none)");
+		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe, glm4moe", in->arch ? in->arch : "(none)");
+	if (strcmp(a->name, "qwen35moe") == 0)
+		return hs__error(EINVAL, "--arch qwen35moe: gen does not write Gated DeltaNet layers yet");
 	struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
 	if (!hs__type_supported(p->type))
 		return hs__error(EINVAL, "--type: not one of %s", hs__type_supported_names());
@@ -113,6 +138,14 @@ int hs__gen_check(const struct hs_gen_params *in)
 	if (p->n_embd % (int)dblk)
 		return hs__error(EINVAL, "--embd %d: a multiple of %zu (the %s block of the down matrices)", p->n_embd,
 				 dblk, hs__type_name(dt));
+	if (p->n_dense_layers < 0 || p->n_dense_layers >= p->n_layers || p->n_shared < 0 || p->n_shared > 8 ||
+	    ((p->n_dense_layers || p->n_shared || p->qk_norm) && !is_glm(p)))
+		return hs__error(EINVAL, "--dense-layers %d / --shared-experts %d: glm4moe only, fewer dense layers than "
+				 "layers, at most 8 shared experts", p->n_dense_layers, p->n_shared);
+	if (is_glm(p) && (p->n_ff_dense < (int)dblk || p->n_ff_dense > 65536 || p->n_ff_dense % (int)dblk))
+		return hs__error(EINVAL, "--dense-ff %d: a multiple of %zu up to 65536", p->n_ff_dense, dblk);
+	if (!(p->expert_scale > 0 && p->expert_scale <= 1000))
+		return hs__error(EINVAL, "expert scale %g: 0..1000", (double)p->expert_scale);
 	if (p->moe_only)
 		return 0;
 	if (!hs__type_supported(p->dense_type) || p->dense_type == HS_TYPE_F32)
@@ -152,7 +185,7 @@ struct spec {
 static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 {
 	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
-	const int oss = is_gpt_oss(p), whole = !p->moe_only;
+	const int oss = is_gpt_oss(p), g = is_glm(p), whole = !p->moe_only;
 	const uint64_t D = p->n_embd, F = p->n_ff, E = p->n_experts, V = p->n_vocab, HD = p->head_dim,
 		       Q = (uint64_t)p->n_head * p->head_dim, KV = (uint64_t)p->n_head_kv * p->head_dim;
 	int n = 0;
@@ -191,16 +224,40 @@ static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 				T(L("attn_output.bias"), 1, D, 1, 1, HS_TYPE_F32, BIAS);
 				T(L("attn_sinks.weight"), 1, p->n_head, 1, 1, HS_TYPE_F32, SINK);
 				T(L("post_attention_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			} else if (g) { /* GLM-4.5: q/k/v biases, q/k norms where it has them */
+				T(L("attn_q.bias"), 1, Q, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_k.bias"), 1, KV, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("attn_v.bias"), 1, KV, 1, 1, HS_TYPE_F32, BIAS);
+				if (p->qk_norm) {
+					T(L("attn_q_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+					T(L("attn_k_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+				}
+				T(L("post_attention_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
 			} else {
 				T(L("attn_q_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
 				T(L("attn_k_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
 				T(L("ffn_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
 			}
 		}
+		if (g && l < p->n_dense_layers) { /* a dense SwiGLU FFN instead of experts */
+			const uint64_t FD = p->n_ff_dense;
+			T(L("ffn_gate.weight"), 2, D, FD, 1, p->dense_type, MAT);
+			T(L("ffn_up.weight"), 2, D, FD, 1, p->dense_type, MAT);
+			T(L("ffn_down.weight"), 2, FD, D, 1, p->dense_type, MAT);
+			continue;
+		}
 		T(L("ffn_gate_inp.weight"), 2, D, E, 1, HS_TYPE_F32, ROUTER);
+		if (g)
+			T(L("exp_probs_b.bias"), 1, E, 1, 1, HS_TYPE_F32, BIAS);
 		T(L("ffn_gate_exps.weight"), 3, D, F, E, p->type, MAT);
 		T(L("ffn_up_exps.weight"), 3, D, F, E, p->type, MAT);
 		T(L("ffn_down_exps.weight"), 3, F, D, E, p->down_type ? p->down_type : p->type, MAT);
+		if (g && p->n_shared) {
+			const uint64_t FS = (uint64_t)p->n_shared * F;
+			T(L("ffn_gate_shexp.weight"), 2, D, FS, 1, p->dense_type, MAT);
+			T(L("ffn_up_shexp.weight"), 2, D, FS, 1, p->dense_type, MAT);
+			T(L("ffn_down_shexp.weight"), 2, FS, D, 1, p->dense_type, MAT);
+		}
 		if (oss) {
 			T(L("ffn_gate_inp.bias"), 1, E, 1, 1, HS_TYPE_F32, BIAS);
 			T(L("ffn_gate_exps.bias"), 2, F, E, 1, HS_TYPE_F32, BIAS);
@@ -224,6 +281,15 @@ const char *hs__gen_tensor_name(const struct hs_gen_params *p, int tensor, char 
 	walk(p, tensor, &s);
 	snprintf(buf, len, "%s", s.name);
 	return buf;
+}
+
+void hs__gen_tensor_info(const struct hs_gen_params *p, int tensor, char *buf, int len, uint64_t ne[3], int *type)
+{
+	struct spec s;
+	walk(p, tensor, &s);
+	snprintf(buf, len, "%s", s.name);
+	memcpy(ne, s.ne, sizeof s.ne);
+	*type = s.type;
 }
 
 static uint64_t splitmix64(uint64_t *s)
@@ -325,8 +391,8 @@ static void byte_token(int b, char out[4])
 
 static int write_tokenizer(struct hs_gguf_writer *w, const struct hs_gen_params *p)
 {
-	const int oss = is_gpt_oss(p), ns = n_special(p), V = p->n_vocab;
-	const char *const *sp = oss ? harmony : chatml;
+	const int oss = is_gpt_oss(p), g = is_glm(p), ns = n_special(p), V = p->n_vocab;
+	const char *const *sp = oss ? harmony : g ? glm : chatml;
 	char **tok = calloc(V, sizeof *tok);
 	int32_t *type = calloc(V, sizeof *type);
 	int rc = 0;
@@ -349,13 +415,17 @@ static int write_tokenizer(struct hs_gguf_writer *w, const struct hs_gen_params 
 			rc = hs__error(ENOMEM, "gen: out of memory for the vocabulary");
 	}
 	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
-	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.pre", oss ? "gpt-4o" : "qwen2");
+	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.pre", oss ? "gpt-4o" : g ? "glm4" : "qwen2");
 	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V);
 	if (!rc) rc = hs__gguf_w_arr_i32(w, "tokenizer.ggml.token_type", type, (uint64_t)V);
 	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.merges", NULL, 0);
-	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 256);
-	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 256 + (oss ? HARMONY_EOS : CHATML_EOS));
+	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", g ? 258 : 256); /* GLM: [gMASK] */
+	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 256 + (oss ? HARMONY_EOS : g ? 0 : CHATML_EOS));
 	if (!rc) rc = hs__gguf_w_u32(w, "tokenizer.ggml.padding_token_id", oss ? 257 : 256);
+	if (!rc && g) /* the end of an answer: the next user turn, or the tools' */
+		rc = hs__gguf_w_u32(w, "tokenizer.ggml.eot_token_id", 256 + 7);
+	if (!rc && g)
+		rc = hs__gguf_w_u32(w, "tokenizer.ggml.eom_token_id", 256 + 9);
 	if (!rc) rc = hs__gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 0);
 out_free:
 	for (int i = 0; tok && i < V; i++)
@@ -391,12 +461,23 @@ static int gen_writer(const struct hs_gen_params *p, struct hs_gguf_writer **out
 	if (!p->moe_only) {
 		const int oss = is_gpt_oss(p);
 		ARCH_U32("context_length", p->n_ctx);
-		ARCH_U32("feed_forward_length", p->n_ff);
+		ARCH_U32("feed_forward_length", is_glm(p) ? p->n_ff_dense : p->n_ff);
 		ARCH_U32("attention.head_count", p->n_head);
 		ARCH_U32("attention.head_count_kv", p->n_head_kv);
 		ARCH_U32("attention.key_length", p->head_dim);
 		ARCH_U32("attention.value_length", p->head_dim);
-		ARCH_F32("attention.layer_norm_rms_epsilon", oss ? 1e-5 : 1e-6);
+		ARCH_F32("attention.layer_norm_rms_epsilon", oss || is_glm(p) ? 1e-5 : 1e-6);
+		if (is_glm(p)) { /* partial rotary (half of each head), the FFN shapes, sigmoid gating */
+			ARCH_U32("rope.dimension_count", p->head_dim / 2);
+			ARCH_U32("leading_dense_block_count", p->n_dense_layers);
+			ARCH_U32("expert_shared_count", p->n_shared);
+			ARCH_U32("expert_gating_func", 2);
+			ARCH_F32("expert_weights_scale", p->expert_scale);
+			if (!rc) {
+				snprintf(key, sizeof key, "%s.expert_weights_norm", p->arch);
+				rc = hs__gguf_w_bool(w, key, 1);
+			}
+		}
 		ARCH_F32("rope.freq_base", oss ? 150000.0 : 1000000.0);
 		if (oss) {
 			ARCH_U32("attention.sliding_window", p->swa_window);

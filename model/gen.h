@@ -11,7 +11,7 @@
 #include "model/gguf-write.h"
 
 struct hs_gen_params {
-	const char *arch;       /* "gpt-oss" or "qwen3moe" */
+	const char *arch;       /* "gpt-oss", "qwen3moe" or "glm4moe" */
 	int n_layers, n_experts, n_used, n_embd, n_ff;
 	int type;               /* ggml type of the expert matrices */
 	uint64_t seed;
@@ -25,11 +25,17 @@ struct hs_gen_params {
 	int swa_window;         /* gpt-oss: 0 = 128; -1 = none (no sliding layers) */
 	int n_ctx;              /* context_length */
 	int down_type;          /* ffn_down's own type, as llama-quantize's mixes give it (Q4_K_M: q6_K in
-				   some layers); 0 = type (presets: positional, so this stays last) */
+				   some layers); 0 = type */
+	/* glm4moe (presets: positional, so these stay last) */
+	int n_dense_layers;     /* leading layers with a dense FFN instead of experts */
+	int n_ff_dense;         /* their intermediate size (0: 4 x n_ff) */
+	int n_shared;           /* shared experts of n_ff each in the MoE layers */
+	int qk_norm;            /* 1: per-head q/k norms (GLM-4.5; GLM-4.5-Air has none) */
+	float expert_scale;     /* expert_weights_scale (0: 1) */
 };
 
 /* Preset shapes by name ("gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b",
- * "qwen3-235b-a22b", "tiny"); NULL if unknown. */
+ * "qwen3-235b-a22b", "glm-4.5-air", "glm-4.5", "tiny"); NULL if unknown. */
 const struct hs_gen_params *hs__gen_preset(const char *name);
 /* Comma-separated preset names, for messages. */
 const char *hs__gen_preset_names(void);
@@ -53,6 +59,8 @@ int hs__gen_shard_count(const struct hs_gen_params *p, uint64_t max_bytes);
  * makes it: lets tests check a file against what gen meant to write. */
 int hs__gen_n_tensors(const struct hs_gen_params *p);
 const char *hs__gen_tensor_name(const struct hs_gen_params *p, int tensor, char *buf, int len);
+/* Tensor `tensor`'s name (into buf), shape (ne[0] values a row) and ggml type. */
+void hs__gen_tensor_info(const struct hs_gen_params *p, int tensor, char *buf, int len, uint64_t ne[3], int *type);
 int hs__gen_rows(const struct hs_gen_params *p, int tensor, uint64_t row0, uint64_t n_rows, void *buf);
 
 #endif

@@ -40,13 +40,14 @@ static void dense_tensor(struct hs_model_desc *out, uint64_t bytes)
 	out->dense_device_tensors++;
 }
 
-/* From the shapes `gen` writes for a preset (the published files' layout). */
+/* From the tensors `gen` writes for a preset (the published files' layout):
+ * every tensor but token_embd, the routers (and their biases) and the
+ * experts goes to the device; the dense FFNs among them (glm4moe's leading
+ * layers and shared experts) are counted apart too. */
 static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc *out)
 {
 	const struct hs_gen_params p = hs__gen_resolve(in);
 	const int oss = strcmp(p.arch, "gpt-oss") == 0;
-	const uint64_t D = p.n_embd, Q = (uint64_t)p.n_head * p.head_dim, KV = (uint64_t)p.n_head_kv * p.head_dim;
-	const uint64_t rd = hs__type_row_bytes(p.dense_type, D), rq = hs__type_row_bytes(p.dense_type, Q);
 
 	out->n_head = p.n_head;
 	out->n_head_kv = p.n_head_kv; /* the shapes the file has */
@@ -54,26 +55,27 @@ static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc 
 	out->swa_window = oss ? p.swa_window : 0;
 	out->swa_every = oss && p.swa_window ? 2 : 0;
 	out->n_vocab = p.n_vocab;
-	out->n_rot = p.head_dim;
+	out->n_rot = strcmp(p.arch, "glm4moe") == 0 ? p.head_dim / 2 : p.head_dim;
 	out->dense_type = out->output_type = p.dense_type;
-	dense_tensor(out, 4 * D);                    /* output_norm */
-	dense_tensor(out, rd * (uint64_t)p.n_vocab); /* output */
-	for (int l = 0; l < p.n_layers; l++) {
-		dense_tensor(out, 4 * D); /* attn_norm */
-		dense_tensor(out, 4 * D); /* the pre-MoE norm */
-		dense_tensor(out, rd * Q);
-		dense_tensor(out, rd * KV);
-		dense_tensor(out, rd * KV);
-		dense_tensor(out, rq * D);
-		if (oss) {
-			dense_tensor(out, 4 * Q);
-			dense_tensor(out, 4 * KV);
-			dense_tensor(out, 4 * KV);
-			dense_tensor(out, 4 * D);
-			dense_tensor(out, 4 * (uint64_t)p.n_head); /* sinks */
-		} else {
-			dense_tensor(out, 4 * (uint64_t)p.head_dim); /* q_norm */
-			dense_tensor(out, 4 * (uint64_t)p.head_dim); /* k_norm */
+	for (int t = 0, n = hs__gen_n_tensors(&p); t < n; t++) {
+		char name[64];
+		uint64_t ne[3];
+		int type;
+		hs__gen_tensor_info(&p, t, name, sizeof name, ne, &type);
+		if (!strcmp(name, "token_embd.weight") || strstr(name, "_exps.") || strstr(name, "ffn_gate_inp.") ||
+		    strstr(name, "exp_probs_b."))
+			continue;
+		const uint64_t bytes = hs__type_row_bytes(type, ne[0]) * ne[1] * ne[2];
+		dense_tensor(out, bytes);
+		const char *ffn = strstr(name, ".ffn_");
+		if (!ffn || strstr(name, "_norm"))
+			continue;
+		out->ffn_macs += ne[0] * ne[1];
+		if (strstr(name, "_shexp."))
+			out->shared_expert_bytes += bytes;
+		if (!strncmp(ffn, ".ffn_gate", 9) && (int)ne[1] > out->ffn_ff) {
+			out->ffn_ff = (int)ne[1];
+			out->ffn_gate_type = out->ffn_down_type = type;
 		}
 	}
 }
@@ -164,16 +166,20 @@ int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", g->name);
 	snprintf(out->arch, sizeof out->arch, "%s", g->arch);
-	out->n_layers = out->n_moe_layers = g->n_layers;
-	for (int i = 0; i < g->n_layers; i++)
-		out->moe_layer[i] = i;
+	out->n_layers = g->n_layers;
+	out->n_moe_layers = g->n_layers - g->n_dense_layers; /* glm4moe's leading layers are dense */
+	for (int i = 0; i < out->n_moe_layers; i++)
+		out->moe_layer[i] = g->n_dense_layers + i;
 	out->n_experts = g->n_experts;
 	out->n_used = g->n_used;
 	out->n_embd = g->n_embd;
 	out->n_ff = g->n_ff;
 	out->expert_type = g->type;
 	out->expert_bytes = expert_bytes(g->type, strcmp(g->arch, "gpt-oss") == 0, g->n_embd, g->n_ff);
-	uint64_t experts = out->expert_bytes * (uint64_t)g->n_experts * (uint64_t)g->n_layers;
+	uint64_t experts = out->expert_bytes * (uint64_t)g->n_experts * (uint64_t)out->n_moe_layers;
+	/* without a published size: the file gen writes (glm4moe: no MTP layer) */
+	out->file_bytes = hs__gen_data_bytes(g);
+	out->nonexpert_bytes = out->file_bytes > experts ? out->file_bytes - experts : 0;
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
 		if (strcmp(published[i].name, name))
 			continue;

@@ -93,6 +93,21 @@ expect_ok "gen qwen" "$HOTSET" gen -q --arch qwen3moe --layers 3 --experts 8 --u
 		expect_grep "qwen bias" 'weights \+ 0 biases'
 	}
 [ -e "$TMP/q.gguf.part" ] && fail "gen left q.gguf.part"
+# glm4moe: a leading dense layer, a shared expert, sigmoid routing with a bias;
+# the file runs (its tokenizer's glm4 pre-tokenizer and GLM-4.5's chat format)
+expect_ok "gen glm" "$HOTSET" gen -q --arch glm4moe --layers 3 --dense-layers 1 --experts 16 --used 4 --embd 256 \
+	--ff 128 --dense-ff 512 --shared-experts 1 --qk-norm --heads 8 --kv-heads 2 --head-dim 64 --vocab 300 \
+	-o "$TMP/g.gguf" && expect_ok "model glm" "$HOTSET" model "$TMP/g.gguf" && {
+	expect_grep "glm layers" '^layers: 3 \(2 with experts\)$'
+	expect_grep "glm dense" '^dense FFN layers: 1 leading \(0..0\), ff 512,'
+	expect_grep "glm shared" '^shared expert: one per MoE layer, ff 128,'
+	expect_ok "run glm" "$HOTSET" run -q --json --model "$TMP/g.gguf" --chat "hi" -n 4 --device cpu &&
+		expect_grep "run glm tokens" '"prompt_tokens": 7,'
+}
+expect_fail "gen dense layers on qwen3moe" "$HOTSET" gen -q --arch qwen3moe --layers 3 --dense-layers 1 --experts 8 \
+	--used 2 --embd 64 --ff 96 -o "$TMP/bad.gguf" && expect_grep "gen dense layers message" 'glm4moe only' "$TMP/err"
+expect_fail "gen qwen35moe" "$HOTSET" gen -q --arch qwen35moe --layers 2 --experts 8 --used 2 --embd 64 --ff 96 \
+	-o "$TMP/bad.gguf" && expect_grep "gen qwen35moe message" 'does not write Gated DeltaNet' "$TMP/err"
 expect_ok "gen tiny" "$HOTSET" gen -q --preset tiny --seed 9 -o "$TMP/t.gguf"
 printf 'x' >"$TMP/x.txt"
 

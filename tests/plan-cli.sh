@@ -8,6 +8,14 @@ HOTSET_PROFILES="$top_srcdir/profiles"; export HOTSET_PROFILES
 unset XDG_CACHE_HOME
 HOME="$TMP/home"; export HOME
 
+# the GLM presets: leading dense layers are not placed, the shared experts go with the dense part
+expect_ok "plan glm-4.5-air" "$HOTSET" plan --preset glm-4.5-air --profile a6000-48g-pcie3 && {
+	expect_grep "glm air layers" '^model: 45 MoE layers x 128 experts \(8 used\)'
+	expect_grep "glm air dense" '1 dense FFN layers; shared experts [0-9.]+ MiB in all'
+	expect_grep "glm air first layer" '^  layers 1-'
+}
+expect_ok "plan glm-4.5" "$HOTSET" plan --preset glm-4.5 --profile a6000-48g-pcie3 &&
+	expect_grep "glm layers" '^model: 89 MoE layers x 160 experts \(8 used\)'
 expect_ok "profile list" "$HOTSET" plan --profile list
 cp "$TMP/out" "$TMP/list"
 for p in a6000-48g-pcie3 gpu8g-ram96g dual-ddr5-1gpu; do

@@ -18,9 +18,10 @@
 
 static void help(void)
 {
-	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe] [--layers L] [--experts E]\n"
-	       "                  [--used K] [--embd D] [--ff F] [--type T] [--down-type T]\n"
+	printf("usage: hotset gen [--preset NAME] [--arch gpt-oss|qwen3moe|glm4moe] [--layers L]\n"
+	       "                  [--experts E] [--used K] [--embd D] [--ff F] [--type T] [--down-type T]\n"
 	       "                  [--vocab V] [--heads H] [--kv-heads H] [--head-dim D] [--window W]\n"
+	       "                  [--dense-layers N] [--dense-ff F] [--shared-experts N] [--qk-norm]\n"
 	       "                  [--dense-type T] [--moe-only] [--seed S] [--name TEXT]\n"
 	       "                  [--split-max-size N] -o FILE\n\n"
 	       "Writes a GGUF v3 file of a whole model (attention, norms, embeddings, output, the\n"
@@ -33,11 +34,12 @@ static void help(void)
 	       "FILE-00001-of-0000N.gguf ..., which hotset and llama.cpp open from the first.\n\n"
 	       "  --preset NAME   real shapes: %s;\n"
 	       "                  flags given with it override it (--layers 2 makes a small file)\n"
-	       "  --arch A        gpt-oss (experts with biases) or qwen3moe\n"
-	       "  --layers L      MoE layers          --experts E   experts per layer\n"
+	       "  --arch A        gpt-oss (experts with biases), qwen3moe or glm4moe (sigmoid\n"
+	       "                  routing with a bias, a shared expert, leading dense layers)\n"
+	       "  --layers L      layers              --experts E   experts per layer\n"
 	       "  --used K        experts per token   --embd D      hidden size\n"
 	       "  --ff F          expert intermediate size\n"
-	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, q8_0 for qwen3moe):\n"
+	       "  --type T        expert matrix type (default mxfp4 for gpt-oss, else q8_0):\n"
 	       "                  %s; the K-quants and iq4_xs need\n"
 	       "                  --embd and --ff multiples of 256 (their quantizer is a plain\n"
 	       "                  round-to-nearest one, not llama-quantize's search: for tests)\n"
@@ -47,6 +49,10 @@ static void help(void)
 	       "  --heads H       query heads         --kv-heads H  KV heads (GQA)\n"
 	       "  --head-dim D    values per head (default 64)\n"
 	       "  --window W      gpt-oss sliding window of the even layers (default 128; 0: none)\n"
+	       "  --dense-layers N  glm4moe: the first N layers have a dense FFN (default 0)\n"
+	       "  --dense-ff F    glm4moe: its intermediate size (default 4 x --ff)\n"
+	       "  --shared-experts N  glm4moe: shared experts of --ff each (default 0)\n"
+	       "  --qk-norm       glm4moe: per-head q/k norms (GLM-4.5 has them, the Air none)\n"
 	       "  --dense-type T  attention, embeddings and output, any type above but f32 (default\n"
 	       "                  q8_0, as in the published\n"
 	       "                  gpt-oss-120b file; norms, biases, sinks and routers are f32)\n"
@@ -134,10 +140,13 @@ int hs_cmd_gen(int argc, char **argv)
 		{ "kv-heads", required_argument, NULL, 'G' }, { "head-dim", required_argument, NULL, 'Z' },
 		{ "window", required_argument, NULL, 'W' }, { "dense-type", required_argument, NULL, 'Y' },
 		{ "moe-only", no_argument, NULL, 'M' }, { "split-max-size", required_argument, NULL, 'S' },
-		{ "down-type", required_argument, NULL, 'd' },
+		{ "down-type", required_argument, NULL, 'd' }, { "dense-layers", required_argument, NULL, 'l' },
+		{ "dense-ff", required_argument, NULL, 'f' }, { "shared-experts", required_argument, NULL, 'x' },
+		{ "qk-norm", no_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int vocab = 0, heads = 0, kv_heads = 0, head_dim = 0, window = -1, dense_type = -1, moe_only = 0;
+	int dense_layers = -1, dense_ff = 0, shared = -1, qk_norm = 0;
 	struct hs_gen_params p = { 0 };
 	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, down_type = -1, quiet = 0, c, rc;
 	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
@@ -181,6 +190,10 @@ int hs_cmd_gen(int argc, char **argv)
 				return hs_cli_fail("gen", "--dense-type %s: one of %s but f32", optarg, hs__type_supported_names());
 			break;
 		case 'M': moe_only = 1; break;
+		case 'l': if (hs_cli_parse_int("gen", "--dense-layers", optarg, 0, 1023, &dense_layers)) return 1; break;
+		case 'f': if (hs_cli_parse_int("gen", "--dense-ff", optarg, 1, 65536, &dense_ff)) return 1; break;
+		case 'x': if (hs_cli_parse_int("gen", "--shared-experts", optarg, 0, 8, &shared)) return 1; break;
+		case 'k': qk_norm = 1; break;
 		case 'S':
 			if (parse_size(optarg, &split_max))
 				return hs_cli_fail("gen", "--split-max-size %s: a positive size in bytes, or with M or G "
@@ -216,7 +229,7 @@ int hs_cmd_gen(int argc, char **argv)
 	if (type >= 0)
 		p.type = type;
 	else if (!preset || arch)
-		p.type = p.arch && strcmp(p.arch, "qwen3moe") == 0 ? HS_TYPE_Q8_0 : HS_TYPE_MXFP4;
+		p.type = p.arch && strcmp(p.arch, "gpt-oss") != 0 ? HS_TYPE_Q8_0 : HS_TYPE_MXFP4;
 	if (vocab) p.n_vocab = vocab;
 	if (heads) p.n_head = heads;
 	if (kv_heads) p.n_head_kv = kv_heads;
@@ -224,6 +237,10 @@ int hs_cmd_gen(int argc, char **argv)
 	if (window >= 0) p.swa_window = window ? window : -1; /* 0 in the params is the default */
 	if (dense_type >= 0) p.dense_type = dense_type;
 	if (down_type >= 0) p.down_type = down_type;
+	if (dense_layers >= 0) p.n_dense_layers = dense_layers;
+	if (dense_ff) p.n_ff_dense = dense_ff;
+	if (shared >= 0) p.n_shared = shared;
+	if (qk_norm) p.qk_norm = 1;
 	p.moe_only = moe_only;
 	p.seed = seed;
 	p.name = name ? name : preset ? preset : "hotset gen";

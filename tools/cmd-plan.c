@@ -24,7 +24,7 @@ static void help(void)
 	       "is only read for its shape.\n\n"
 	       "  --model FILE       a GGUF model file\n"
 	       "  --preset NAME      a known model: gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b,\n"
-	       "                     qwen3-235b-a22b (default gpt-oss-120b)\n"
+	       "                     qwen3-235b-a22b, glm-4.5-air, glm-4.5 (default gpt-oss-120b)\n"
 	       "  --profile P        a profile JSON file, or the name of a shipped profile\n"
 	       "                     (`--profile list` shows them); default: the one `hotset tune`\n"
 	       "                     saved, else this machine's topology with assumed speeds\n"
