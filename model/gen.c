@@ -23,19 +23,21 @@
  * norms, expert scale (the models' config.json; the MTP layer the published files add is not written) */
 static const struct hs_gen_params presets[] = {
 	{ "gpt-oss", 36, 128, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-120b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0,
-	  0, 0, 0, 0, 0 },
+	  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 	{ "gpt-oss", 24, 32, 4, 2880, 2880, HS_TYPE_MXFP4, 1, "gpt-oss-20b", 0, 201088, 64, 8, 64, 0, 128, 131072, 0,
-	  0, 0, 0, 0, 0 },
+	  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 	{ "qwen3moe", 48, 128, 8, 2048, 768, HS_TYPE_Q8_0, 1, "qwen3-30b-a3b", 0, 151936, 32, 4, 128, 0, 0, 40960, 0,
-	  0, 0, 0, 0, 0 },
+	  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 	{ "qwen3moe", 94, 128, 8, 4096, 1536, HS_TYPE_Q8_0, 1, "qwen3-235b-a22b", 0, 151936, 64, 4, 128, 0, 0, 40960, 0,
-	  0, 0, 0, 0, 0 },
+	  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 	{ "glm4moe", 46, 128, 8, 4096, 1408, HS_TYPE_Q8_0, 1, "glm-4.5-air", 0, 151552, 96, 8, 128, 0, 0, 131072, 0,
-	  1, 10944, 1, 0, 1.0f },
+	  1, 10944, 1, 0, 1.0f, 0, 0, 0, 0, 0, 0 },
 	{ "glm4moe", 92, 160, 8, 5120, 1536, HS_TYPE_Q8_0, 1, "glm-4.5", 0, 151552, 96, 8, 128, 0, 0, 131072, 0,
-	  3, 12288, 1, 1, 2.5f },
+	  3, 12288, 1, 1, 2.5f, 0, 0, 0, 0, 0, 0 },
+	{ "qwen35moe", 40, 256, 8, 2048, 512, HS_TYPE_Q8_0, 1, "qwen3.5-35b-a3b", 0, 248320, 16, 2, 256, 0, 0, 262144,
+	  0, 0, 0, 1, 0, 0, 64, 4, 16, 32, 128, 4 },
 	{ "gpt-oss", 2, 32, 4, 256, 256, HS_TYPE_MXFP4, 1, "tiny", 0, 512, 8, 2, 64, 0, 128, 131072, 0,
-	  0, 0, 0, 0, 0 },
+	  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 };
 
 const struct hs_gen_params *hs__gen_preset(const char *name)
@@ -48,7 +50,7 @@ const struct hs_gen_params *hs__gen_preset(const char *name)
 
 const char *hs__gen_preset_names(void)
 {
-	return "gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b, qwen3-235b-a22b, glm-4.5-air, glm-4.5, tiny";
+	return "gpt-oss-120b, gpt-oss-20b, qwen3-30b-a3b, qwen3-235b-a22b, glm-4.5-air, glm-4.5, qwen3.5-35b-a3b, tiny";
 }
 
 /* The special tokens of each architecture's tokenizer, in id order after
@@ -69,6 +71,17 @@ static int is_gpt_oss(const struct hs_gen_params *p)
 static int is_glm(const struct hs_gen_params *p)
 {
 	return strcmp(p->arch, "glm4moe") == 0;
+}
+
+static int is_q35(const struct hs_gen_params *p)
+{
+	return strcmp(p->arch, "qwen35moe") == 0;
+}
+
+/* qwen35moe's layer l is a Gated DeltaNet layer */
+static int q35_recurrent(const struct hs_gen_params *p, int l)
+{
+	return is_q35(p) && (l + 1) % p->full_attn_every != 0;
 }
 
 static int n_special(const struct hs_gen_params *p)
@@ -99,10 +112,20 @@ struct hs_gen_params hs__gen_resolve(const struct hs_gen_params *in)
 		p.swa_window = 128;
 	if (!p.n_ctx)
 		p.n_ctx = oss ? 131072 : 40960;
-	if (p.arch && strcmp(p.arch, "glm4moe") == 0 && !p.n_ff_dense)
+	const int glm4 = p.arch && strcmp(p.arch, "glm4moe") == 0, q35 = p.arch && strcmp(p.arch, "qwen35moe") == 0;
+	if (glm4 && !p.n_ff_dense)
 		p.n_ff_dense = 4 * p.n_ff;
 	if (!p.expert_scale)
 		p.expert_scale = 1;
+	if (!p.n_rot)
+		p.n_rot = glm4 ? p.head_dim / 2 : q35 ? p.head_dim / 4 : p.head_dim;
+	if (q35) {
+		p.full_attn_every = p.full_attn_every ? p.full_attn_every : 4;
+		p.ssm_nk = p.ssm_nk ? p.ssm_nk : 16;
+		p.ssm_nv = p.ssm_nv ? p.ssm_nv : 32;
+		p.ssm_dh = p.ssm_dh ? p.ssm_dh : 128;
+		p.ssm_conv = p.ssm_conv ? p.ssm_conv : 4;
+	}
 	return p;
 }
 
@@ -112,9 +135,8 @@ int hs__gen_check(const struct hs_gen_params *in)
 	size_t blk = hs__type_block_values(in->type);
 
 	if (!a)
-		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe, glm4moe", in->arch ? in->arch : "(none)");
-	if (strcmp(a->name, "qwen35moe") == 0)
-		return hs__error(EINVAL, "--arch qwen35moe: gen does not write Gated DeltaNet layers yet");
+		return hs__error(EINVAL, "--arch %s: not one of gpt-oss, qwen3moe, glm4moe, qwen35moe",
+				 in->arch ? in->arch : "(none)");
 	struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
 	if (!hs__type_supported(p->type))
 		return hs__error(EINVAL, "--type: not one of %s", hs__type_supported_names());
@@ -139,9 +161,23 @@ int hs__gen_check(const struct hs_gen_params *in)
 		return hs__error(EINVAL, "--embd %d: a multiple of %zu (the %s block of the down matrices)", p->n_embd,
 				 dblk, hs__type_name(dt));
 	if (p->n_dense_layers < 0 || p->n_dense_layers >= p->n_layers || p->n_shared < 0 || p->n_shared > 8 ||
-	    ((p->n_dense_layers || p->n_shared || p->qk_norm) && !is_glm(p)))
-		return hs__error(EINVAL, "--dense-layers %d / --shared-experts %d: glm4moe only, fewer dense layers than "
-				 "layers, at most 8 shared experts", p->n_dense_layers, p->n_shared);
+	    ((p->n_dense_layers || p->qk_norm) && !is_glm(p)) || (p->n_shared && !is_glm(p) && !is_q35(p)) ||
+	    (is_q35(p) && p->n_shared > 1))
+		return hs__error(EINVAL, "--dense-layers %d / --shared-experts %d: dense layers for glm4moe only (fewer than "
+				 "the layers), shared experts for glm4moe (at most 8) and qwen35moe (0 or 1)",
+				 p->n_dense_layers, p->n_shared);
+	if (!is_q35(p) && in->full_attn_every)
+		return hs__error(EINVAL, "--full-attn-every: qwen35moe only");
+	if (is_q35(p) && (p->full_attn_every < 1 || p->full_attn_every > p->n_layers || p->ssm_nk < 1 ||
+			  p->ssm_nv % p->ssm_nk || p->ssm_nv > 1024 || p->ssm_dh < 1 || p->ssm_dh > 1024 ||
+			  (p->ssm_nv * p->ssm_dh) % (int)hs__type_block_values(p->dense_type ? p->dense_type : HS_TYPE_Q8_0) ||
+			  p->ssm_conv < 2 || p->ssm_conv > 16))
+		return hs__error(EINVAL, "qwen35moe: --full-attn-every %d (1..layers), DeltaNet %d key / %d value heads "
+				 "(a multiple of the key heads) of %d (value heads x size a multiple of the dense "
+				 "type's block), conv kernel %d (2..16)", p->full_attn_every, p->ssm_nk, p->ssm_nv,
+				 p->ssm_dh, p->ssm_conv);
+	if (p->n_rot < 2 || p->n_rot > p->head_dim || p->n_rot % 2)
+		return hs__error(EINVAL, "rotary dimensions %d: even, 2..the head size %d", p->n_rot, p->head_dim);
 	if (is_glm(p) && (p->n_ff_dense < (int)dblk || p->n_ff_dense > 65536 || p->n_ff_dense % (int)dblk))
 		return hs__error(EINVAL, "--dense-ff %d: a multiple of %zu up to 65536", p->n_ff_dense, dblk);
 	if (!(p->expert_scale > 0 && p->expert_scale <= 1000))
@@ -170,7 +206,7 @@ int hs__gen_check(const struct hs_gen_params *in)
 
 /* ---- the tensors, in file order ------------------------------------------------ */
 
-enum kind { MAT, BIAS, NORM, SINK, EMBD, ROUTER };
+enum kind { MAT, BIAS, NORM, SINK, EMBD, ROUTER, DECAY };
 
 struct spec {
 	char name[64];
@@ -185,7 +221,7 @@ struct spec {
 static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 {
 	const struct hs_gen_params r = hs__gen_resolve(in), *p = &r;
-	const int oss = is_gpt_oss(p), g = is_glm(p), whole = !p->moe_only;
+	const int oss = is_gpt_oss(p), g = is_glm(p), q35 = is_q35(p), whole = !p->moe_only;
 	const uint64_t D = p->n_embd, F = p->n_ff, E = p->n_experts, V = p->n_vocab, HD = p->head_dim,
 		       Q = (uint64_t)p->n_head * p->head_dim, KV = (uint64_t)p->n_head_kv * p->head_dim;
 	int n = 0;
@@ -211,7 +247,30 @@ static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 		T("output.weight", 2, D, V, 1, p->dense_type, MAT);
 	}
 	for (int l = 0; l < p->n_layers; l++) {
-		if (whole) {
+		if (whole && q35) { /* a Gated DeltaNet layer, or gated attention */
+			const uint64_t K = (uint64_t)p->ssm_nk * p->ssm_dh, VV = (uint64_t)p->ssm_nv * p->ssm_dh,
+				       NV = p->ssm_nv;
+			T(L("attn_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			T(L("post_attention_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
+			if (q35_recurrent(p, l)) {
+				T(L("attn_qkv.weight"), 2, D, 2 * K + VV, 1, p->dense_type, MAT);
+				T(L("attn_gate.weight"), 2, D, VV, 1, p->dense_type, MAT);
+				T(L("ssm_conv1d.weight"), 2, p->ssm_conv, 2 * K + VV, 1, HS_TYPE_F32, MAT);
+				T(L("ssm_dt.bias"), 1, NV, 1, 1, HS_TYPE_F32, BIAS);
+				T(L("ssm_a"), 1, NV, 1, 1, HS_TYPE_F32, DECAY);
+				T(L("ssm_beta.weight"), 2, D, NV, 1, p->dense_type, MAT);
+				T(L("ssm_alpha.weight"), 2, D, NV, 1, p->dense_type, MAT);
+				T(L("ssm_norm.weight"), 1, p->ssm_dh, 1, 1, HS_TYPE_F32, NORM);
+				T(L("ssm_out.weight"), 2, VV, D, 1, p->dense_type, MAT);
+			} else { /* per head: the query rows, then the output gate's */
+				T(L("attn_q.weight"), 2, D, 2 * Q, 1, p->dense_type, MAT);
+				T(L("attn_k.weight"), 2, D, KV, 1, p->dense_type, MAT);
+				T(L("attn_v.weight"), 2, D, KV, 1, p->dense_type, MAT);
+				T(L("attn_output.weight"), 2, Q, D, 1, p->dense_type, MAT);
+				T(L("attn_q_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+				T(L("attn_k_norm.weight"), 1, HD, 1, 1, HS_TYPE_F32, NORM);
+			}
+		} else if (whole) {
 			T(L("attn_norm.weight"), 1, D, 1, 1, HS_TYPE_F32, NORM);
 			T(L("attn_q.weight"), 2, D, Q, 1, p->dense_type, MAT);
 			T(L("attn_k.weight"), 2, D, KV, 1, p->dense_type, MAT);
@@ -252,7 +311,9 @@ static int walk(const struct hs_gen_params *in, int want, struct spec *out)
 		T(L("ffn_gate_exps.weight"), 3, D, F, E, p->type, MAT);
 		T(L("ffn_up_exps.weight"), 3, D, F, E, p->type, MAT);
 		T(L("ffn_down_exps.weight"), 3, F, D, E, p->down_type ? p->down_type : p->type, MAT);
-		if (g && p->n_shared) {
+		if (q35 && p->n_shared) /* qwen35moe's shared expert is gated: sigmoid(w . h) */
+			T(L("ffn_gate_inp_shexp.weight"), 1, D, 1, 1, HS_TYPE_F32, MAT);
+		if ((g || q35) && p->n_shared) {
 			const uint64_t FS = (uint64_t)p->n_shared * F;
 			T(L("ffn_gate_shexp.weight"), 2, D, FS, 1, p->dense_type, MAT);
 			T(L("ffn_up_shexp.weight"), 2, D, FS, 1, p->dense_type, MAT);
@@ -316,6 +377,7 @@ static void make_row(const struct hs_gen_params *p, int tensor, const struct spe
 	case BIAS: sd = 0.05f; break;
 	case NORM: sd = 0.1f; mean = 1; break;
 	case SINK: case EMBD: sd = 1; break;
+	case DECAY: sd = 0.1f; mean = -1; break; /* DeltaNet's A: negative, so the state decays */
 	}
 	const float norm = sd * 1.7320508f / 65535.0f; /* sqrt(3): unit variance */
 	splitmix64(&s);
@@ -415,7 +477,7 @@ static int write_tokenizer(struct hs_gguf_writer *w, const struct hs_gen_params 
 			rc = hs__error(ENOMEM, "gen: out of memory for the vocabulary");
 	}
 	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
-	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.pre", oss ? "gpt-4o" : g ? "glm4" : "qwen2");
+	if (!rc) rc = hs__gguf_w_str(w, "tokenizer.ggml.pre", oss ? "gpt-4o" : g ? "glm4" : is_q35(p) ? "qwen35" : "qwen2");
 	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V);
 	if (!rc) rc = hs__gguf_w_arr_i32(w, "tokenizer.ggml.token_type", type, (uint64_t)V);
 	if (!rc) rc = hs__gguf_w_arr_str(w, "tokenizer.ggml.merges", NULL, 0);
@@ -467,8 +529,19 @@ static int gen_writer(const struct hs_gen_params *p, struct hs_gguf_writer **out
 		ARCH_U32("attention.key_length", p->head_dim);
 		ARCH_U32("attention.value_length", p->head_dim);
 		ARCH_F32("attention.layer_norm_rms_epsilon", oss || is_glm(p) ? 1e-5 : 1e-6);
+		if (is_q35(p)) { /* partial rotary, the DeltaNet shapes, the layer pattern */
+			ARCH_U32("rope.dimension_count", p->n_rot);
+			ARCH_U32("ssm.conv_kernel", p->ssm_conv);
+			ARCH_U32("ssm.state_size", p->ssm_dh);
+			ARCH_U32("ssm.group_count", p->ssm_nk);
+			ARCH_U32("ssm.time_step_rank", p->ssm_nv);
+			ARCH_U32("ssm.inner_size", p->ssm_nv * p->ssm_dh);
+			ARCH_U32("full_attention_interval", p->full_attn_every);
+			if (p->n_shared)
+				ARCH_U32("expert_shared_feed_forward_length", p->n_ff);
+		}
 		if (is_glm(p)) { /* partial rotary (half of each head), the FFN shapes, sigmoid gating */
-			ARCH_U32("rope.dimension_count", p->head_dim / 2);
+			ARCH_U32("rope.dimension_count", p->n_rot);
 			ARCH_U32("leading_dense_block_count", p->n_dense_layers);
 			ARCH_U32("expert_shared_count", p->n_shared);
 			ARCH_U32("expert_gating_func", 2);
@@ -478,7 +551,7 @@ static int gen_writer(const struct hs_gen_params *p, struct hs_gguf_writer **out
 				rc = hs__gguf_w_bool(w, key, 1);
 			}
 		}
-		ARCH_F32("rope.freq_base", oss ? 150000.0 : 1000000.0);
+		ARCH_F32("rope.freq_base", oss ? 150000.0 : is_q35(p) ? 10000000.0 : 1000000.0);
 		if (oss) {
 			ARCH_U32("attention.sliding_window", p->swa_window);
 			if (!rc) {

@@ -11,7 +11,7 @@
 #include "model/gguf-write.h"
 
 struct hs_gen_params {
-	const char *arch;       /* "gpt-oss", "qwen3moe" or "glm4moe" */
+	const char *arch;       /* "gpt-oss", "qwen3moe", "glm4moe" or "qwen35moe" */
 	int n_layers, n_experts, n_used, n_embd, n_ff;
 	int type;               /* ggml type of the expert matrices */
 	uint64_t seed;
@@ -26,19 +26,29 @@ struct hs_gen_params {
 	int n_ctx;              /* context_length */
 	int down_type;          /* ffn_down's own type, as llama-quantize's mixes give it (Q4_K_M: q6_K in
 				   some layers); 0 = type */
-	/* glm4moe (presets: positional, so these stay last) */
-	int n_dense_layers;     /* leading layers with a dense FFN instead of experts */
+	/* glm4moe and qwen35moe (presets: positional, so these stay last) */
+	int n_dense_layers;     /* glm4moe: leading layers with a dense FFN instead of experts */
 	int n_ff_dense;         /* their intermediate size (0: 4 x n_ff) */
-	int n_shared;           /* shared experts of n_ff each in the MoE layers */
-	int qk_norm;            /* 1: per-head q/k norms (GLM-4.5; GLM-4.5-Air has none) */
+	int n_shared;           /* shared experts of n_ff each in the MoE layers (qwen35moe: 0 or 1) */
+	int qk_norm;            /* glm4moe: 1 = per-head q/k norms (GLM-4.5; GLM-4.5-Air has none) */
 	float expert_scale;     /* expert_weights_scale (0: 1) */
+	int n_rot;              /* rotary dimensions (0: glm4moe half a head, qwen35moe a quarter, else all) */
+	/* qwen35moe's Gated DeltaNet layers: all but each full_attn_every-th (0: 4); key heads, value
+	 * heads, head size, conv kernel (0: 16, 32, 128, 4) */
+	int full_attn_every, ssm_nk, ssm_nv, ssm_dh, ssm_conv;
 };
 
 /* Preset shapes by name ("gpt-oss-120b", "gpt-oss-20b", "qwen3-30b-a3b",
- * "qwen3-235b-a22b", "glm-4.5-air", "glm-4.5", "tiny"); NULL if unknown. */
+ * "qwen3-235b-a22b", "glm-4.5-air", "glm-4.5", "qwen3.5-35b-a3b", "tiny"); NULL if unknown. */
 const struct hs_gen_params *hs__gen_preset(const char *name);
 /* Comma-separated preset names, for messages. */
 const char *hs__gen_preset_names(void);
+
+/* The planner's description of the model gen writes for p (model-desc.c;
+ * what hs_model_desc_preset() gives for a preset): tests compare it with
+ * the description of the file itself. */
+struct hs_model_desc;
+void hs__model_desc_from_gen(const struct hs_gen_params *p, struct hs_model_desc *out);
 
 /* Checks the parameters: one clear message per bad value. */
 int hs__gen_check(const struct hs_gen_params *p);

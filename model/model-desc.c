@@ -55,7 +55,13 @@ static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc 
 	out->swa_window = oss ? p.swa_window : 0;
 	out->swa_every = oss && p.swa_window ? 2 : 0;
 	out->n_vocab = p.n_vocab;
-	out->n_rot = strcmp(p.arch, "glm4moe") == 0 ? p.head_dim / 2 : p.head_dim;
+	out->n_rot = p.n_rot;
+	if (strcmp(p.arch, "qwen35moe") == 0) { /* attention every full_attn_every-th layer, DeltaNet states */
+		const uint64_t conv = (uint64_t)(p.ssm_conv - 1) * (2 * p.ssm_nk + p.ssm_nv) * p.ssm_dh,
+			       delta = (uint64_t)p.ssm_nv * p.ssm_dh * p.ssm_dh;
+		out->full_attn_every = p.full_attn_every;
+		out->recurrent_state_bytes = (uint64_t)(p.n_layers - p.n_layers / p.full_attn_every) * 4 * (conv + delta);
+	}
 	out->dense_type = out->output_type = p.dense_type;
 	for (int t = 0, n = hs__gen_n_tensors(&p); t < n; t++) {
 		char name[64];
@@ -68,7 +74,7 @@ static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc 
 		const uint64_t bytes = hs__type_row_bytes(type, ne[0]) * ne[1] * ne[2];
 		dense_tensor(out, bytes);
 		const char *ffn = strstr(name, ".ffn_");
-		if (!ffn || strstr(name, "_norm"))
+		if (!ffn || strstr(name, "_norm") || strstr(name, "ffn_gate_inp")) /* qwen35moe's shared gate vector */
 			continue;
 		out->ffn_macs += ne[0] * ne[1];
 		if (strstr(name, "_shexp."))
@@ -128,23 +134,35 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 		dense_tensor(out, L->sinks ? 4 * (uint64_t)hp->n_head : 0);
 		dense_tensor(out, L->q_norm ? 4 * (uint64_t)hp->head_dim : 0);
 		dense_tensor(out, L->k_norm ? 4 * (uint64_t)hp->head_dim : 0);
-		if (!L->ffn_gate.data)
+		/* qwen35moe: the DeltaNet matrices and vectors, the shared expert's gate vector */
+		const struct hs_q35_layer *R = &L->q35;
+		const uint64_t conv = (uint64_t)(2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh;
+		struct hs_weight *extra[8];
+		for (int k = 0, ne = hs__q35_matrices((struct hs_dense_layer *)L, extra); k < ne; k++)
+			if (extra[k] != &R->sh_gate && extra[k] != &R->sh_up && extra[k] != &R->sh_down)
+				dense_tensor(out, weight_bytes(extra[k]));
+		dense_tensor(out, R->conv ? 4 * (uint64_t)hp->ssm_conv * conv : 0);
+		dense_tensor(out, R->dt_bias ? 4 * (uint64_t)hp->ssm_nv : 0);
+		dense_tensor(out, R->a ? 4 * (uint64_t)hp->ssm_nv : 0);
+		dense_tensor(out, R->norm ? 4 * (uint64_t)hp->ssm_dh : 0);
+		dense_tensor(out, R->sh_inp ? 4 * D : 0);
+		/* a dense FFN beside the attention: glm4moe's, or a shared expert (qwen35moe's too) */
+		int shexp = R->sh_gate.data != NULL;
+		const struct hs_weight *f[3] = { shexp ? &R->sh_gate : &L->ffn_gate, shexp ? &R->sh_up : &L->ffn_up,
+						 shexp ? &R->sh_down : &L->ffn_down };
+		if (!f[0]->data)
 			continue;
-		const struct hs_weight *f[3] = { &L->ffn_gate, &L->ffn_up, &L->ffn_down };
 		for (int i = 0; i < 3; i++) {
 			dense_tensor(out, weight_bytes(f[i]));
 			out->ffn_macs += (uint64_t)f[i]->rows * f[i]->cols;
 			if (!L->ffn_dense)
 				out->shared_expert_bytes += weight_bytes(f[i]);
 		}
-		if (L->ffn_gate.rows > out->ffn_ff) {
-			out->ffn_ff = L->ffn_gate.rows;
-			out->ffn_gate_type = L->ffn_gate.type;
-			out->ffn_down_type = L->ffn_down.type;
+		if (f[0]->rows > out->ffn_ff) {
+			out->ffn_ff = f[0]->rows;
+			out->ffn_gate_type = f[0]->type;
+			out->ffn_down_type = f[2]->type;
 		}
-		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices go up too */
-		for (int k = 0, ne = hs__q35_matrices((struct hs_dense_layer *)L, extra); k < ne; k++)
-			dense_tensor(out, weight_bytes(extra[k]));
 	}
 }
 
@@ -163,6 +181,14 @@ int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
 	if (!g)
 		return hs__error(EINVAL, "unknown model preset '%s' (known: %s)", name ? name : "(null)",
 				 hs__gen_preset_names());
+	hs__model_desc_from_gen(g, out);
+	return 0;
+}
+
+void hs__model_desc_from_gen(const struct hs_gen_params *g, struct hs_model_desc *out)
+{
+	const char *name = g->name ? g->name : "";
+
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", g->name);
 	snprintf(out->arch, sizeof out->arch, "%s", g->arch);
@@ -194,7 +220,6 @@ int hs_model_desc_preset(const char *name, struct hs_model_desc *out)
 	}
 	if (!g->moe_only)
 		dense_from_gen(g, out);
-	return 0;
 }
 
 static int key_u32(const struct hs_gguf *g, const char *arch, const char *suffix, int *v)

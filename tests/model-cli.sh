@@ -106,8 +106,16 @@ expect_ok "gen glm" "$HOTSET" gen -q --arch glm4moe --layers 3 --dense-layers 1 
 }
 expect_fail "gen dense layers on qwen3moe" "$HOTSET" gen -q --arch qwen3moe --layers 3 --dense-layers 1 --experts 8 \
 	--used 2 --embd 64 --ff 96 -o "$TMP/bad.gguf" && expect_grep "gen dense layers message" 'glm4moe only' "$TMP/err"
-expect_fail "gen qwen35moe" "$HOTSET" gen -q --arch qwen35moe --layers 2 --experts 8 --used 2 --embd 64 --ff 96 \
-	-o "$TMP/bad.gguf" && expect_grep "gen qwen35moe message" 'does not write Gated DeltaNet' "$TMP/err"
+# qwen35moe: Gated DeltaNet layers (here 1 and 3) beside gated attention, a shared expert
+expect_ok "gen qwen35" "$HOTSET" gen -q --arch qwen35moe --layers 4 --full-attn-every 2 --experts 8 --used 2 \
+	--embd 256 --ff 256 --shared-experts 1 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 -o "$TMP/q35.gguf" &&
+	expect_ok "model qwen35" "$HOTSET" model "$TMP/q35.gguf" && {
+	expect_grep "qwen35 recurrent" '^Gated DeltaNet: 2 of 4 layers \(no KV cache\)'
+	expect_ok "run qwen35" "$HOTSET" run -q --json --model "$TMP/q35.gguf" --chat "hi" -n 4 --device cpu &&
+		expect_grep "run qwen35 reasoning" '"reasoning": "'
+}
+expect_fail "gen qwen35 interval" "$HOTSET" gen -q --arch qwen35moe --layers 2 --full-attn-every 3 --experts 8 --used 2 \
+	--embd 256 --ff 256 -o "$TMP/bad.gguf" && expect_grep "gen qwen35 interval message" 'full-attn-every 3 \(1..layers\)' "$TMP/err"
 expect_ok "gen tiny" "$HOTSET" gen -q --preset tiny --seed 9 -o "$TMP/t.gguf"
 printf 'x' >"$TMP/x.txt"
 

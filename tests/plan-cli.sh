@@ -16,6 +16,11 @@ expect_ok "plan glm-4.5-air" "$HOTSET" plan --preset glm-4.5-air --profile a6000
 }
 expect_ok "plan glm-4.5" "$HOTSET" plan --preset glm-4.5 --profile a6000-48g-pcie3 &&
 	expect_grep "glm layers" '^model: 89 MoE layers x 160 experts \(8 used\)'
+expect_ok "plan qwen3.5-35b-a3b" "$HOTSET" plan --preset qwen3.5-35b-a3b --profile a6000-48g-pcie3 --json && {
+	expect_grep "qwen3.5 layers" '"gpu_layers": 40,'
+	# K and V of the 10 attention layers only: 10 x 2 x 2 heads x 256 x 2 bytes x 8192
+	expect_grep "qwen3.5 kv" '"kv_bytes_at_ctx": 167772160,'
+}
 expect_ok "profile list" "$HOTSET" plan --profile list
 cp "$TMP/out" "$TMP/list"
 for p in a6000-48g-pcie3 gpu8g-ram96g dual-ddr5-1gpu; do

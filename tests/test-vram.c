@@ -76,26 +76,48 @@ static void one(const char *path, const struct hs_model_desc *md, int ctx, enum 
 	hs_runtime_close(rt);
 }
 
-/* The dense part `gen` writes for a preset is the one the preset's
- * description counts. */
+/* What the planner counts for a preset is what the file gen writes for it
+ * holds: each preset's architecture (dense layers, shared experts, q/k
+ * norms, DeltaNet layers included) at a small size, its file opened and
+ * described, field for field. */
 static void preset_matches_file(void)
 {
-	const struct hs_gen_params *g = hs__gen_preset("tiny");
+	static const char *const names[] = { "tiny", "gpt-oss-20b", "qwen3-30b-a3b", "glm-4.5-air", "glm-4.5",
+					     "qwen3.5-35b-a3b" };
 	char path[64];
-	hs_model *m = NULL;
-	struct hs_model_desc a, b;
 	snprintf(path, sizeof path, "/tmp/hs-test-vram-%d.gguf", (int)getpid());
-	CHECK(g && hs__gen_write(g, path, NULL, NULL) == 0, "gen tiny: %s", hs_last_error());
-	CHECK(hs_model_open(path, &m) == 0 && hs_model_desc_from_model(m, &a) == 0, "%s", hs_last_error());
-	CHECK(hs_model_desc_preset("tiny", &b) == 0, "%s", hs_last_error());
-	CHECK(a.dense_device_bytes == b.dense_device_bytes && a.dense_device_tensors == b.dense_device_tensors &&
-		      a.n_head == b.n_head && a.n_vocab == b.n_vocab && a.n_rot == b.n_rot && a.dense_type == b.dense_type &&
-		      a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim && a.swa_window == b.swa_window,
-	      "tiny: the file's dense part (%llu bytes in %d tensors, %d heads, vocab %d) is not the preset's (%llu in %d, "
-	      "%d, %d)", (unsigned long long)a.dense_device_bytes, a.dense_device_tensors, a.n_head, a.n_vocab,
-	      (unsigned long long)b.dense_device_bytes, b.dense_device_tensors, b.n_head, b.n_vocab);
-	hs_model_free(m);
-	unlink(path);
+	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+		struct hs_gen_params g = *hs__gen_preset(names[k]);
+		hs_model *m = NULL;
+		struct hs_model_desc a, b;
+		if (k) { /* the shape kept, the size cut */
+			g.n_layers = 4, g.n_experts = 8, g.n_used = 2, g.n_embd = 256, g.n_ff = 256, g.n_vocab = 512;
+			g.n_head = 4, g.n_head_kv = 2, g.head_dim = 64, g.n_rot = 0, g.n_ctx = 4096;
+			g.n_ff_dense = g.n_ff_dense ? 512 : 0, g.ssm_nk = g.ssm_nk ? 2 : 0, g.ssm_nv = g.ssm_nv ? 4 : 0;
+			g.ssm_dh = g.ssm_dh ? 32 : 0, g.full_attn_every = g.full_attn_every ? 2 : 0;
+		}
+		CHECK(hs__gen_write(&g, path, NULL, NULL) == 0, "gen %s: %s", names[k], hs_last_error());
+		CHECK(hs_model_open(path, &m) == 0 && hs_model_desc_from_model(m, &a) == 0, "%s", hs_last_error());
+		hs__model_desc_from_gen(&g, &b);
+		int same_layers = a.n_moe_layers == b.n_moe_layers;
+		for (int i = 0; same_layers && i < a.n_moe_layers; i++)
+			same_layers = a.moe_layer[i] == b.moe_layer[i];
+		CHECK(a.dense_device_bytes == b.dense_device_bytes && a.dense_device_tensors == b.dense_device_tensors &&
+			      a.n_head == b.n_head && a.n_vocab == b.n_vocab && a.n_rot == b.n_rot &&
+			      a.dense_type == b.dense_type && a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim &&
+			      a.swa_window == b.swa_window && a.expert_bytes == b.expert_bytes && same_layers &&
+			      a.ffn_ff == b.ffn_ff && a.ffn_macs == b.ffn_macs && a.shared_expert_bytes == b.shared_expert_bytes &&
+			      a.full_attn_every == b.full_attn_every && a.recurrent_state_bytes == b.recurrent_state_bytes,
+		      "%s: the file: %llu dense bytes in %d tensors, %d MoE layers, ffn %d / %llu MACs, shared %llu, attention "
+		      "every %d, state %llu; the preset: %llu in %d, %d, %d / %llu, %llu, %d, %llu", names[k],
+		      (unsigned long long)a.dense_device_bytes, a.dense_device_tensors, a.n_moe_layers, a.ffn_ff,
+		      (unsigned long long)a.ffn_macs, (unsigned long long)a.shared_expert_bytes, a.full_attn_every,
+		      (unsigned long long)a.recurrent_state_bytes, (unsigned long long)b.dense_device_bytes,
+		      b.dense_device_tensors, b.n_moe_layers, b.ffn_ff, (unsigned long long)b.ffn_macs,
+		      (unsigned long long)b.shared_expert_bytes, b.full_attn_every, (unsigned long long)b.recurrent_state_bytes);
+		hs_model_free(m);
+		unlink(path);
+	}
 }
 
 int main(void)

@@ -22,6 +22,7 @@ static void help(void)
 	       "                  [--experts E] [--used K] [--embd D] [--ff F] [--type T] [--down-type T]\n"
 	       "                  [--vocab V] [--heads H] [--kv-heads H] [--head-dim D] [--window W]\n"
 	       "                  [--dense-layers N] [--dense-ff F] [--shared-experts N] [--qk-norm]\n"
+	       "                  [--full-attn-every N]\n"
 	       "                  [--dense-type T] [--moe-only] [--seed S] [--name TEXT]\n"
 	       "                  [--split-max-size N] -o FILE\n\n"
 	       "Writes a GGUF v3 file of a whole model (attention, norms, embeddings, output, the\n"
@@ -34,8 +35,9 @@ static void help(void)
 	       "FILE-00001-of-0000N.gguf ..., which hotset and llama.cpp open from the first.\n\n"
 	       "  --preset NAME   real shapes: %s;\n"
 	       "                  flags given with it override it (--layers 2 makes a small file)\n"
-	       "  --arch A        gpt-oss (experts with biases), qwen3moe or glm4moe (sigmoid\n"
-	       "                  routing with a bias, a shared expert, leading dense layers)\n"
+	       "  --arch A        gpt-oss (experts with biases), qwen3moe, glm4moe (sigmoid\n"
+	       "                  routing with a bias, a shared expert, leading dense layers) or\n"
+	       "                  qwen35moe (Gated DeltaNet layers beside gated attention)\n"
 	       "  --layers L      layers              --experts E   experts per layer\n"
 	       "  --used K        experts per token   --embd D      hidden size\n"
 	       "  --ff F          expert intermediate size\n"
@@ -51,7 +53,10 @@ static void help(void)
 	       "  --window W      gpt-oss sliding window of the even layers (default 128; 0: none)\n"
 	       "  --dense-layers N  glm4moe: the first N layers have a dense FFN (default 0)\n"
 	       "  --dense-ff F    glm4moe: its intermediate size (default 4 x --ff)\n"
-	       "  --shared-experts N  glm4moe: shared experts of --ff each (default 0)\n"
+	       "  --shared-experts N  glm4moe, qwen35moe: shared experts of --ff each (default 0;\n"
+	       "                  qwen35moe: 0 or 1)\n"
+	       "  --full-attn-every N  qwen35moe: attention in every N-th layer, DeltaNet in the\n"
+	       "                  others (default 4; DeltaNet heads: 16 key, 32 value, of 128)\n"
 	       "  --qk-norm       glm4moe: per-head q/k norms (GLM-4.5 has them, the Air none)\n"
 	       "  --dense-type T  attention, embeddings and output, any type above but f32 (default\n"
 	       "                  q8_0, as in the published\n"
@@ -142,11 +147,11 @@ int hs_cmd_gen(int argc, char **argv)
 		{ "moe-only", no_argument, NULL, 'M' }, { "split-max-size", required_argument, NULL, 'S' },
 		{ "down-type", required_argument, NULL, 'd' }, { "dense-layers", required_argument, NULL, 'l' },
 		{ "dense-ff", required_argument, NULL, 'f' }, { "shared-experts", required_argument, NULL, 'x' },
-		{ "qk-norm", no_argument, NULL, 'k' },
+		{ "qk-norm", no_argument, NULL, 'k' }, { "full-attn-every", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int vocab = 0, heads = 0, kv_heads = 0, head_dim = 0, window = -1, dense_type = -1, moe_only = 0;
-	int dense_layers = -1, dense_ff = 0, shared = -1, qk_norm = 0;
+	int dense_layers = -1, dense_ff = 0, shared = -1, qk_norm = 0, attn_every = 0;
 	struct hs_gen_params p = { 0 };
 	int layers = 0, experts = 0, used = 0, embd = 0, ff = 0, type = -1, down_type = -1, quiet = 0, c, rc;
 	const char *preset = NULL, *out = NULL, *arch = NULL, *name = NULL;
@@ -194,6 +199,7 @@ int hs_cmd_gen(int argc, char **argv)
 		case 'f': if (hs_cli_parse_int("gen", "--dense-ff", optarg, 1, 65536, &dense_ff)) return 1; break;
 		case 'x': if (hs_cli_parse_int("gen", "--shared-experts", optarg, 0, 8, &shared)) return 1; break;
 		case 'k': qk_norm = 1; break;
+		case 'r': if (hs_cli_parse_int("gen", "--full-attn-every", optarg, 1, 1024, &attn_every)) return 1; break;
 		case 'S':
 			if (parse_size(optarg, &split_max))
 				return hs_cli_fail("gen", "--split-max-size %s: a positive size in bytes, or with M or G "
@@ -241,6 +247,7 @@ int hs_cmd_gen(int argc, char **argv)
 	if (dense_ff) p.n_ff_dense = dense_ff;
 	if (shared >= 0) p.n_shared = shared;
 	if (qk_norm) p.qk_norm = 1;
+	if (attn_every) p.full_attn_every = attn_every;
 	p.moe_only = moe_only;
 	p.seed = seed;
 	p.name = name ? name : preset ? preset : "hotset gen";
