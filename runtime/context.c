@@ -35,6 +35,11 @@ struct hs_context {
 	int32_t *snap_lo;
 	hs_abort_fn abort;
 	void *abort_ctx;
+	/* qwen35moe: [n_seq][N_CKPT] copies of a sequence's recurrent states at
+	 * the end of its latest prompts (calls that gave it more than one
+	 * token), so that a prefix of what it holds can be kept; pos -1 = none */
+	float **ckpt;
+	int32_t *ckpt_pos;
 	/* logits of the last call, in batch order */
 	float *logits;
 	int n_logits, cap_logits;
@@ -46,6 +51,8 @@ struct hs_context {
 	long prompt_tokens, decode_tokens;
 	double prompt_s, decode_s;
 };
+
+#define N_CKPT 2 /* recurrent checkpoints a sequence keeps */
 
 static double now_s(void)
 {
@@ -71,6 +78,10 @@ void hs_context_free(hs_context *c)
 			hs__fwd_cells_free(&c->snap[i]);
 	free(c->snap);
 	free(c->snap_lo);
+	for (int i = 0; c->ckpt && i < c->f.n_seq * N_CKPT; i++)
+		free(c->ckpt[i]);
+	free(c->ckpt);
+	free(c->ckpt_pos);
 	free(c->logits);
 	free(c->u_tok);
 	free(c->u_pos);
@@ -345,6 +356,72 @@ static void snap_free(hs_context *c)
 		}
 }
 
+/* ---- recurrent checkpoints (qwen35moe) ---------------------------------------- */
+
+/* Forgets the sequence's checkpoints above position p (all: p = -1). */
+static void ckpt_drop_above(hs_context *c, int seq, int p)
+{
+	for (int k = 0; c->ckpt_pos && k < N_CKPT; k++)
+		if (c->ckpt_pos[seq * N_CKPT + k] > p)
+			c->ckpt_pos[seq * N_CKPT + k] = -1;
+}
+
+/* After a call: each sequence it gave more than one token keeps its states
+ * at its new position, in place of its oldest checkpoint.  Out of memory
+ * only means no checkpoint (a later keep starts over). */
+static void ckpt_take(hs_context *c, int n, const struct hs_token *batch)
+{
+	const size_t floats = hs__q35_state_floats(&c->f);
+	int got[HS_MAX_SEQ] = { 0 };
+
+	if (!floats)
+		return;
+	if (!c->ckpt) {
+		c->ckpt = calloc((size_t)c->f.n_seq * N_CKPT, sizeof *c->ckpt);
+		c->ckpt_pos = malloc(sizeof *c->ckpt_pos * (size_t)c->f.n_seq * N_CKPT);
+		if (!c->ckpt || !c->ckpt_pos) {
+			free(c->ckpt), free(c->ckpt_pos);
+			c->ckpt = NULL, c->ckpt_pos = NULL;
+			return;
+		}
+		for (int i = 0; i < c->f.n_seq * N_CKPT; i++)
+			c->ckpt_pos[i] = -1;
+	}
+	for (int i = 0; i < n; i++)
+		got[batch[i].seq]++;
+	for (int s = 0; s < c->f.n_seq; s++) {
+		if (got[s] < 2)
+			continue;
+		int k = 0, *pos = c->ckpt_pos + s * N_CKPT;
+		for (int j = 1; j < N_CKPT; j++) /* a free one, else the lowest position */
+			if (pos[k] >= 0 && (pos[j] < 0 || pos[j] < pos[k]))
+				k = j;
+		float **buf = &c->ckpt[s * N_CKPT + k];
+		if (!*buf && !(*buf = malloc(sizeof(float) * floats)))
+			continue;
+		hs__q35_state_copy(&c->f, s, *buf, 1);
+		pos[k] = c->next_pos[s];
+	}
+}
+
+/* The sequence's states put back to its latest checkpoint at or below n:
+ * its position, or 0 when it has none (the states are zero then). */
+static int ckpt_restore(hs_context *c, int seq, int n)
+{
+	int best = -1;
+	for (int k = 0; c->ckpt_pos && k < N_CKPT; k++) {
+		const int p = c->ckpt_pos[seq * N_CKPT + k];
+		if (p > 0 && p <= n && (best < 0 || p > c->ckpt_pos[seq * N_CKPT + best]))
+			best = k;
+	}
+	if (best < 0) {
+		hs__q35_forget(&c->f, seq);
+		return 0;
+	}
+	hs__q35_state_copy(&c->f, seq, c->ckpt[seq * N_CKPT + best], 0);
+	return c->ckpt_pos[seq * N_CKPT + best];
+}
+
 /* A failed or cancelled call: every sequence it touched forgets the cells
  * from its old position on and gets back the ring cells it overwrote.
  * Only when that fails too is a sequence emptied; the message says so. */
@@ -380,6 +457,7 @@ static int roll_back(hs_context *c, int rc, int n, const struct hs_token *batch,
 			n_recurrent++;
 		if (err || recurrent) {
 			hs__fwd_forget(&c->f, s, 0);
+			ckpt_drop_above(c, s, -1);
 			c->next_pos[s] = c->ring_lo[s] = 0;
 			if (pb > 0)
 				n_emptied++, emptied = s;
@@ -427,6 +505,7 @@ int hs_decode(hs_context *c, int n, const struct hs_token *batch)
 	if (rc)
 		return roll_back(c, rc, n, batch, ran);
 	snap_free(c);
+	ckpt_take(c, n, batch);
 	c->n_logits = want;
 	return 0;
 }
@@ -464,6 +543,7 @@ int hs_context_seq_clear(hs_context *c, int seq)
 	int rc = hs__fwd_forget(&c->f, seq, 0);
 	if (rc)
 		return rc;
+	ckpt_drop_above(c, seq, -1);
 	c->next_pos[seq] = c->ring_lo[seq] = 0;
 	return 0;
 }
@@ -479,11 +559,14 @@ int hs_context_seq_keep(hs_context *c, int seq, int n)
 	if (n == c->next_pos[seq])
 		return n;
 	/* exact when no ring wrapped over what position n's window sees; a
-	 * recurrent (DeltaNet) state holds no earlier position: it starts over */
-	const int lost = lost_below(c, seq), from = !c->f.hp->n_recurrent && window_held(c, lost, n) ? n : 0;
+	 * recurrent (DeltaNet) state goes back to its latest checkpoint at or
+	 * below n, or starts over */
+	const int lost = lost_below(c, seq);
+	const int from = c->f.hp->n_recurrent ? ckpt_restore(c, seq, n) : window_held(c, lost, n) ? n : 0;
 	int rc = hs__fwd_forget(&c->f, seq, from);
 	if (rc)
 		return rc;
+	ckpt_drop_above(c, seq, from);
 	c->next_pos[seq] = from;
 	c->ring_lo[seq] = from ? lost : 0;
 	return from;
@@ -538,6 +621,7 @@ int hs_context_seq_rm(hs_context *c, int seq, int p0, int p1)
 		return window_refused(c, "seq_rm", seq, p0, lost);
 	if ((rc = hs__fwd_forget_range(&c->f, seq, p0, INT_MAX)))
 		return rc;
+	ckpt_drop_above(c, seq, p0 ? p0 : -1);
 	c->next_pos[seq] = p0;
 	c->ring_lo[seq] = p0 ? lost : 0;
 	return 0;

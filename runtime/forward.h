@@ -167,6 +167,10 @@ int hs__q35_init(struct hs_fwd *f);   /* nothing to do unless the model has Delt
 void hs__q35_free(struct hs_fwd *f);
 size_t hs__q35_scratch(struct hs_fwd *f); /* the backend scratch its products need */
 void hs__q35_forget(struct hs_fwd *f, int seq); /* the sequence's states back to zero */
+/* A sequence's states as one block of floats (a checkpoint): their count,
+ * and a copy out of (save) or back into the context */
+size_t hs__q35_state_floats(const struct hs_fwd *f);
+void hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save);
 /* Layer l's DeltaNet mixer: x += ssm_out(gated_norm(delta_rule(conv(qkv(rmsnorm(x)))))) */
 int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_start, const int32_t *seq);
 /* Gated attention: wq wrote query and gate rows into hs__q35_qg(f) (2 n_head head_dim a token);

@@ -138,6 +138,28 @@ void hs__q35_forget(struct hs_fwd *f, int seq)
 	memset(Q->ssm_state + (size_t)seq * Q->n_dn * Q->ssm_floats, 0, sizeof(float) * Q->n_dn * Q->ssm_floats);
 }
 
+size_t hs__q35_state_floats(const struct hs_fwd *f)
+{
+	const struct hs_q35 *Q = f->q35;
+	return Q && Q->n_dn ? (size_t)Q->n_dn * (Q->conv_floats + Q->ssm_floats) : 0;
+}
+
+void hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save)
+{
+	struct hs_q35 *Q = f->q35;
+	if (!Q || !Q->n_dn)
+		return;
+	const size_t nc = (size_t)Q->n_dn * Q->conv_floats, ns = (size_t)Q->n_dn * Q->ssm_floats;
+	float *conv = Q->conv_state + (size_t)seq * nc, *ssm = Q->ssm_state + (size_t)seq * ns;
+	if (save) {
+		memcpy(buf, conv, sizeof(float) * nc);
+		memcpy(buf + nc, ssm, sizeof(float) * ns);
+	} else {
+		memcpy(conv, buf, sizeof(float) * nc);
+		memcpy(ssm, buf + nc, sizeof(float) * ns);
+	}
+}
+
 /* ---- the DeltaNet mixer ------------------------------------------------------ */
 
 struct dn_ctx {

@@ -391,6 +391,18 @@ static int admit(struct sched *k, struct srv_req *r)
 			hs_context_seq_clear(k->ctx, slot);
 	}
 	r->n_past = r->n_cached = kept;
+	/* a model whose recurrent states hold no earlier position: the next
+	 * turn's prompt shares this one up to its last turn's start, so the
+	 * prefill ends a call there and the context checkpoints the states */
+	r->ckpt_at = 0;
+	if (hs_runtime_model_info(k->rt)->n_recurrent_layers) {
+		const int32_t turn = hs_tokenizer_find(s->tok, "<|im_start|>");
+		for (int t = r->n_prompt - 1; turn >= 0 && t > kept + 1; t--)
+			if (r->prompt[t] == turn) {
+				r->ckpt_at = t;
+				break;
+			}
+	}
 	if (!(r->gen = malloc(sizeof *r->gen * (size_t)r->max_tokens)) ||
 	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) ||
 	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) ||
@@ -437,7 +449,8 @@ static void step(struct sched *k)
 		struct srv_req *r = k->active[i];
 		if (r->state != RQ_PREFILL)
 			continue;
-		int take = r->n_prompt - r->n_past < budget ? r->n_prompt - r->n_past : budget;
+		const int end = r->ckpt_at > r->n_past ? r->ckpt_at : r->n_prompt;
+		int take = end - r->n_past < budget ? end - r->n_past : budget;
 		if (r->t_prompt0 == 0)
 			r->t_prompt0 = now;
 		for (int t = r->n_past; t < r->n_past + take; t++)

@@ -67,6 +67,8 @@ struct srv_req {
 	enum req_state state;
 	int slot, n_past, n_gen;
 	int n_cached;         /* prompt tokens whose KV cells an earlier request left */
+	int ckpt_at;          /* recurrent models: the prefill pauses here (the last turn's start),
+				 where the context checkpoints the states for the next turn (0: none) */
 	int32_t last, *gen;
 	hs_sampler *smp;
 	hs_reply_parser *rp;

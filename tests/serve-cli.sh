@@ -378,6 +378,12 @@ for f in qwen35moe-l4-h256-fa4-e16k4-q4km.gguf glm4moe-l4-h256-d1-e16k4-q8.gguf;
 		req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0,"chat_template_kwargs":{"enable_thinking":false}}' &&
 			expect_status "$f: thinking off" 200 && ! grep -q '"reasoning_content":"[^"]' "$TMP/out" ||
 			fail "$f: thinking off gave reasoning: $(cat "$TMP/out")"
+		# the prompt cache over DeltaNet states: the next turn resumes from the
+		# checkpoint taken where this turn's generation prompt began
+		req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi there"}],"max_tokens":2,"temperature":0}' &&
+			expect_status "$f: turn 1" 200
+		req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi there"},{"role":"assistant","content":"Hello."},{"role":"user","content":"More"}],"max_tokens":2,"temperature":0}' &&
+			expect_status "$f: turn 2" 200 && expect_grep "$f: turn 2 cached" '"cached_tokens":[1-9][0-9]*\}'
 		;;
 	esac
 	stop_server "$f"

@@ -435,11 +435,16 @@ static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alon
 	int rpos[N_TOK], n_rows = 0;
 	for (int other = rec ? 0 : 40; other <= 100; other += rec ? 50 : 60) {
 		hs_context_seq_clear(c, 0);
+		n_rows = 0;
 		for (int i = 0; i < 100 + other; i++)
 			b[i] = (struct hs_token){ i < 100 ? o->tok[i] : (o->tok[i] + 7) % o->n_vocab, i, 0, 0 };
-		CHECK(hs_decode(c, 100 + other, b) == 0, "%s", hs_last_error());
+		/* recurrent states: the prompt of 100 is a call of its own, whose end
+		 * is checkpointed; then the other tokens, another call */
+		CHECK(rec ? hs_decode(c, 100, b) == 0 && (!other || hs_decode(c, other, b + 100) == 0)
+			  : hs_decode(c, 100 + other, b) == 0,
+		      "%s", hs_last_error());
 		int kept = hs_context_seq_keep(c, 0, 100);
-		if ((other == 100 && swa) || (rec && other > 0)) {
+		if (other == 100 && swa) {
 			CHECK(kept == 0 && hs_context_seq_pos(c, 0) == 0, "%s: kept %d over a lost ring", o->name, kept);
 			continue;
 		}
@@ -467,6 +472,21 @@ static void check_keep(hs_runtime *rt, const struct oracle *o, const float *alon
 		if (rec) /* the rows are the context's until its next decode */
 			CHECK(n_rows == N_TOK - 100 && rows_close(o, "  kept whole, then the rest", rows, rpos, n_rows),
 			      "kept prefix, then the rest: not as close to f64 as llama.cpp");
+	}
+	if (rec) {
+		/* no checkpoint at or below the cut: emptied; between two: the lower one */
+		hs_context_seq_clear(c, 0);
+		for (int i = 0; i < 150; i++)
+			b[i] = (struct hs_token){ o->tok[i], i, 0, 0 };
+		CHECK(hs_decode(c, 150, b) == 0, "%s", hs_last_error());
+		CHECK(hs_context_seq_keep(c, 0, 100) == 0 && hs_context_seq_pos(c, 0) == 0,
+		      "%s: kept without a checkpoint", o->name);
+		CHECK(hs_decode(c, 100, b) == 0 && hs_decode(c, 50, b + 100) == 0, "%s", hs_last_error());
+		int k149 = hs_context_seq_keep(c, 0, 149);
+		CHECK(k149 == 100 && hs_context_seq_pos(c, 0) == 100, "%s: keep 149 with checkpoints at 100 and 150 kept %d",
+		      o->name, k149);
+		/* the checkpoint above the cut is gone: keeping 120 now finds 100 again, 99 nothing */
+		CHECK(hs_context_seq_keep(c, 0, 99) == 0, "%s: a checkpoint below 100", o->name);
 	}
 	printf("%-28s %-34s worst relative difference to one run: %.2g\n", o->name, "kept prefix, then the rest", worst);
 	if (!rec)

@@ -67,11 +67,14 @@ int hs_context_seq_pos(const hs_context *c, int seq);
 int hs_context_seq_clear(hs_context *c, int seq);
 /* Keeps the first n positions of sequence seq (0 <= n <= its position) and
  * frees the rest, so that a prompt sharing those n tokens continues from
- * n.  Returns the positions kept: n, or 0 when a sliding-window layer's
+ * there.  Returns the positions kept: n, or 0 when a sliding-window layer's
  * ring (window + n_ubatch cells) no longer holds the positions the window
- * needs at n, or when the model has recurrent layers (qwen35moe's DeltaNet
- * state holds no earlier position) and n is below the position (the
- * sequence is emptied then); -EINVAL. */
+ * needs at n.  A model with recurrent layers (qwen35moe's DeltaNet states
+ * hold no earlier position) goes back to the latest checkpoint at or below
+ * n: the context keeps the states of each sequence at the end of its last
+ * two calls that gave it more than one token (its prompts), so the result
+ * is that checkpoint's position (0, the sequence emptied, when there is
+ * none); the caller decodes from there.  -EINVAL. */
 int hs_context_seq_keep(hs_context *c, int seq, int n);
 
 /* As llama.h's memory calls, for a cache that keeps each sequence's cells
