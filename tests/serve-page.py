@@ -85,7 +85,12 @@ try:
     err = js(session, "document.querySelector('.msg.assistant .err') ? "
                       "document.querySelector('.msg.assistant .err').innerText : ''")
     stats = js(session, "document.querySelector('.msg.assistant .stats').innerText")
+    # the status line is filled by its own requests (/health, then /v1/models),
+    # which may finish after a short answer did
     status = js(session, "document.getElementById('status').innerText")
+    while not (status or "").startswith("ready: ") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status = js(session, "document.getElementById('status').innerText")
     png = base64.b64decode(call("Page.captureScreenshot", session, format="png")["data"])
     with open(shot, "wb") as f:
         f.write(png)
