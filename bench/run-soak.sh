@@ -19,7 +19,10 @@ hotset=$build/hotset
 [ -x "$hotset" ] || { echo "no $hotset"; exit 2; }
 tmp=$(mktemp -d)
 trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-results_open soak "hotset serve under ASan+UBSan: $secs s of mixed traffic from $clients clients" \
+san="release build"
+grep -q 'sanitizers  : yes' "$build/config.log" 2>/dev/null || grep -q -- '--enable-sanitizers' "$build/config.log" 2>/dev/null &&
+	san="ASan+UBSan build"
+results_open soak "hotset serve ($san $build): $secs s of mixed traffic from $clients clients" \
 	"bench/run-soak.sh $build $secs $clients"
 "$hotset" gen -q --arch gpt-oss --layers 2 --experts 8 --used 2 --embd 128 --ff 128 --heads 4 --kv-heads 2 \
 	--head-dim 32 --window 16 --vocab 300 -o "$tmp/m.gguf" || exit 2

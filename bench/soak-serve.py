@@ -8,10 +8,12 @@ requests (broken JSON, wrong types, bodies over the cap, odd paths).
 Every answer must be a status the request calls for; at the end no KV cell
 may be held.
 
-usage: soak-serve.py URL CLIENTS SECONDS
+usage: soak-serve.py URL CLIENTS SECONDS   (SOAK_KEEPALIVE=1: connections kept
+between requests where the server keeps them)
 Prints a summary (and one line per problem) and exits 1 on any problem."""
 import http.client
 import json
+import os
 import random
 import sys
 import threading
@@ -33,13 +35,27 @@ def note(kind, status, ok):
             problems.append(f"{kind}: status {status}")
 
 
+KEEP = os.environ.get("SOAK_KEEPALIVE") == "1"  # reuse a connection while the server keeps it
+local = threading.local()
+
+
 def request(method, path, body=None, headers=None, read=True):
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
-    c.request(method, path, body, h)
-    r = c.getresponse()
+    c = getattr(local, "conn", None) if KEEP and read else None
+    if c is None:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    try:
+        c.request(method, path, body, h)
+        r = c.getresponse()
+    except (http.client.HTTPException, ConnectionError):  # the server closed a kept one
+        c.close()
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        c.request(method, path, body, h)
+        r = c.getresponse()
     data = r.read() if read else None
+    if KEEP and read:
+        local.conn = None if (r.getheader("Connection") or "").lower() == "close" else c
     return c, r, data
 
 
