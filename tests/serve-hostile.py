@@ -342,8 +342,14 @@ def check_caps():
     held.append(connect("127.0.0.3"))
     for s in held[3:]:
         s.sendall(b"GET /h")
-    time.sleep(0.5)
-    resp, _ = raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.4")
+    # the server counts a connection once its gate thread has accepted it: on
+    # a machine busy with other tests that can come after the next connect,
+    # so a 6th answered 200 is asked again (never more than 5 s)
+    for _ in range(10):
+        time.sleep(0.5)
+        resp, _ = raw(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.4")
+        if status_of(resp) != 200:
+            break
     if status_of(resp) != 503 or b"--max-conns 5" not in resp or b"Retry-After:" not in resp:
         fail(f"a 6th connection past --max-conns 5: {resp[:300]!r}")
     for s in held:
