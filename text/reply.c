@@ -712,6 +712,15 @@ int hs_reply_parser_finish(hs_reply_parser *p, const struct hs_reply_delta **del
 	return hand_out(p, rc, deltas, n_deltas);
 }
 
+/* The last occurrence of needle in s, or NULL */
+static const char *last_of(const char *s, const char *needle)
+{
+	const char *last = NULL;
+	for (const char *q = s; (q = strstr(q, needle)); q++)
+		last = q;
+	return last;
+}
+
 int hs_reply_parser_set_prompt(hs_reply_parser *p, const int32_t *ids, int n)
 {
 	struct hs_buf tail = { 0 };
@@ -738,15 +747,9 @@ int hs_reply_parser_set_prompt(hs_reply_parser *p, const int32_t *ids, int n)
 		return rc;
 	}
 	/* the last turn's opening, then whether a <think> there is still open */
-	const char *turn = tail.p, *q, *open = NULL, *close = NULL;
-	for (q = tail.p; (q = strstr(q, "<|im_start|>")); q++)
-		turn = q;
-	for (q = tail.p; (q = strstr(q, "<|assistant|>")); q++)
-		turn = q > turn ? q : turn;
-	for (q = turn; (q = strstr(q, "<think>")); q++)
-		open = q;
-	for (q = turn; (q = strstr(q, "</think>")); q++)
-		close = q;
+	const char *chatml = last_of(tail.p, "<|im_start|>"), *glm = last_of(tail.p, "<|assistant|>");
+	const char *turn = chatml && (!glm || chatml > glm) ? chatml : glm ? glm : tail.p;
+	const char *open = last_of(turn, "<think>"), *close = last_of(turn, "</think>");
 	int thinking = open && (!close || close < open);
 	p->c = thinking ? C_THINK : C_START;
 	p->skip_nl = thinking;
