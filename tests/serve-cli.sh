@@ -271,7 +271,7 @@ req GET /metrics && expect_status "metrics" 200 && {
 	grep -qi '^content-type: text/plain; version=0.0.4' "$TMP/hdr" || fail "metrics content type"
 	for n in hotset_prompt_tokens_total hotset_completion_tokens_total hotset_requests_queued hotset_requests_running \
 		hotset_prefill_tokens_seconds hotset_decode_tokens_seconds hotset_moe_hit_share hotset_kv_cells_used \
-		hotset_kv_cells_total; do
+		hotset_kv_cells_total hotset_heap_bytes hotset_process_resident_memory_bytes; do
 		expect_grep "metric $n" "^# TYPE $n (counter|gauge)$" && expect_grep "metric $n value" "^$n [0-9.e+-]+$"
 	done
 	expect_grep "metric http 400" '^hotset_http_requests_total\{route="/v1/completions",code="400"\} [1-9]'
@@ -279,6 +279,9 @@ req GET /metrics && expect_status "metrics" 200 && {
 	expect_grep "metric kv total" '^hotset_kv_cells_total 1024$'
 	awk '$1 == "hotset_decode_tokens_seconds" && $2 > 0 { ok = 1 } END { exit !ok }' "$TMP/out" ||
 		fail "decode tokens/s is 0"
+	# glibc's count, or the sanitizer allocator's: a model is loaded, so never 0
+	awk '$1 == "hotset_heap_bytes" && $2 > 100000 { ok = 1 } END { exit !ok }' "$TMP/out" ||
+		fail "heap bytes: $(grep '^hotset_heap_bytes' "$TMP/out")"
 }
 stop_server "server 1"
 grep -q '^hotset serve: stopped$' "$TMP/s1.err" || fail "no stop line: $(cat "$TMP/s1.err")"
