@@ -274,3 +274,42 @@ const struct hs_token_prob *hs__sampler_candidates(const struct hs_sampler *s, i
 	*n = s->n_cand;
 	return s->cand;
 }
+
+/* ---- log-probabilities ------------------------------------------------------- */
+
+int hs__logprobs(const float *logits, int n, int32_t token, int n_top, float *token_lp, int32_t *top_ids,
+		 float *top_lps)
+{
+	float m = -INFINITY;
+	double z = 0;
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (logits[i] > m) /* NaN compares false: never the maximum */
+			m = logits[i];
+	if (m == -INFINITY)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (logits[i] > -INFINITY)
+			z += exp((double)logits[i] - m);
+	const double lse = m + log(z);
+	if (token_lp)
+		*token_lp = logits[token] > -INFINITY ? (float)(logits[token] - lse) : -INFINITY;
+	/* the n_top best by insertion: ids rise along the scan, so an equal
+	 * value goes after those already kept */
+	for (int i = 0; i < n && n_top > 0; i++) {
+		const float v = logits[i] > -INFINITY ? logits[i] : -INFINITY;
+		if (k == n_top && !(v > top_lps[k - 1]))
+			continue;
+		int j = k < n_top ? k++ : k - 1;
+		for (; j > 0 && v > top_lps[j - 1]; j--) {
+			top_lps[j] = top_lps[j - 1];
+			top_ids[j] = top_ids[j - 1];
+		}
+		top_lps[j] = v;
+		top_ids[j] = i;
+	}
+	for (int j = 0; j < k; j++)
+		top_lps[j] = top_lps[j] > -INFINITY ? (float)(top_lps[j] - lse) : -INFINITY;
+	return 0;
+}

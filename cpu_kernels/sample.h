@@ -61,6 +61,15 @@ int32_t hs__sampler_sample(struct hs_sampler *s, const float *logits);
  * top-k or top-p ran, else by token id; *n set to their count. */
 const struct hs_token_prob *hs__sampler_candidates(const struct hs_sampler *s, int *n);
 
+/* Log-probabilities under softmax(logits) at temperature 1, before any
+ * filtering (what OpenAI's logprobs report; NaN counts as -inf): of token
+ * into *token_lp (when token_lp is not NULL), and of the n_top most likely
+ * tokens into top_ids/top_lps, best first, lower id first on ties (-inf for
+ * places past the tokens above -inf).  The sum in double.  Returns 0, or -1
+ * when no logit is above -inf. */
+int hs__logprobs(const float *logits, int n, int32_t token, int n_top, float *token_lp, int32_t *top_ids,
+		 float *top_lps);
+
 /* Index of the largest value, lowest index on ties; NaN is never chosen
  * unless all are NaN (then 0). */
 int32_t hs__argmax(const float *x, int n);

@@ -828,3 +828,18 @@ int32_t hs_sampler_sample(hs_sampler *s, const float *logits)
 		return hs__error(EINVAL, "sampler: no logit of the %d is above -inf (all NaN or -inf)", n);
 	return hs__sampler_sample(s, logits);
 }
+
+int hs_logprobs(const float *logits, int n_vocab, int32_t token, int n_top, float *token_lp, int32_t *top_ids,
+		float *top_lps)
+{
+	HS_NEED(logits, -EINVAL);
+	if (n_vocab < 1 || token < 0 || token >= n_vocab)
+		return hs__error(EINVAL, "logprobs: token %d outside the vocabulary of %d", (int)token, n_vocab);
+	if (n_top < 0 || n_top > n_vocab)
+		return hs__error(EINVAL, "logprobs: %d top tokens asked of a vocabulary of %d", n_top, n_vocab);
+	if (n_top > 0 && (!top_ids || !top_lps))
+		return hs__error(EINVAL, "logprobs: %d top tokens asked with no array for them", n_top);
+	if (hs__logprobs(logits, n_vocab, token, n_top, token_lp, top_ids, top_lps))
+		return hs__error(EINVAL, "logprobs: no logit of the %d is above -inf (all NaN or -inf)", n_vocab);
+	return 0;
+}

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,13 +212,15 @@ static void sse(struct srv_req *r, json_t *j)
 	free(t);
 }
 
-static void chunk(struct srv *s, struct srv_req *r, json_t *delta, const char *reason)
+static void chunk(struct srv *s, struct srv_req *r, json_t *delta, json_t *logprobs, const char *reason)
 {
 	json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
-	json_t *c = r->chat ? json_pack("{s:i, s:o, s:n, s:s?}", "index", 0, "delta", delta, "logprobs", "finish_reason",
-					reason)
-			    : json_pack("{s:i, s:o, s:n, s:s?}", "index", 0, "text", delta, "logprobs", "finish_reason",
-					reason);
+	if (!logprobs)
+		logprobs = json_null();
+	json_t *c = r->chat ? json_pack("{s:i, s:o, s:o, s:s?}", "index", 0, "delta", delta, "logprobs", logprobs,
+					"finish_reason", reason)
+			    : json_pack("{s:i, s:o, s:o, s:s?}", "index", 0, "text", delta, "logprobs", logprobs,
+					"finish_reason", reason);
 	if (!j || !c) {
 		json_decref(j);
 		json_decref(c);
@@ -228,6 +231,115 @@ static void chunk(struct srv *s, struct srv_req *r, json_t *delta, const char *r
 	sse(r, j);
 }
 
+/* ---- logprobs ---------------------------------------------------------------- */
+
+/* A token's text for logprobs: its bytes as a string when they are whole
+ * UTF-8, else "bytes:\xNN..." (as OpenAI writes a piece of a character);
+ * with `bytes` not NULL, the byte values too. */
+static json_t *lp_token(struct srv *s, int32_t id, json_t **bytes)
+{
+	char buf[256], esc[4 * sizeof buf + 8];
+	int n = hs_token_bytes(s->tok, id, 1, buf, sizeof buf);
+	if (n < 0)
+		n = 0;
+	if (n > (int)sizeof buf)
+		n = (int)sizeof buf; /* no token of a real vocabulary is this long */
+	if (bytes) {
+		*bytes = json_array();
+		for (int i = 0; *bytes && i < n; i++)
+			json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
+	}
+	json_t *t = json_stringn(buf, (size_t)n);
+	if (t)
+		return t;
+	int o = snprintf(esc, sizeof esc, "bytes:");
+	for (int i = 0; i < n; i++)
+		o += snprintf(esc + o, sizeof esc - (size_t)o, "\\x%02x", (unsigned char)buf[i]);
+	return json_string(esc);
+}
+
+/* -inf (a token the model rules out) as OpenAI writes it: JSON has no infinity */
+static double lp_value(float v)
+{
+	return v > -9999.0f ? (double)v : -9999.0;
+}
+
+/* The content tokens of entries from..to-1 as chat logprobs
+ * ({"content": [...], "refusal": null}); NULL when there are none. */
+static json_t *lp_chat(struct srv *s, struct srv_req *r, int from, int to)
+{
+	json_t *a = json_array();
+	for (int i = from; a && i < to; i++) {
+		const struct srv_lp *e = &r->lp[i];
+		json_t *b = NULL, *tok, *top = json_array();
+		if (!e->content) {
+			json_decref(top);
+			continue;
+		}
+		tok = lp_token(s, e->id, &b);
+		for (int j = 0; top && j < r->lp_top; j++) {
+			json_t *tb = NULL, *tt = lp_token(s, e->top_id[j], &tb);
+			json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", tt, "logprob",
+							     lp_value(e->top_lp[j]), "bytes", tb));
+		}
+		json_array_append_new(a, json_pack("{s:o, s:f, s:o, s:o}", "token", tok, "logprob", lp_value(e->lp),
+						    "bytes", b, "top_logprobs", top));
+	}
+	if (a && !json_array_size(a) && from < to && r->stream) {
+		json_decref(a);
+		return NULL;
+	}
+	return a ? json_pack("{s:o, s:n}", "content", a, "refusal") : NULL;
+}
+
+/* The same as a completion's logprobs, the older layout: tokens,
+ * token_logprobs, top_logprobs (one object per token, text to logprob),
+ * text_offset (characters into the completion's text). */
+static json_t *lp_text(struct srv *s, struct srv_req *r, int from, int to)
+{
+	json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+	for (int i = from; toks && lps && tops && offs && i < to; i++) {
+		const struct srv_lp *e = &r->lp[i];
+		if (!e->content)
+			continue;
+		char buf[256]; /* the text the detokenizer gives (a control token's name is not in it) */
+		int n = hs_token_bytes(s->tok, e->id, 0, buf, sizeof buf);
+		json_array_append_new(toks, lp_token(s, e->id, NULL));
+		json_array_append_new(lps, json_real(lp_value(e->lp)));
+		json_array_append_new(offs, json_integer(r->lp_chars));
+		for (int b = 0; b < n && b < (int)sizeof buf; b++)
+			r->lp_chars += ((unsigned char)buf[b] & 0xc0) != 0x80; /* a character starts here */
+		json_t *o = json_object();
+		for (int j = 0; o && j < r->lp_top; j++) {
+			json_t *tt = lp_token(s, e->top_id[j], NULL);
+			if (tt && json_string_value(tt))
+				json_object_set_new(o, json_string_value(tt), json_real(lp_value(e->top_lp[j])));
+			json_decref(tt);
+		}
+		json_array_append_new(tops, o);
+	}
+	if (!toks || !lps || !tops || !offs || (!json_array_size(toks) && r->stream)) {
+		json_decref(toks);
+		json_decref(lps);
+		json_decref(tops);
+		json_decref(offs);
+		return NULL;
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+			 "text_offset", offs);
+}
+
+/* The logprobs a chunk carries: the content tokens resolved since the last
+ * one (json null when none or not asked). */
+static json_t *lp_next(struct srv *s, struct srv_req *r)
+{
+	json_t *j = NULL;
+	if (r->lp_on && r->lp_sent < r->lp_pend)
+		j = r->chat ? lp_chat(s, r, r->lp_sent, r->lp_pend) : lp_text(s, r, r->lp_sent, r->lp_pend);
+	r->lp_sent = r->lp_pend;
+	return j ? j : json_null();
+}
+
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
 {
 	if (!r->stream) {
@@ -236,15 +348,15 @@ void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 	}
 	if (r->chat && !r->role_sent) {
 		r->role_sent = 1;
-		chunk(s, r, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL);
+		chunk(s, r, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL);
 	}
 	if (!len)
 		return;
-	json_t *t = json_stringn(text, len);
+	json_t *t = json_stringn(text, len), *lp = kind == HS_REPLY_CONTENT ? lp_next(s, r) : NULL;
 	if (r->chat)
-		chunk(s, r, json_pack("{s:o}", kind == HS_REPLY_REASONING ? "reasoning_content" : "content", t), NULL);
+		chunk(s, r, json_pack("{s:o}", kind == HS_REPLY_REASONING ? "reasoning_content" : "content", t), lp, NULL);
 	else
-		chunk(s, r, t, NULL);
+		chunk(s, r, t, lp, NULL);
 }
 
 static json_t *usage(struct srv_req *r)
@@ -324,15 +436,15 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
 		/* each call as OpenAI streams one: its head, then its arguments */
 		for (int i = 0; r->chat && i < r->n_tool; i++) {
-			chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 0)), NULL);
+			chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 0)), NULL, NULL);
 			if (r->tool[i].len)
-				chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 1)), NULL);
+				chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 1)), NULL, NULL);
 		}
 		/* the last choice chunk carries finish_reason (and timings) */
 		json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
-		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:n, s:s}", "index", 0, "delta", "logprobs", "finish_reason",
-						reason)
-				    : json_pack("{s:i, s:s, s:n, s:s}", "index", 0, "text", "", "logprobs",
+		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:o, s:s}", "index", 0, "delta", "logprobs", lp_next(s, r),
+						"finish_reason", reason)
+				    : json_pack("{s:i, s:s, s:o, s:s}", "index", 0, "text", "", "logprobs", lp_next(s, r),
 						"finish_reason", reason);
 		if (j && c) {
 			json_object_set_new(j, "choices", json_pack("[o]", c));
@@ -373,10 +485,12 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			if (r->n_tool)
 				json_object_set_new(msg, "tool_calls", tool_calls(s, r));
 		}
-		c = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason", reason);
+		c = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs",
+			      r->lp_on ? lp_chat(s, r, 0, r->lp_n) : json_null(), "finish_reason", reason);
 	} else {
-		c = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", r->content.p ? r->content.p : "",
-			      r->content.len, "logprobs", "finish_reason", reason);
+		c = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", r->content.p ? r->content.p : "",
+			      r->content.len, "logprobs", r->lp_on ? lp_text(s, r, 0, r->lp_n) : json_null(),
+			      "finish_reason", reason);
 	}
 	if (c && r->return_tokens) {
 		json_t *ids = json_array();
@@ -458,6 +572,25 @@ static double rss_bytes(void)
 	return (double)res * 4096;
 }
 
+/* The sanitizer runtimes define this; in other builds it is NULL. */
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+/* Bytes the process's allocations hold now (allocated and not freed): the
+ * sanitizer's own count in a sanitizer build (its allocator replaces
+ * glibc's, and resident memory there also holds the tool's shadow and
+ * stacks), else glibc's; 0 where neither can say. */
+static double heap_bytes(void)
+{
+	if (__sanitizer_get_current_allocated_bytes)
+		return (double)__sanitizer_get_current_allocated_bytes();
+#ifdef HAVE_MALLINFO2
+	struct mallinfo2 mi = mallinfo2();
+	return (double)(mi.uordblks + mi.hblkhd);
+#else
+	return 0;
+#endif
+}
+
 char *hs_srv_metrics_text(struct srv *s)
 {
 	struct sbuf b = { 0 };
@@ -516,6 +649,8 @@ char *hs_srv_metrics_text(struct srv *s)
 	metric(&b, "kv_cache_bytes", "gauge", "Memory of the KV cache.", (double)m.kv_bytes);
 	metric(&b, "ready", "gauge", "1 once the model is loaded.", ready);
 	metric(&b, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.", rss_bytes());
+	metric(&b, "heap_bytes", "gauge", "Heap memory the server's allocations hold now (allocated, not freed).",
+	       heap_bytes());
 	if (b.err) {
 		hs_srv_sbuf_free(&b);
 		return NULL;

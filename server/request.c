@@ -437,28 +437,13 @@ static uint64_t random_seed(struct srv *s)
 
 /* Fields another part of hotset will implement: a request that asks for
  * them is refused rather than answered without them. */
-static int unsupported(json_t *root, int chat, struct perr *e)
+static int unsupported(json_t *root, struct perr *e)
 {
-	json_t *lp = json_object_get(root, "logprobs"), *tlp = json_object_get(root, "top_logprobs");
 	json_t *rf = json_object_get(root, "response_format");
 	const char *model;
 
 	if (get_str(root, "model", &model, e, "model", NULL, 0))
 		return -1;
-	if (lp && !json_is_null(lp)) {
-		/* chat: a boolean; completions: the number of alternatives */
-		if (chat ? !json_is_boolean(lp) : !json_is_integer(lp))
-			return bad(e, "logprobs", "invalid_type", "logprobs: %s is needed",
-				   chat ? "true or false" : "an integer");
-		if (json_is_true(lp) || (json_is_integer(lp) && json_integer_value(lp) != 0))
-			return bad(e, "logprobs", "not_supported", "logprobs: not supported by hotset serve yet");
-	}
-	if (tlp && !json_is_null(tlp)) {
-		if (!json_is_integer(tlp))
-			return bad(e, "top_logprobs", "invalid_type", "top_logprobs: an integer is needed");
-		if (json_integer_value(tlp) != 0)
-			return bad(e, "top_logprobs", "not_supported", "top_logprobs: not supported by hotset serve yet");
-	}
 	if (rf && !json_is_null(rf)) {
 		const char *type = json_string_value(json_object_get(rf, "type"));
 		if (!json_is_object(rf) || !type)
@@ -471,6 +456,33 @@ static int unsupported(json_t *root, int chat, struct perr *e)
 	return 0;
 }
 
+/* logprobs as OpenAI asks for them: chat, `logprobs` true and
+ * `top_logprobs` 0..20 (which needs logprobs true); completions, `logprobs`
+ * 0..20, the number of alternatives besides the chosen token. */
+static int get_logprobs(json_t *root, int chat, struct srv_req *r, struct perr *e)
+{
+	json_t *lp = json_object_get(root, "logprobs");
+	long long top = 0;
+	int top_given = 0;
+
+	if (chat) {
+		if (get_bool(root, "logprobs", &r->lp_on, e) ||
+		    get_int(root, "top_logprobs", 0, SRV_TOP_LOGPROBS, &top, &top_given, e))
+			return -1;
+		if (top_given && !r->lp_on)
+			return bad(e, "top_logprobs", "invalid_value", "top_logprobs: needs \"logprobs\": true");
+	} else if (lp && !json_is_null(lp)) {
+		if (json_is_boolean(lp)) /* what the chat API takes: alternatives none */
+			r->lp_on = json_is_true(lp);
+		else if (get_int(root, "logprobs", 0, SRV_TOP_LOGPROBS, &top, &top_given, e))
+			return -1;
+		else
+			r->lp_on = 1;
+	}
+	r->lp_top = (int)top;
+	return 0;
+}
+
 static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r, struct perr *e)
 {
 	long long v = 0, seed = 0;
@@ -479,7 +491,7 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 
 	r->chat = chat;
 	r->cache_prompt = 1;
-	if (unsupported(root, chat, e))
+	if (unsupported(root, e) || get_logprobs(root, chat, r, e))
 		return -1;
 	r->sp = (struct hs_sampler_params){ .temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0 };
 	if (get_bool(root, "stream", &r->stream, e) || get_bool(root, "ignore_eos", &r->ignore_eos, e) ||

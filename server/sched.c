@@ -58,6 +58,8 @@ static void req_release_private(struct srv_req *r)
 	hs_srv_sbuf_free(&r->content);
 	hs_srv_sbuf_free(&r->reasoning);
 	hs_srv_free_tools(r);
+	free(r->lp);
+	r->lp = NULL;
 	hs_srv_sbuf_free(&r->held);
 	hs_srv_sbuf_free(&r->pend);
 }
@@ -290,6 +292,53 @@ static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, in
 	return 0;
 }
 
+/* Pending tokens up to end (not included): their text went to the content
+ * (or not).  A chat format's own (control) tokens did not. */
+static void lp_resolve_to(struct srv *s, struct srv_req *r, int end, int content)
+{
+	for (; r->lp_pend < end; r->lp_pend++) {
+		struct srv_lp *e = &r->lp[r->lp_pend];
+		e->content = content && (!r->rp || hs_tokenizer_is_control(s->tok, e->id) != 1);
+	}
+}
+
+static void lp_resolve(struct srv *s, struct srv_req *r, int content)
+{
+	lp_resolve_to(s, r, r->lp_n, content);
+}
+
+/* Whether a piece of text ends with token id's own (a control token's
+ * name counts: a "<think>" where no reasoning can start is text). */
+static int lp_ends_with(struct srv *s, const struct hs_reply_delta *d, int32_t id)
+{
+	char b[256];
+	int n = hs_token_bytes(s->tok, id, hs_tokenizer_is_control(s->tok, id) == 1, b, sizeof b);
+	return n > 0 && n <= (int)sizeof b && d->len >= (size_t)n && !memcmp(d->text + d->len - n, b, (size_t)n);
+}
+
+/* The first pending token of a UTF-8 character not finished yet (lp_n when
+ * the pending tokens end on a whole character): a control token between
+ * the pieces of a character does not end it, so those stay pending. */
+static int lp_open_char(struct srv *s, struct srv_req *r)
+{
+	int have = 0; /* bytes seen from the end */
+	for (int i = r->lp_n - 1; i >= r->lp_pend && have < 4; i--) {
+		char b[256];
+		if (hs_tokenizer_is_control(s->tok, r->lp[i].id) == 1)
+			continue;
+		int n = hs_token_bytes(s->tok, r->lp[i].id, 0, b, sizeof b);
+		if (n > (int)sizeof b)
+			n = (int)sizeof b;
+		for (int k = n - 1; k >= 0; k--, have++) {
+			const unsigned char c = (unsigned char)b[k];
+			if ((c & 0xc0) == 0x80 && have < 3)
+				continue; /* a continuation byte: its lead is further back */
+			const int need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+			return need > have + 1 ? i : r->lp_n; /* the lead byte and what follows it */
+		}
+	}
+	return r->lp_n;
+}
 static void finish(struct sched *k, struct srv_req *r, const char *reason)
 {
 	struct srv *s = k->s;
@@ -301,8 +350,11 @@ static void finish(struct sched *k, struct srv_req *r, const char *reason)
 	if (r->state == RQ_DONE)
 		return;
 	if (r->rp && hs_reply_parser_finish(r->rp, &d, &nd) == 0)
-		for (int i = 0; i < nd && !r->stopped_by_string; i++)
+		for (int i = 0; i < nd && !r->stopped_by_string; i++) {
+			lp_resolve(s, r, d[i].kind == HS_REPLY_CONTENT);
 			deliver(s, r, d[i].kind, d[i].tool_index, d[i].text, d[i].len);
+		}
+	lp_resolve(s, r, 0); /* what is left gave no text */
 	if (r->dt && hs_detok_flush(r->dt, &text, &len) == 0)
 		deliver(s, r, HS_REPLY_CONTENT, -1, text, len);
 	if (r->stopped_by_string)
@@ -345,11 +397,28 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 	if (r->rp) {
 		const struct hs_reply_delta *d;
 		int nd = 0, rc = hs_reply_parser_push(r->rp, id, &d, &nd);
-		for (int i = 0; i < nd; i++)
+		/* logprobs: the earlier tokens the parser held gave the first
+		 * piece's kind of text; this one, the last piece's when that
+		 * ends with its text (else the parser holds it too); a control
+		 * token with no text ends what was held, but for a character
+		 * it splits */
+		if (r->lp_n > r->lp_pend && r->lp[r->lp_n - 1].id == id) {
+			if (nd) {
+				lp_resolve_to(s, r, r->lp_n - 1, d[0].kind == HS_REPLY_CONTENT);
+				if (lp_ends_with(s, &d[nd - 1], id)) {
+					r->lp[r->lp_n - 1].content = d[nd - 1].kind == HS_REPLY_CONTENT;
+					r->lp_pend = r->lp_n;
+				}
+			} else if (hs_tokenizer_is_control(s->tok, id) == 1) {
+				lp_resolve_to(s, r, lp_open_char(s, r), 0);
+			}
+		}
+		for (int i = 0; i < nd; i++) {
 			if (deliver(s, r, d[i].kind, d[i].tool_index, d[i].text, d[i].len)) {
 				finish(k, r, "stop");
 				return;
 			}
+		}
 		if (rc == 1) {
 			finish(k, r, "stop");
 			return;
@@ -358,9 +427,11 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 		const char *text;
 		size_t len;
 		if (!r->ignore_eos && (id == s->eos || id == s->eot)) {
+			lp_resolve(s, r, 0);
 			finish(k, r, "stop");
 			return;
 		}
+		lp_resolve(s, r, 1); /* a completion's every other token is its text */
 		if (hs_detok_push(r->dt, id, &text, &len) == 0 && deliver(s, r, HS_REPLY_CONTENT, -1, text, len)) {
 			finish(k, r, "stop");
 			return;
@@ -368,6 +439,36 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 	}
 	if (r->n_gen >= r->max_tokens)
 		finish(k, r, "length");
+}
+
+/* A token drawn from a row of logits (and its logprobs when asked). */
+static void accept_row(struct sched *k, struct srv_req *r, const float *row)
+{
+	char msg[320];
+	int32_t id = row ? hs_sampler_sample(r->smp, row) : -EINVAL;
+
+	if (id >= 0 && r->lp_on) {
+		if (r->lp_n == r->lp_cap) {
+			int cap = r->lp_cap ? 2 * r->lp_cap : 64;
+			struct srv_lp *p = realloc(r->lp, sizeof *p * (size_t)cap);
+			if (!p) {
+				fail_req(k, r, 500, "server_error", "out of memory for logprobs");
+				return;
+			}
+			r->lp = p;
+			r->lp_cap = cap;
+		}
+		struct srv_lp *e = &r->lp[r->lp_n];
+		*e = (struct srv_lp){ .id = id };
+		if (hs_logprobs(row, k->s->n_vocab, id, r->lp_top, &e->lp, e->top_id, e->top_lp) == 0)
+			r->lp_n++;
+	}
+	if (id < 0) { /* a row with nothing to draw: a broken forward step */
+		snprintf(msg, sizeof msg, "sampling failed: %s", hs_last_error());
+		fail_req(k, r, 500, "server_error", msg);
+		return;
+	}
+	accept(k, r, id);
 }
 
 /* The scheduler's own state of a newly admitted request. */
@@ -440,7 +541,7 @@ static void step(struct sched *k)
 			fail_batch(k, n);
 		else
 			for (int j = 0; j < n; j++)
-				accept(k, k->who[j], hs_sampler_sample(k->who[j]->smp, hs_context_logits(k->ctx, j)));
+				accept_row(k, k->who[j], hs_context_logits(k->ctx, j));
 	}
 	/* then up to a ubatch of prompt tokens, oldest request first */
 	int m = 0, nw = 0, budget = s->o.ubatch;
@@ -473,7 +574,7 @@ static void step(struct sched *k)
 			continue;
 		r->t_prompt1 = now;
 		r->state = RQ_DECODE;
-		accept(k, r, hs_sampler_sample(r->smp, hs_context_logits(k->ctx, li++)));
+		accept_row(k, r, hs_context_logits(k->ctx, li++));
 	}
 }
 

@@ -25,6 +25,16 @@
  * do nothing (checked once at the end). */
 /* Tool calls kept from one reply; later ones are dropped. */
 #define SRV_MAX_CALLS 16
+#define SRV_TOP_LOGPROBS 20 /* top_logprobs at most, as OpenAI */
+
+/* One generated token's log-probability and its alternatives (logprobs). */
+struct srv_lp {
+	int32_t id;
+	float lp;
+	int content; /* its text went to the answer's content */
+	int32_t top_id[SRV_TOP_LOGPROBS];
+	float top_lp[SRV_TOP_LOGPROBS];
+};
 
 struct sbuf {
 	char *p;
@@ -55,6 +65,7 @@ struct srv_req {
 	/* ---- set before it is queued, read-only after */
 	int chat, stream, include_usage, return_tokens, ignore_eos;
 	int cache_prompt;     /* may start from a finished request's cells (default 1) */
+	int lp_on, lp_top;    /* logprobs asked; alternatives per token */
 	int32_t *prompt;
 	int n_prompt, max_tokens;
 	struct hs_sampler_params sp;
@@ -76,6 +87,10 @@ struct srv_req {
 	struct sbuf content, reasoning, held; /* held: content kept back while a stop string may start */
 	struct sbuf tool[SRV_MAX_CALLS];      /* each tool call's arguments, sent whole at the end */
 	int n_tool;                           /* calls in tool[] (the parser's indexes below the cap) */
+	struct srv_lp *lp;    /* logprobs: one per generated token (lp_n of lp_cap); */
+	int lp_n, lp_cap;     /* from lp_pend on, not yet known to be content or not; */
+	int lp_pend, lp_sent; /* lp_sent..lp_pend-1 go in the next streamed chunk */
+	long lp_chars;        /* completions: characters of the content tokens so far (text_offset) */
 	struct sbuf pend;     /* written this step, handed to `out` under srv.mu after it */
 	int role_sent, stopped_by_string;
 	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */

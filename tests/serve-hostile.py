@@ -212,10 +212,16 @@ def check_types():
             {"type": "function", "function": fn}]}, {"role": "tool", "content": "x", "name": "f"}], "max_tokens": 1})
         if r.status != 200:
             fail(f"arguments {args}: {r.status} {data[:300]!r}")
-    # fields not implemented yet: refused naming them, unless they ask for nothing
-    expect_error("logprobs true", {"messages": [USER], "logprobs": True}, 400, "not_supported", "logprobs")
-    expect_error("top_logprobs 3", {"messages": [USER], "top_logprobs": 3}, 400, "not_supported", "top_logprobs")
-    expect_error("logprobs 2 (completions)", {"prompt": "Hi", "logprobs": 2}, 400, "not_supported", "logprobs",
+    # a field not implemented yet: refused naming it, unless it asks for nothing
+    # logprobs: their types and limits
+    expect_error("top_logprobs without logprobs", {"messages": [USER], "top_logprobs": 3}, 400, "invalid_value",
+                 "top_logprobs")
+    expect_error("top_logprobs 21", {"messages": [USER], "logprobs": True, "top_logprobs": 21}, 400, "invalid_value",
+                 "top_logprobs")
+    expect_error("logprobs 2 (chat)", {"messages": [USER], "logprobs": 2}, 400, "invalid_type", "logprobs")
+    expect_error("logprobs -1 (completions)", {"prompt": "Hi", "logprobs": -1}, 400, "invalid_value", "logprobs",
+                 path="/v1/completions")
+    expect_error("logprobs \"x\" (completions)", {"prompt": "Hi", "logprobs": "x"}, 400, "invalid_type", "logprobs",
                  path="/v1/completions")
     expect_error("response_format json_object", {"messages": [USER], "response_format": {"type": "json_object"}}, 400,
                  "not_supported", "response_format")

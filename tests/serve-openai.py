@@ -2,9 +2,13 @@
 """The official OpenAI Python client against `hotset serve` (run by
 tests/serve-openai.sh): models.list, chat and completions whole and
 streamed (with usage), greedy streamed text equal to the whole answer, tools
-as the client sends them, and the errors the client raises for 400 and 401.
+as the client sends them, logprobs (chat and completions, whole and
+streamed), and the errors the client raises for 400 and 401.
 
-usage: serve-openai.py BASE_URL API_KEY"""
+With QWEN35_URL, a qwen35 model's server (no key): logprobs of a reply with
+reasoning and content cover the content's tokens only.
+
+usage: serve-openai.py BASE_URL API_KEY [QWEN35_URL]"""
 import sys
 
 import openai
@@ -77,6 +81,48 @@ n = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=8, temp
                                tool_choice="none")
 check(n.usage.prompt_tokens == r.usage.prompt_tokens, f"tool_choice none: {n.usage} vs {r.usage}")
 
+# logprobs: the content's tokens, their bytes making up the content; the
+# chosen token never likelier than the best; streamed the same as whole
+kw = dict(model="m.gguf", messages=msgs, max_tokens=40, temperature=1, seed=5, logprobs=True, top_logprobs=3)
+w = cl.chat.completions.create(**kw).choices[0]
+lp = w.logprobs.content if w.logprobs else None
+check(lp is not None and len(lp) > 0, f"chat logprobs: {w}")
+lp = lp or []
+# (whole characters compared: the bytes of a random model's tokens are
+# mostly pieces of characters, which the answer's text writes as U+FFFD
+# where control tokens split them)
+text = bytes(b for e in lp for b in e.bytes).decode("utf-8", "replace")
+check(text.replace("\ufffd", "") == (w.message.content or "").replace("\ufffd", ""),
+      f"chat logprobs' bytes {[e.bytes for e in lp]} vs content {w.message.content!r}")
+for e in lp:
+    tops = [t.logprob for t in e.top_logprobs]
+    check(len(tops) == 3 and tops == sorted(tops, reverse=True) and e.logprob <= tops[0] + 1e-6 and tops[0] <= 0,
+          f"chat logprobs entry {e}")
+    for t in e.top_logprobs:
+        if t.token == e.token:
+            check(abs(t.logprob - e.logprob) < 1e-6, f"the chosen token among the top with another logprob: {e}")
+streamed = []
+for ch in cl.chat.completions.create(stream=True, **kw):
+    if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+        streamed += ch.choices[0].logprobs.content
+check([(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in lp],
+      f"streamed chat logprobs {[(e.token, e.logprob) for e in streamed]} vs whole {[(e.token, e.logprob) for e in lp]}")
+g = cl.completions.create(model="m.gguf", prompt="Once upon a time", max_tokens=10, temperature=0, logprobs=2,
+                          extra_body={"ignore_eos": True}).choices[0]
+glp = g.logprobs
+check(glp is not None and len(glp.tokens) == 10 and len(glp.token_logprobs) == 10 and len(glp.top_logprobs) == 10
+      and len(glp.text_offset) == 10, f"completion logprobs: {glp}")
+for i in range(len(glp.tokens) if glp else 0):
+    best = max(glp.top_logprobs[i].values())
+    check(len(glp.top_logprobs[i]) >= 1 and abs(glp.token_logprobs[i] - best) < 1e-6 and best <= 0,
+          f"greedy token {i} {glp.tokens[i]!r}: logprob {glp.token_logprobs[i]}, the best {glp.top_logprobs[i]}")
+check(glp is None or glp.text_offset == sorted(glp.text_offset), f"text offsets {glp and glp.text_offset}")
+try:
+    cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=4, top_logprobs=2)
+    check(False, "top_logprobs without logprobs accepted")
+except openai.BadRequestError as e:
+    check("top_logprobs" in str(e), f"top_logprobs without logprobs: {e}")
+
 try:
     cl.chat.completions.create(model="m.gguf", messages=[], max_tokens=4)
     check(False, "empty messages accepted")
@@ -92,6 +138,26 @@ try:
     check(False, "wrong key accepted")
 except openai.AuthenticationError as e:
     check(e.status_code == 401, f"wrong key: {e}")
+
+if len(sys.argv) > 3:
+    q = openai.OpenAI(base_url=sys.argv[3] + "/v1", api_key="none", max_retries=0, timeout=60)
+    # seeds whose random reply has both reasoning and content (whole
+    # characters compared, as above)
+    for seed in (8, 34):
+        kw = dict(model="q.gguf", messages=msgs, max_tokens=100, temperature=1, seed=seed, logprobs=True)
+        w = q.chat.completions.create(**kw).choices[0]
+        reasoning = (w.message.model_extra or {}).get("reasoning_content") or ""
+        lp = w.logprobs.content if w.logprobs else []
+        text = bytes(b for e in lp for b in e.bytes).decode("utf-8", "replace")
+        check(reasoning and w.message.content, f"qwen35 seed {seed}: reasoning {reasoning!r}, content "
+              f"{w.message.content!r}: pick a seed that gives both")
+        check(text.replace("\ufffd", "") == (w.message.content or "").replace("\ufffd", ""),
+              f"qwen35 seed {seed}: logprobs' text {text!r} vs content {w.message.content!r}")
+        streamed = [e for ch in q.chat.completions.create(stream=True, **kw)
+                    if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content
+                    for e in ch.choices[0].logprobs.content]
+        check([(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in lp],
+              f"qwen35 seed {seed}: streamed logprobs differ from whole")
 
 for p in problems:
     print(p)

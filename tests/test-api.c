@@ -725,6 +725,27 @@ static void test_sampler(void)
 	nan_p.top_p = NAN;
 	BAD(hs_sampler_create(&nan_p, 16, &s));
 	BAD(hs_sampler_create(&hot, 0, &s));
+
+	/* logprobs: every bad argument refused, a row with one finite logit */
+	float lp = 1, top_lp[3];
+	int32_t top_id[3];
+	BAD(hs_logprobs(NULL, 16, 0, 0, &lp, NULL, NULL));
+	BAD(hs_logprobs(row, 0, 0, 0, &lp, NULL, NULL));
+	BAD(hs_logprobs(row, 16, -1, 0, &lp, NULL, NULL));
+	BAD(hs_logprobs(row, 16, 16, 0, &lp, NULL, NULL));
+	BAD(hs_logprobs(row, 16, 0, -1, &lp, top_id, top_lp));
+	BAD(hs_logprobs(row, 16, 0, 17, &lp, top_id, top_lp));
+	BAD(hs_logprobs(row, 16, 0, 3, &lp, NULL, top_lp));
+	BAD(hs_logprobs(row, 16, 0, 3, &lp, top_id, NULL));
+	for (int i = 0; i < 16; i++)
+		row[i] = NAN;
+	BAD(hs_logprobs(row, 16, 0, 0, &lp, NULL, NULL));
+	row[5] = 2;
+	OK(hs_logprobs(row, 16, 5, 3, &lp, top_id, top_lp));
+	CHECK(lp == 0 && top_id[0] == 5 && top_lp[0] == 0 && top_lp[1] == -INFINITY && top_id[1] == 0 &&
+		      top_id[2] == 1,
+	      "logprobs of one finite logit: %g, top %d %g, %d %g", lp, top_id[0], top_lp[0], top_id[1], top_lp[1]);
+	OK(hs_logprobs(row, 16, 0, 0, NULL, NULL, NULL));
 }
 
 int main(void)

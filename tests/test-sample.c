@@ -254,8 +254,78 @@ static void test_errors(void)
 	CHECK(hs__sampler_create(&p, 0) == NULL, "an empty vocabulary was accepted");
 }
 
+/* logprobs against a reference in long double over a full sort, on rows
+ * with ties, -inf, NaN and one huge logit, over awkward sizes */
+static int by_value(const void *a, const void *b)
+{
+	const long double *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] > y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : 1;
+}
+
+static void test_logprobs(void)
+{
+	const int sizes[] = { 1, 2, 3, 7, 31, 300, 4097, 201088 };
+	uint64_t seed = 11;
+	for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+		const int n = sizes[si], n_top = n < 20 ? n : 20;
+		float *x = malloc(sizeof *x * n), lp, top[20];
+		long double *ref = malloc(sizeof *ref * 2 * n);
+		int32_t ids[20];
+		for (int kind = 0; kind < 4; kind++) {
+			long double m = -INFINITY, z = 0;
+			for (int i = 0; i < n; i++) {
+				uint64_t r = (seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 33;
+				x[i] = (float)((double)(r % 20000) / 1000 - 10);
+				if (kind == 1) /* ties: a few values only */
+					x[i] = (float)(r % 4);
+				if (kind == 2 && r % 5 == 0)
+					x[i] = r % 2 ? -INFINITY : NAN;
+			}
+			if (kind == 3)
+				x[n / 2] = 1e30f; /* one token takes it all */
+			if (kind == 2)
+				x[0] = 0.5f; /* at least one finite */
+			for (int i = 0; i < n; i++) {
+				ref[2 * i] = x[i] > -INFINITY ? (long double)x[i] : -INFINITY;
+				ref[2 * i + 1] = i;
+				if (ref[2 * i] > m)
+					m = ref[2 * i];
+			}
+			for (int i = 0; i < n; i++)
+				if (ref[2 * i] > -INFINITY)
+					z += expl(ref[2 * i] - m);
+			const long double lse = m + logl(z);
+			const int tok = (int)(seed % (uint64_t)n);
+			CHECK(hs__logprobs(x, n, tok, n_top, &lp, ids, top) == 0, "n %d kind %d: refused", n, kind);
+			const long double want = ref[2 * tok] > -INFINITY ? ref[2 * tok] - lse : -INFINITY;
+			CHECK(want == -INFINITY ? lp == -INFINITY : fabsl(lp - want) <= 1e-6L * (1 + fabsl(want)),
+			      "n %d kind %d: logprob of %d %.9g, reference %.9Lg", n, kind, tok, lp, want);
+			qsort(ref, (size_t)n, 2 * sizeof *ref, by_value);
+			long double sum = 0;
+			for (int j = 0; j < n_top; j++) {
+				const long double w = ref[2 * j] > -INFINITY ? ref[2 * j] - lse : -INFINITY;
+				CHECK(ids[j] == (int32_t)ref[2 * j + 1], "n %d kind %d: top %d is %d, reference %d", n, kind, j,
+				      ids[j], (int)ref[2 * j + 1]);
+				CHECK(w == -INFINITY ? top[j] == -INFINITY : fabsl(top[j] - w) <= 1e-6L * (1 + fabsl(w)),
+				      "n %d kind %d: top %d logprob %.9g, reference %.9Lg", n, kind, j, top[j], w);
+				sum += expl((long double)top[j]);
+			}
+			CHECK(sum <= 1 + 1e-5L && (n_top < n || fabsl(sum - 1) < 1e-5L),
+			      "n %d kind %d: the top %d's probabilities sum to %.9Lg", n, kind, n_top, sum);
+		}
+		for (int i = 0; i < n; i++)
+			x[i] = i % 2 ? -INFINITY : NAN;
+		CHECK(hs__logprobs(x, n, 0, 0, &lp, ids, top) == -1, "n %d: a row with nothing above -inf", n);
+		free(x);
+		free(ref);
+	}
+}
+
 int main(void)
 {
+	test_logprobs();
 	test_rng();
 	test_greedy();
 	test_seeds();

@@ -161,4 +161,16 @@ void hs_sampler_free(hs_sampler *s);
  * a negative result is an error, never a token. */
 int32_t hs_sampler_sample(hs_sampler *s, const float *logits);
 
+/* Log-probabilities of a row of logits[n_vocab] under its softmax at
+ * temperature 1, before any sampler filtering (what OpenAI's `logprobs`
+ * report; NaN counts as -inf): of `token` into *token_lp (token_lp may be
+ * NULL), and of the n_top most likely tokens into top_ids[n_top] and
+ * top_lps[n_top], best first, lower id first on ties (-inf for places past
+ * the tokens above -inf).  The sum is taken in double.  Returns 0; -EINVAL
+ * when logits is NULL, n_vocab < 1, token is outside [0, n_vocab), n_top is
+ * outside [0, n_vocab], top_ids or top_lps is NULL with n_top > 0, or no
+ * logit is above -inf. */
+int hs_logprobs(const float *logits, int n_vocab, int32_t token, int n_top, float *token_lp, int32_t *top_ids,
+		float *top_lps);
+
 #endif /* HOTSET_CONTEXT_H */
