@@ -198,7 +198,10 @@ static json_t *head(struct srv *s, struct srv_req *r, const char *object)
 			 "model", s->model_name, "system_fingerprint", s->fingerprint);
 }
 
-static void sse(struct srv_req *r, json_t *j)
+/* j (taken; NULL when building it failed) into the request's output:
+ * with `event`, as a server-sent event (a name, or "" for an unnamed
+ * one), else as a whole answer. */
+static void put(struct srv_req *r, const char *event, json_t *j)
 {
 	char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
@@ -206,10 +209,19 @@ static void sse(struct srv_req *r, json_t *j)
 		r->pend.err = 1;
 		return;
 	}
-	hs_srv_sbuf_add(&r->pend, "data: ", 6);
+	if (event && *event)
+		hs_srv_sbuf_addf(&r->pend, "event: %s\n", event);
+	if (event)
+		hs_srv_sbuf_add(&r->pend, "data: ", 6);
 	hs_srv_sbuf_add(&r->pend, t, strlen(t));
-	hs_srv_sbuf_add(&r->pend, "\n\n", 2);
+	if (event)
+		hs_srv_sbuf_add(&r->pend, "\n\n", 2);
 	free(t);
+}
+
+static void sse(struct srv_req *r, json_t *j)
+{
+	put(r, "", j);
 }
 
 static void chunk(struct srv *s, struct srv_req *r, json_t *delta, json_t *logprobs, const char *reason)
@@ -340,10 +352,137 @@ static json_t *lp_next(struct srv *s, struct srv_req *r)
 	return j ? j : json_null();
 }
 
+/* ---- the Messages API (Anthropic) out ---------------------------------------------- */
+
+/* One server-sent event as Anthropic names them. */
+static void event(struct srv_req *r, const char *name, json_t *j)
+{
+	put(r, name, j);
+}
+
+static const char *stop_reason(const struct srv_req *r, const char *reason)
+{
+	if (r->stopped_by_string)
+		return "stop_sequence";
+	return strcmp(reason, "length") == 0 ? "max_tokens" : strcmp(reason, "tool_calls") == 0 ? "tool_use" : "end_turn";
+}
+
+static json_t *msg_usage(const struct srv_req *r)
+{
+	return json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", r->n_prompt, "output_tokens", r->n_gen,
+			 "cache_read_input_tokens", r->n_cached, "cache_creation_input_tokens", 0);
+}
+
+/* Tool call i's name (harmony's recipient without "functions."). */
+static const char *call_name(struct srv_req *r, int i)
+{
+	const char *name = r->rp ? hs_reply_parser_tool_name_at(r->rp, i) : NULL;
+	if (name && strncmp(name, "functions.", 10) == 0)
+		name += 10;
+	return name ? name : "";
+}
+
+/* A tool call's input: its arguments when they are a JSON object, else
+ * {"arguments": the text} (a model's broken call, kept rather than lost). */
+static json_t *call_input(struct srv_req *r, int i)
+{
+	json_t *j = r->tool[i].len ? json_loadb(r->tool[i].p, r->tool[i].len, 0, NULL) : json_object();
+	if (json_is_object(j))
+		return j;
+	json_decref(j);
+	return json_pack("{s:s%}", "arguments", r->tool[i].p ? r->tool[i].p : "", r->tool[i].len);
+}
+
+static void block_stop(struct srv_req *r)
+{
+	if (r->block)
+		event(r, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", r->n_blocks - 1));
+	r->block = 0;
+}
+
+static void msg_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
+{
+	if (!r->role_sent) {
+		r->role_sent = 1;
+		event(r, "message_start",
+		      json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}}", "type", "message_start",
+				"message", "id", r->id, "type", "message", "role", "assistant", "model", s->model_name,
+				"content", "stop_reason", "stop_sequence", "usage", "input_tokens", r->n_prompt,
+				"output_tokens", 0));
+	}
+	if (!len)
+		return;
+	const int think = kind == HS_REPLY_REASONING, want = think ? 1 : 2;
+	if (r->block != want) {
+		block_stop(r);
+		event(r, "content_block_start",
+		      think ? json_pack("{s:s, s:i, s:{s:s, s:s, s:s}}", "type", "content_block_start", "index", r->n_blocks,
+					"content_block", "type", "thinking", "thinking", "", "signature", "")
+			    : json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_start", "index", r->n_blocks,
+					"content_block", "type", "text", "text", ""));
+		r->n_blocks++;
+		r->block = want;
+	}
+	event(r, "content_block_delta",
+	      json_pack("{s:s, s:i, s:{s:s, s:s%}}", "type", "content_block_delta", "index", r->n_blocks - 1, "delta",
+			"type", think ? "thinking_delta" : "text_delta", think ? "thinking" : "text", text, len));
+}
+
+static void msg_finish(struct srv *s, struct srv_req *r, const char *reason)
+{
+	const char *why = stop_reason(r, reason), *seq = r->stopped_by_string ? r->stop[r->stop_hit] : NULL;
+	char id[48];
+
+	if (r->stream) {
+		msg_delta(s, r, HS_REPLY_CONTENT, "", 0); /* message_start, if nothing came before */
+		block_stop(r);
+		for (int i = 0; i < r->n_tool; i++) {
+			hs_srv_random_id(s, "toolu_", id, sizeof id);
+			event(r, "content_block_start",
+			      json_pack("{s:s, s:i, s:{s:s, s:s, s:s, s:{}}}", "type", "content_block_start", "index",
+					r->n_blocks, "content_block", "type", "tool_use", "id", id, "name", call_name(r, i),
+					"input"));
+			json_t *in = call_input(r, i);
+			char *t = in ? json_dumps(in, JSON_COMPACT) : NULL;
+			json_decref(in);
+			event(r, "content_block_delta",
+			      json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", r->n_blocks,
+					"delta", "type", "input_json_delta", "partial_json", t ? t : "{}"));
+			free(t);
+			event(r, "content_block_stop",
+			      json_pack("{s:s, s:i}", "type", "content_block_stop", "index", r->n_blocks++));
+		}
+		event(r, "message_delta",
+		      json_pack("{s:s, s:{s:s, s:s?}, s:o}", "type", "message_delta", "delta", "stop_reason", why,
+				"stop_sequence", seq, "usage", msg_usage(r)));
+		event(r, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+		return;
+	}
+	json_t *blocks = json_array();
+	if (blocks && r->reasoning.len)
+		json_array_append_new(blocks, json_pack("{s:s, s:s%, s:s}", "type", "thinking", "thinking", r->reasoning.p,
+							r->reasoning.len, "signature", ""));
+	if (blocks && (r->content.len || (!r->n_tool && !r->reasoning.len)))
+		json_array_append_new(blocks, json_pack("{s:s, s:s%}", "type", "text", "text",
+							r->content.p ? r->content.p : "", r->content.len));
+	for (int i = 0; blocks && i < r->n_tool; i++) {
+		hs_srv_random_id(s, "toolu_", id, sizeof id);
+		json_array_append_new(blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", id, "name",
+							call_name(r, i), "input", call_input(r, i)));
+	}
+	put(r, NULL, json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s?, s:o}", "id", r->id, "type", "message", "role",
+			       "assistant", "model", s->model_name, "content", blocks, "stop_reason", why,
+			       "stop_sequence", seq, "usage", msg_usage(r)));
+}
+
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
 {
 	if (!r->stream) {
 		hs_srv_sbuf_add(kind == HS_REPLY_REASONING ? &r->reasoning : &r->content, text, len);
+		return;
+	}
+	if (r->api == SRV_API_MESSAGES) {
+		msg_delta(s, r, kind, text, len);
 		return;
 	}
 	if (r->chat && !r->role_sent) {
@@ -381,19 +520,15 @@ static json_t *timings(struct srv_req *r)
 
 /* ---- tool calls ------------------------------------------------------------- */
 
-void hs_srv_add_tool(struct srv_req *r, int index, const char *text, size_t len)
-{
-	if (index < 0 || index >= SRV_MAX_CALLS)
-		return;
-	hs_srv_sbuf_add(&r->tool[index], text, len);
-	if (r->n_tool < index + 1)
-		r->n_tool = index + 1;
-}
+
 
 void hs_srv_free_tools(struct srv_req *r)
 {
-	for (int i = 0; i < SRV_MAX_CALLS; i++)
+	for (int i = 0; i < SRV_MAX_CALLS; i++) {
 		hs_srv_sbuf_free(&r->tool[i]);
+		r->tool_head[i] = 0;
+		r->tool_sent[i] = 0;
+	}
 	r->n_tool = 0;
 }
 
@@ -408,8 +543,9 @@ static json_t *tool_call(struct srv *s, struct srv_req *r, int i, int index, int
 	const char *args = r->tool[i].p ? r->tool[i].p : "";
 	char id[48];
 
-	if (args_only)
-		return json_pack("{s:i, s:{s:s%}}", "index", index, "function", "arguments", args, r->tool[i].len);
+	if (args_only) /* the arguments not streamed yet */
+		return json_pack("{s:i, s:{s:s%}}", "index", index, "function", "arguments", args + r->tool_sent[i],
+				 r->tool[i].len - r->tool_sent[i]);
 	if (name && strncmp(name, "functions.", 10) == 0)
 		name += 10;
 	hs_srv_random_id(s, "call_", id, sizeof id);
@@ -418,6 +554,38 @@ static json_t *tool_call(struct srv *s, struct srv_req *r, int i, int index, int
 				 "name", name ? name : "", "arguments", "");
 	return json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type", "function", "function", "name",
 			 name ? name : "", "arguments", args, r->tool[i].len);
+}
+
+/* Streams what call i has that was not sent: its head once the parser
+ * knows its name (or at the end: last), then its new argument text. */
+static void stream_call(struct srv *s, struct srv_req *r, int i, int last)
+{
+	if (!r->tool_head[i]) {
+		if (!last && !(r->rp && hs_reply_parser_tool_name_at(r->rp, i)))
+			return;
+		chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 0)), NULL, NULL);
+		r->tool_head[i] = 1;
+	}
+	if (r->tool[i].len > r->tool_sent[i]) {
+		chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 1)), NULL, NULL);
+		r->tool_sent[i] = r->tool[i].len;
+	}
+}
+
+void hs_srv_add_tool(struct srv *s, struct srv_req *r, int index, const char *text, size_t len)
+{
+	if (index < 0 || index >= SRV_MAX_CALLS)
+		return;
+	hs_srv_sbuf_add(&r->tool[index], text, len);
+	if (r->n_tool < index + 1)
+		r->n_tool = index + 1;
+	/* OpenAI streams each call as it is written: the head, then argument
+	 * text (Messages: the tool_use blocks come whole at the end) */
+	if (r->stream && r->chat && r->api == SRV_API_OPENAI && !r->tool[index].err) {
+		if (!r->role_sent)
+			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
+		stream_call(s, r, index, 0);
+	}
 }
 
 /* All calls, for a whole answer's message. */
@@ -431,15 +599,16 @@ static json_t *tool_calls(struct srv *s, struct srv_req *r)
 
 void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 {
+	if (r->api == SRV_API_MESSAGES) {
+		msg_finish(s, r, reason);
+		return;
+	}
 	if (r->stream) {
 		if (r->chat && !r->role_sent)
 			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
-		/* each call as OpenAI streams one: its head, then its arguments */
-		for (int i = 0; r->chat && i < r->n_tool; i++) {
-			chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 0)), NULL, NULL);
-			if (r->tool[i].len)
-				chunk(s, r, json_pack("{s:[o]}", "tool_calls", tool_call(s, r, i, i, 1)), NULL, NULL);
-		}
+		/* what the calls hold that was not streamed yet */
+		for (int i = 0; r->chat && i < r->n_tool; i++)
+			stream_call(s, r, i, 1);
 		/* the last choice chunk carries finish_reason (and timings) */
 		json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
 		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:o, s:s}", "index", 0, "delta", "logprobs", lp_next(s, r),
@@ -498,22 +667,16 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			json_array_append_new(ids, json_integer(r->gen[i]));
 		json_object_set_new(c, "tokens", ids);
 	}
-	char *t = NULL;
 	if (j && c) {
 		json_object_set_new(j, "choices", json_pack("[o]", c));
 		json_object_set_new(j, "usage", usage(r));
 		json_object_set_new(j, "timings", timings(r));
-		t = json_dumps(j, JSON_COMPACT);
 	} else {
 		json_decref(c);
+		json_decref(j);
+		j = NULL;
 	}
-	json_decref(j);
-	if (!t) {
-		r->pend.err = 1;
-		return;
-	}
-	hs_srv_sbuf_add(&r->pend, t, strlen(t));
-	free(t);
+	put(r, NULL, j);
 }
 
 void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg)
@@ -524,7 +687,12 @@ void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char 
 		r->pend.err = 1;
 		return;
 	}
-	if (r->stream) {
+	if (r->stream && r->api == SRV_API_MESSAGES) { /* Anthropic's error event */
+		json_t *j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+				      status == 503 ? "overloaded_error" : status >= 500 ? "api_error" : "invalid_request_error",
+				      "message", msg);
+		event(r, "error", j);
+	} else if (r->stream) {
 		hs_srv_sbuf_add(&r->pend, "data: ", 6);
 		hs_srv_sbuf_add(&r->pend, e, strlen(e));
 		hs_srv_sbuf_add(&r->pend, "\n\ndata: [DONE]\n\n", 16);
@@ -550,8 +718,10 @@ char *hs_srv_models_json(struct srv *s)
 
 /* ---- /metrics ---------------------------------------------------------------------- */
 
-static const char *const route_names[SRV_N_ROUTES] = { "/", "/health", "/v1/models", "/v1/chat/completions",
-						       "/v1/completions", "/metrics", "other", "" };
+static const char *const route_names[SRV_N_ROUTES] = {
+	"/", "/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/metrics", "other", "/v1/messages",
+	"/v1/messages/count_tokens"
+};
 const int hs_srv_http_codes[SRV_N_CODES] = { 200, 204, 400, 401, 404, 405, 408, 413, 431, 500, 501, 503, 505 };
 
 static void metric(struct sbuf *b, const char *name, const char *type, const char *help, double v)

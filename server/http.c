@@ -23,7 +23,8 @@
 
 #include "server/server.h"
 
-enum route { R_ROOT, R_HEALTH, R_MODELS, R_CHAT, R_COMPL, R_METRICS, R_OTHER };
+/* the order of api.c's route_names (the metrics' labels) */
+enum route { R_ROOT, R_HEALTH, R_MODELS, R_CHAT, R_COMPL, R_METRICS, R_OTHER, R_MESSAGES, R_COUNT };
 
 static const struct {
 	const char *path;
@@ -41,6 +42,8 @@ static const struct {
 	{ "/v1/completions", R_COMPL, 1, 1 },
 	{ "/completions", R_COMPL, 1, 1 },
 	{ "/metrics", R_METRICS, 0, 1 },
+	{ "/v1/messages", R_MESSAGES, 1, 1 },
+	{ "/v1/messages/count_tokens", R_COUNT, 1, 1 },
 };
 
 struct srv_http {
@@ -212,12 +215,15 @@ static int authorized(struct srv *s, struct MHD_Connection *c)
 {
 	if (!s->o.api_key)
 		return 1;
+	/* OpenAI's clients send "Authorization: Bearer KEY", Anthropic's "x-api-key: KEY" */
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	if (!h || strncasecmp(h, "Bearer ", 7))
+	if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+		h += 7;
+		while (*h == ' ')
+			h++;
+	} else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"))) {
 		return 0;
-	h += 7;
-	while (*h == ' ')
-		h++;
+	}
 	size_t a = strlen(h), b = strlen(s->o.api_key);
 	unsigned diff = a != b;
 	for (size_t i = 0; i < a; i++)
@@ -376,13 +382,25 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 	if (st != SRV_READY)
 		return reply_error(k, c, 503, "unavailable_error", st == SRV_WAITING_VRAM ? "waiting_for_vram" : "loading",
 				   5, "the model is loading");
-	struct srv_req *r =
-		hs_srv_parse_request(s, routes[k->r].route == R_CHAT, k->body.p ? k->body.p : "", k->body.len, &status, &err);
+	const enum route rt = routes[k->r].route;
+	const char *body = k->body.p ? k->body.p : "";
+	struct srv_req *r = rt == R_MESSAGES || rt == R_COUNT
+				    ? hs_srv_parse_messages(s, rt == R_COUNT, body, k->body.len, &status, &err)
+				    : hs_srv_parse_request(s, rt == R_CHAT, body, k->body.len, &status, &err);
 	release_body(k); /* what a queued request holds is its prompt, not its body */
 	if (!r) {
 		if (!err)
 			return reply_error(k, c, 500, "server_error", NULL, 0, "out of memory");
 		return reply_json(k, c, status, err, 0);
+	}
+	if (rt == R_COUNT) { /* the prompt's length is all it asks */
+		char t[64];
+		snprintf(t, sizeof t, "{\"input_tokens\":%d}", r->n_prompt);
+		pthread_mutex_lock(&s->mu);
+		hs_srv_req_unref_locked(r);
+		pthread_mutex_unlock(&s->mu);
+		char *j = strdup(t);
+		return j ? reply_json(k, c, 200, j, 0) : reply_error(k, c, 500, "server_error", NULL, 0, "out of memory");
 	}
 	k->req = r;
 	if (r->stream && r->chat) { /* the role goes out at once: headers and a first event before the prompt is read */
@@ -561,7 +579,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 				 routes[k->r].post ? "POST" : "GET");
 		} else if (routes[k->r].auth && !authorized(s, c)) {
 			k->later = 401;
-			snprintf(k->later_msg, sizeof k->later_msg, "a valid API key is needed: \"Authorization: Bearer KEY\"");
+			snprintf(k->later_msg, sizeof k->later_msg,
+				 "a valid API key is needed: \"Authorization: Bearer KEY\" or \"x-api-key: KEY\"");
 		} else if (!k->post) {
 			k->later = 200;
 		}

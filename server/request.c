@@ -537,18 +537,11 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 	return 0;
 }
 
-struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err)
+struct srv_req *hs_srv_parse_json(struct srv *s, int chat, json_t *root, int *status, char **err)
 {
 	struct perr e = { 0 };
-	json_error_t je;
-	json_t *root = json_loadb(body, len, 0, &je);
 	struct srv_req *r = NULL;
 
-	if (!root) {
-		bad(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
-		    je.column);
-		goto out_fail;
-	}
 	if (!json_is_object(root)) {
 		bad(&e, NULL, "invalid_json", "the body must be a JSON object");
 		goto out_fail;
@@ -561,10 +554,8 @@ struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, 
 		goto out_fail;
 	hs_srv_random_id(s, chat ? "chatcmpl-" : "cmpl-", r->id, sizeof r->id);
 	r->created = (long long)time(NULL);
-	json_decref(root);
 	return r;
 out_fail:
-	json_decref(root);
 	if (r) {
 		pthread_mutex_lock(&s->mu);
 		hs_srv_req_unref_locked(r);
@@ -575,3 +566,20 @@ out_fail:
 	return NULL;
 }
 
+struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err)
+{
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je);
+
+	if (!root) {
+		struct perr e = { 0 };
+		bad(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+		    je.column);
+		*status = e.status ? e.status : 500;
+		*err = e.body;
+		return NULL;
+	}
+	struct srv_req *r = hs_srv_parse_json(s, chat, root, status, err);
+	json_decref(root);
+	return r;
+}

@@ -258,8 +258,8 @@ static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, in
 {
 	if (!len)
 		return 0;
-	if (kind == HS_REPLY_TOOL_CALL) { /* sent whole at the end, one entry per call */
-		hs_srv_add_tool(r, tool_index, text, len);
+	if (kind == HS_REPLY_TOOL_CALL) { /* streamed as it comes, or whole at the end */
+		hs_srv_add_tool(s, r, tool_index, text, len);
 		return 0;
 	}
 	if (kind != HS_REPLY_CONTENT || !r->n_stop) {
@@ -274,8 +274,10 @@ static int deliver(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, in
 	size_t cut = (size_t)-1;
 	for (int i = 0; i < r->n_stop; i++) {
 		const char *hit = memmem(r->held.p, r->held.len, r->stop[i], strlen(r->stop[i]));
-		if (hit && (size_t)(hit - r->held.p) < cut)
+		if (hit && (size_t)(hit - r->held.p) < cut) {
 			cut = (size_t)(hit - r->held.p);
+			r->stop_hit = i;
+		}
 	}
 	if (cut != (size_t)-1) {
 		hs_srv_emit_delta(s, r, kind, r->held.p, cut);

@@ -27,6 +27,8 @@
 #define SRV_MAX_CALLS 16
 #define SRV_TOP_LOGPROBS 20 /* top_logprobs at most, as OpenAI */
 
+enum srv_api { SRV_API_OPENAI, SRV_API_MESSAGES /* Anthropic's /v1/messages */ };
+
 /* One generated token's log-probability and its alternatives (logprobs). */
 struct srv_lp {
 	int32_t id;
@@ -64,6 +66,7 @@ enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
 struct srv_req {
 	/* ---- set before it is queued, read-only after */
 	int chat, stream, include_usage, return_tokens, ignore_eos;
+	enum srv_api api;     /* the shape of the answer */
 	int cache_prompt;     /* may start from a finished request's cells (default 1) */
 	int lp_on, lp_top;    /* logprobs asked; alternatives per token */
 	int32_t *prompt;
@@ -85,7 +88,9 @@ struct srv_req {
 	hs_reply_parser *rp;
 	hs_detok *dt;
 	struct sbuf content, reasoning, held; /* held: content kept back while a stop string may start */
-	struct sbuf tool[SRV_MAX_CALLS];      /* each tool call's arguments, sent whole at the end */
+	struct sbuf tool[SRV_MAX_CALLS];      /* each tool call's arguments */
+	int tool_head[SRV_MAX_CALLS];         /* streamed: its first chunk (id, name) is out */
+	size_t tool_sent[SRV_MAX_CALLS];      /* streamed: argument bytes out */
 	int n_tool;                           /* calls in tool[] (the parser's indexes below the cap) */
 	struct srv_lp *lp;    /* logprobs: one per generated token (lp_n of lp_cap); */
 	int lp_n, lp_cap;     /* from lp_pend on, not yet known to be content or not; */
@@ -93,6 +98,8 @@ struct srv_req {
 	long lp_chars;        /* completions: characters of the content tokens so far (text_offset) */
 	struct sbuf pend;     /* written this step, handed to `out` under srv.mu after it */
 	int role_sent, stopped_by_string;
+	int stop_hit;         /* the stop string that ended it (stopped_by_string) */
+	int block, n_blocks;  /* Messages stream: the open content block's kind (0: none), blocks so far */
 	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */
 	const char *reason;   /* finish_reason */
 	double t_prompt0, t_prompt1, t_end;
@@ -109,7 +116,7 @@ struct srv_req {
 enum srv_state { SRV_LOADING, SRV_WAITING_VRAM, SRV_READY, SRV_FAILED, SRV_STOPPED };
 
 /* Counters for /metrics (under srv.mu). */
-#define SRV_N_ROUTES 8
+#define SRV_N_ROUTES 9
 #define SRV_N_CODES 16
 extern const int hs_srv_http_codes[SRV_N_CODES]; /* the statuses counted; 0: other */
 struct srv_metrics {
@@ -190,11 +197,18 @@ size_t hs_srv_error_json_buf(char *buf, size_t cap, int status, const char *type
  * body into a new request; on bad input returns NULL with *status (400)
  * and *err (an error body, malloc'd). */
 struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err);
+/* The same from a parsed body (root is the caller's). */
+struct srv_req *hs_srv_parse_json(struct srv *s, int chat, json_t *root, int *status, char **err);
+/* messages.c: a /v1/messages body (Anthropic) as the chat request it asks
+ * for, answered in that API's shape (r->api); count_only: for
+ * /v1/messages/count_tokens (never queued).  Errors as above. */
+struct srv_req *hs_srv_parse_messages(struct srv *s, int count_only, const char *body, size_t len, int *status,
+				      char **err);
 /* The JSON texts the scheduler writes: stream chunks and whole answers. */
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len);
 /* Text of tool call index (the parser's tool_index): kept for the end; a
  * call at index SRV_MAX_CALLS or beyond is dropped. */
-void hs_srv_add_tool(struct srv_req *r, int index, const char *text, size_t len);
+void hs_srv_add_tool(struct srv *s, struct srv_req *r, int index, const char *text, size_t len);
 void hs_srv_free_tools(struct srv_req *r);
 void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason);
 void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg);

@@ -16,6 +16,13 @@ gen_model() {
 		--kv-heads 2 --head-dim 32 --window 16 --vocab 300 -o "$1" || { echo "gen failed"; exit 1; }
 }
 
+# gen_qwen35 FILE: a small qwen35moe model (DeltaNet and gated attention,
+# a shared expert) whose random replies open with reasoning
+gen_qwen35() {
+	"${HOTSET_GEN:-$HOTSET}" gen -q --arch qwen35moe --layers 2 --full-attn-every 2 --experts 8 --used 2 --embd 256 --ff 256 \
+		--shared-experts 1 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 -o "$1" || { echo "gen failed"; exit 1; }
+}
+
 # start_server NAME ARGS...: `hotset serve --port 0 ARGS` in the background
 # (stdout in $TMP/NAME.out, stderr in $TMP/NAME.err); sets SRV_PID and URL
 # once the port is printed.  Returns 1 if the server exits first.  One CPU
@@ -105,3 +112,18 @@ metric() {
 	curl -s --max-time 10 "$URL/metrics" $SRV_AUTH | awk -v n="$1" '$1 == n {print $2}'
 }
 SRV_AUTH=
+
+# py_with MODULE: sets PY to a python3 that imports MODULE: the system's, or
+# one from a virtual environment (cached) with it installed from PyPI;
+# skips (77) where it cannot be installed.
+py_with() {
+	command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+	PY=python3
+	python3 -c "import $1" 2>/dev/null && return 0
+	venv="${XDG_CACHE_HOME:-$HOME/.cache}/hotset/venv-$1"
+	if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import $1" 2>/dev/null; then
+		{ python3 -m venv "$venv" && "$venv/bin/pip" install -q "$1"; } >"$TMP/pip.log" 2>&1 ||
+			{ echo "SKIP: cannot make a venv with $1: $(tail -2 "$TMP/pip.log")"; exit 77; }
+	fi
+	PY="$venv/bin/python"
+}

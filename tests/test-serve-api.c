@@ -87,13 +87,20 @@ static json_t *answer(hs_tokenizer *t, enum hs_chat_format f, const char *reply,
 		rc = i < n ? hs_reply_parser_push(r.rp, ids[i], &d, &nd) : hs_reply_parser_finish(r.rp, &d, &nd);
 		for (int k = 0; rc == 0 && k < nd; k++)
 			if (d[k].kind == HS_REPLY_TOOL_CALL)
-				hs_srv_add_tool(&r, d[k].tool_index, d[k].text, d[k].len);
+				hs_srv_add_tool(&s, &r, d[k].tool_index, d[k].text, d[k].len);
 			else
 				hs_srv_emit_delta(&s, &r, d[k].kind, d[k].text, d[k].len);
 	}
 	if (rc == 1)
 		CHECK(hs_reply_parser_finish(r.rp, &d, &nd) == 0 && nd == 0, "finish after the stop");
 	CHECK(r.n_tool, "no tool call in '%s'", reply);
+	/* streamed as they came: every call's head is out before the end */
+	if (stream)
+		for (int i = 0; i < r.n_tool; i++) {
+			char idx[48];
+			snprintf(idx, sizeof idx, "\"tool_calls\":[{\"index\":%d,\"id\"", i);
+			CHECK(r.pend.p && strstr(r.pend.p, idx), "call %d not streamed before the end: %s", i, r.pend.p);
+		}
 	hs_srv_emit_finish(&s, &r, "tool_calls");
 	json_t *m = NULL;
 	if (!stream) {

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The official Anthropic Python client against `hotset serve`'s
+/v1/messages (run by tests/serve-anthropic.sh) on a qwen35 model: messages
+whole and streamed (thinking and text blocks, the streamed message equal to
+the whole one for a seed), count_tokens equal to the answer's input_tokens,
+system prompts, stop_sequences, max_tokens, tools and a tool_use /
+tool_result turn as the client sends them, the key in x-api-key, and the
+errors the client raises for 400 and 401.
+
+usage: serve-anthropic.py BASE_URL API_KEY"""
+import sys
+
+import anthropic
+
+base, key = sys.argv[1], sys.argv[2]
+problems = []
+
+
+def check(cond, msg):
+    if not cond:
+        problems.append("FAIL: " + msg)
+
+
+cl = anthropic.Anthropic(base_url=base, api_key=key, max_retries=0, timeout=60)
+msgs = [{"role": "user", "content": "Hello"}]
+# seed 8 (hotset's field; temperature 1 is the default): a random reply with both
+# reasoning and text (see serve-openai.py)
+kw = dict(model="q.gguf", max_tokens=100, system="Be brief.", messages=msgs,
+          extra_body={"seed": 8})
+m = cl.messages.create(**kw)
+types = [b.type for b in m.content]
+check(m.type == "message" and m.role == "assistant" and m.id.startswith("msg_"), f"message: {m}")
+check(types == ["thinking", "text"], f"blocks {types}: a thinking block and a text block expected for seed 8")
+check(m.stop_reason in ("end_turn", "max_tokens") and m.usage.output_tokens >= 1 and m.usage.input_tokens > 1,
+      f"stop and usage: {m.stop_reason} {m.usage}")
+n = cl.messages.count_tokens(model="q.gguf", system="Be brief.", messages=msgs)
+check(n.input_tokens == m.usage.input_tokens, f"count_tokens {n.input_tokens} vs usage {m.usage.input_tokens}")
+
+# streamed: the client's own accumulation gives the same message
+with cl.messages.stream(**kw) as st:
+    events = [e.type for e in st]
+    final = st.get_final_message()
+check([(b.type, getattr(b, "text", None) or getattr(b, "thinking", None)) for b in final.content] ==
+      [(b.type, getattr(b, "text", None) or getattr(b, "thinking", None)) for b in m.content],
+      f"streamed {final.content} vs whole {m.content}")
+check(final.stop_reason == m.stop_reason and final.usage.output_tokens == m.usage.output_tokens,
+      f"streamed stop/usage {final.stop_reason} {final.usage} vs {m.stop_reason} {m.usage}")
+check(events[0] == "message_start" and events[-1] == "message_stop" and "content_block_start" in events,
+      f"stream events {events[:4]} ... {events[-3:]}")
+
+# max_tokens and a stop sequence the reply holds
+short = cl.messages.create(model="q.gguf", max_tokens=3, messages=msgs)
+check(short.stop_reason == "max_tokens" and short.usage.output_tokens == 3, f"max_tokens 3: {short}")
+text = next((b.text for b in m.content if b.type == "text"), "")
+stop = next((ch for ch in text if ch.isascii() and ch.isprintable() and ch != " "), None)
+if stop:
+    s = cl.messages.create(stop_sequences=[stop], **kw)
+    st_text = next((b.text for b in s.content if b.type == "text"), "")
+    check(s.stop_reason == "stop_sequence" and s.stop_sequence == stop and st_text == text[:text.index(stop)],
+          f"stop_sequences [{stop!r}]: {s.stop_reason} {s.stop_sequence!r} {st_text!r} vs {text!r}")
+
+# tools and a tool_use / tool_result turn as an agent sends them
+tools = [{"name": "get_weather", "description": "Current weather of a city.",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+t = cl.messages.create(model="q.gguf", max_tokens=8, tools=tools, messages=msgs)
+check(t.usage.input_tokens > m.usage.input_tokens - 5, f"tools rendered: {t.usage} vs {m.usage}")
+for b in t.content:
+    if b.type == "tool_use":
+        check(b.name and isinstance(b.input, dict) and b.id.startswith("toolu_"), f"tool_use block {b}")
+turn = msgs + [
+    {"role": "assistant", "content": [{"type": "text", "text": "Let me look."},
+                                      {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                       "input": {"city": "Paris"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C, sunny"}]}]
+r = cl.messages.create(model="q.gguf", max_tokens=4, tools=tools, messages=turn)
+check(r.usage.input_tokens > t.usage.input_tokens, f"tool turn: {r.usage} vs {t.usage}")
+n2 = cl.messages.count_tokens(model="q.gguf", tools=tools, messages=turn)
+check(n2.input_tokens == r.usage.input_tokens, f"count_tokens of the tool turn {n2.input_tokens} vs {r.usage}")
+cl.messages.create(model="q.gguf", max_tokens=2, tools=tools, tool_choice={"type": "any"}, messages=msgs)
+
+try:
+    cl.messages.create(model="q.gguf", max_tokens=4, messages=[])
+    check(False, "empty messages accepted")
+except anthropic.BadRequestError as e:
+    check(e.status_code == 400 and "messages" in str(e), f"empty messages: {e}")
+try:
+    cl.messages.create(model="q.gguf", max_tokens=4, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}])
+    check(False, "an image accepted")
+except anthropic.BadRequestError as e:
+    check("image" in str(e), f"image: {e}")
+try:
+    anthropic.Anthropic(base_url=base, api_key="wrong", max_retries=0).messages.create(
+        model="q.gguf", max_tokens=4, messages=msgs)
+    check(False, "wrong key accepted")
+except anthropic.AuthenticationError as e:
+    check(e.status_code == 401, f"wrong key: {e}")
+
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
