@@ -19,14 +19,17 @@ struct merr {
 	char *body;
 };
 
-static json_t *fail(struct merr *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static json_t *fail(struct merr *e, const char *param, const char *fmt, ...)
+/* A 400 naming param; its code as request.c's: invalid_type, invalid_value,
+ * not_supported, invalid_json (NULL: out of memory). */
+static json_t *fail(struct merr *e, const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static json_t *fail(struct merr *e, const char *param, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	if (!e->body) {
 		e->status = 400;
-		e->body = hs_srv_error_json_v(400, "invalid_request_error", param, "invalid_value", fmt, ap);
+		e->body = hs_srv_error_json_v(400, "invalid_request_error", param, code, fmt, ap);
 	}
 	va_end(ap);
 	return NULL;
@@ -42,15 +45,17 @@ static json_t *result_text(json_t *c, size_t i, size_t j, struct merr *e)
 	if (json_is_string(c))
 		return json_incref(c), c;
 	if (!json_is_array(c))
-		return fail(e, "messages", "messages[%zu].content[%zu].content: a string or an array of text blocks", i, j);
+		return fail(e, "messages", "invalid_type",
+			    "messages[%zu].content[%zu].content: a string or an array of text blocks", i, j);
 	struct sbuf t = { 0 };
-	json_array_foreach(c, k, b) {
+	json_array_foreach(c, k, b)
+	{
 		const char *type = json_string_value(json_object_get(b, "type"));
 		json_t *tx = json_object_get(b, "text");
 		if (!type || strcmp(type, "text") || !json_is_string(tx)) {
 			hs_srv_sbuf_free(&t);
-			return fail(e, "messages", "messages[%zu].content[%zu].content[%zu]: only text blocks are supported",
-				    i, j, k);
+			return fail(e, "messages", "not_supported",
+				    "messages[%zu].content[%zu].content[%zu]: only text blocks are supported", i, j, k);
 		}
 		if (t.len)
 			hs_srv_sbuf_add(&t, "\n", 1);
@@ -58,7 +63,7 @@ static json_t *result_text(json_t *c, size_t i, size_t j, struct merr *e)
 	}
 	json_t *s = t.err ? NULL : json_stringn(t.p ? t.p : "", t.len);
 	hs_srv_sbuf_free(&t);
-	return s ? s : fail(e, "messages", "out of memory");
+	return s ? s : fail(e, "messages", NULL, "out of memory");
 }
 
 /* One Anthropic message as chat messages appended to out: a user's
@@ -71,29 +76,36 @@ static int add_message(json_t *out, json_t *m, size_t i, struct merr *e)
 	size_t j;
 
 	if (!json_is_object(m))
-		return fail(e, "messages", "messages[%zu]: an object is needed", i), -1;
+		return fail(e, "messages", "invalid_type", "messages[%zu]: an object is needed", i), -1;
 	if (!role || (strcmp(role, "user") && strcmp(role, "assistant")))
-		return fail(e, "messages", "messages[%zu].role: \"user\" or \"assistant\" is needed", i), -1;
+		return fail(e, "messages", "invalid_value", "messages[%zu].role: \"user\" or \"assistant\" is needed",
+			    i),
+		       -1;
 	const int asst = role[0] == 'a';
 	if (json_is_string(c))
 		return json_array_append_new(out, json_pack("{s:s, s:O}", "role", role, "content", c)) ? -1 : 0;
 	if (!json_is_array(c))
-		return fail(e, "messages", "messages[%zu].content: a string or an array of blocks is needed", i), -1;
+		return fail(e, "messages", "invalid_type",
+			    "messages[%zu].content: a string or an array of blocks is needed", i),
+		       -1;
 	json_t *text = json_array(), *calls = json_array(), *msg = json_pack("{s:s}", "role", role);
 	struct sbuf think = { 0 };
 	int rc = -1;
 	if (!text || !calls || !msg)
 		goto out;
-	json_array_foreach(c, j, b) {
+	json_array_foreach(c, j, b)
+	{
 		const char *type = json_string_value(json_object_get(b, "type"));
 		if (!json_is_object(b) || !type) {
-			fail(e, "messages", "messages[%zu].content[%zu]: an object with a \"type\" is needed", i, j);
+			fail(e, "messages", "invalid_type",
+			     "messages[%zu].content[%zu]: an object with a \"type\" is needed", i, j);
 			goto out;
 		}
 		if (strcmp(type, "text") == 0) {
 			json_t *t = json_object_get(b, "text");
 			if (!json_is_string(t)) {
-				fail(e, "messages", "messages[%zu].content[%zu].text: a string is needed", i, j);
+				fail(e, "messages", "invalid_type",
+				     "messages[%zu].content[%zu].text: a string is needed", i, j);
 				goto out;
 			}
 			json_array_append_new(text, json_pack("{s:s, s:O}", "type", "text", "text", t));
@@ -104,27 +116,33 @@ static int add_message(json_t *out, json_t *m, size_t i, struct merr *e)
 		} else if (asst && strcmp(type, "redacted_thinking") == 0) {
 			/* encrypted by another server: nothing to render */
 		} else if (asst && strcmp(type, "tool_use") == 0) {
-			json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"), *in = json_object_get(b, "input");
+			json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"),
+			       *in = json_object_get(b, "input");
 			if (!json_is_string(name) || (id && !json_is_string(id)) || (in && !json_is_object(in))) {
-				fail(e, "messages",
-				     "messages[%zu].content[%zu]: a tool_use needs a string name and id and an object input", i, j);
+				fail(e, "messages", "invalid_type",
+				     "messages[%zu].content[%zu]: a tool_use needs a string name and id and an object input",
+				     i, j);
 				goto out;
 			}
 			char *args = in ? json_dumps(in, JSON_COMPACT) : NULL;
-			json_array_append_new(calls, json_pack("{s:O?, s:s, s:{s:O, s:s}}", "id", id, "type", "function",
-							       "function", "name", name, "arguments", args ? args : "{}"));
+			json_array_append_new(calls,
+					      json_pack("{s:O?, s:s, s:{s:O, s:s}}", "id", id, "type", "function",
+							"function", "name", name, "arguments", args ? args : "{}"));
 			free(args);
 		} else if (!asst && strcmp(type, "tool_result") == 0) {
 			json_t *id = json_object_get(b, "tool_use_id");
 			json_t *t = result_text(json_object_get(b, "content"), i, j, e);
 			if (!t || !json_is_string(id)) {
 				json_decref(t);
-				fail(e, "messages", "messages[%zu].content[%zu]: a tool_result needs a string tool_use_id", i, j);
+				fail(e, "messages", "invalid_type",
+				     "messages[%zu].content[%zu]: a tool_result needs a string tool_use_id", i, j);
 				goto out;
 			}
-			json_array_append_new(out, json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", id, "content", t));
+			json_array_append_new(
+				out, json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", id, "content", t));
 		} else {
-			fail(e, "messages", "messages[%zu].content[%zu]: block type \"%.40s\" is not supported%s", i, j, type,
+			fail(e, "messages", "not_supported",
+			     "messages[%zu].content[%zu]: block type \"%.40s\" is not supported%s", i, j, type,
 			     strcmp(type, "image") == 0 || strcmp(type, "document") == 0 ? " (text only)" : "");
 			goto out;
 		}
@@ -138,7 +156,7 @@ static int add_message(json_t *out, json_t *m, size_t i, struct merr *e)
 			json_object_set(msg, "tool_calls", calls);
 		json_array_append(out, msg);
 	}
-	rc = think.err ? (fail(e, "messages", "out of memory"), -1) : 0;
+	rc = think.err ? (fail(e, "messages", NULL, "out of memory"), -1) : 0;
 out:
 	json_decref(text);
 	json_decref(calls);
@@ -167,7 +185,8 @@ static json_t *to_chat(json_t *root, struct merr *e)
 	v = json_object_get(root, "system");
 	if (v && !json_is_null(v)) {
 		if (!json_is_string(v) && !json_is_array(v))
-			return json_decref(chat), fail(e, "system", "system: a string or an array of text blocks is needed");
+			return json_decref(chat), fail(e, "system", "invalid_type",
+						       "system: a string or an array of text blocks is needed");
 		json_t *t = result_text(v, 0, 0, e);
 		if (!t)
 			return json_decref(chat), NULL;
@@ -175,29 +194,32 @@ static json_t *to_chat(json_t *root, struct merr *e)
 	}
 	v = json_object_get(root, "messages");
 	if (!json_is_array(v))
-		return json_decref(chat), fail(e, "messages", "messages: an array is needed");
+		return json_decref(chat), fail(e, "messages", "invalid_type", "messages: an array is needed");
 	if (!json_array_size(v))
-		return json_decref(chat), fail(e, "messages", "messages: empty (at least one message is needed)");
-	json_array_foreach(v, i, m)
-		if (add_message(msgs, m, i, e))
-			return json_decref(chat), NULL;
+		return json_decref(chat),
+		       fail(e, "messages", "invalid_value", "messages: empty (at least one message is needed)");
+	json_array_foreach(v, i, m) if (add_message(msgs, m, i, e)) return json_decref(chat), NULL;
 	v = json_object_get(root, "tools");
 	if (v && !json_is_null(v)) {
 		json_t *tools = json_array(), *t;
 		if (!json_is_array(v) || !tools)
-			return json_decref(tools), json_decref(chat), fail(e, "tools", "tools: an array is needed");
+			return json_decref(tools), json_decref(chat),
+			       fail(e, "tools", "invalid_type", "tools: an array is needed");
 		json_object_set_new(chat, "tools", tools);
-		json_array_foreach(v, i, t) {
+		json_array_foreach(v, i, t)
+		{
 			const char *type = json_string_value(json_object_get(t, "type"));
 			json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
 			json_t *schema = json_object_get(t, "input_schema");
 			if (type && strcmp(type, "custom"))
-				return json_decref(chat), fail(e, "tools", "tools[%zu]: server tool \"%.40s\" is not supported",
-							       i, type);
+				return json_decref(chat),
+				       fail(e, "tools", "not_supported",
+					    "tools[%zu]: server tool \"%.40s\" is not supported", i, type);
 			if (!json_is_string(name) || (desc && !json_is_string(desc) && !json_is_null(desc)) ||
 			    (schema && !json_is_object(schema)))
 				return json_decref(chat),
-				       fail(e, "tools", "tools[%zu]: a string name and an object input_schema are needed", i);
+				       fail(e, "tools", "invalid_type",
+					    "tools[%zu]: a string name and an object input_schema are needed", i);
 			json_t *fn = json_pack("{s:O}", "name", name);
 			if (fn && json_is_string(desc))
 				json_object_set(fn, "description", desc);
@@ -211,7 +233,8 @@ static json_t *to_chat(json_t *root, struct merr *e)
 		const char *type = json_string_value(json_object_get(v, "type"));
 		json_t *name = json_object_get(v, "name");
 		if (!type)
-			return json_decref(chat), fail(e, "tool_choice", "tool_choice: an object with a \"type\" is needed");
+			return json_decref(chat), fail(e, "tool_choice", "invalid_type",
+						       "tool_choice: an object with a \"type\" is needed");
 		if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0)
 			json_object_set_new(chat, "tool_choice", json_string(type));
 		else if (strcmp(type, "any") == 0)
@@ -220,14 +243,16 @@ static json_t *to_chat(json_t *root, struct merr *e)
 			json_object_set_new(chat, "tool_choice",
 					    json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name));
 		else
-			return json_decref(chat), fail(e, "tool_choice", "tool_choice: type \"%.40s\" (auto, any, tool with "
-									 "a name, none) is not supported", type);
+			return json_decref(chat), fail(e, "tool_choice", "not_supported",
+						       "tool_choice: type \"%.40s\" (auto, any, tool with "
+						       "a name, none) is not supported",
+						       type);
 	}
 	return chat;
 oom:
 	json_decref(chat);
 	json_decref(msgs);
-	return fail(e, NULL, "out of memory");
+	return fail(e, NULL, NULL, "out of memory");
 }
 
 struct srv_req *hs_srv_parse_messages(struct srv *s, int count_only, const char *body, size_t len, int *status,
@@ -239,9 +264,10 @@ struct srv_req *hs_srv_parse_messages(struct srv *s, int count_only, const char 
 	struct srv_req *r = NULL;
 
 	if (!root)
-		fail(&e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+		fail(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+		     je.column);
 	else if (!json_is_object(root))
-		fail(&e, NULL, "the body must be a JSON object");
+		fail(&e, NULL, "invalid_json", "the body must be a JSON object");
 	else if ((chat = to_chat(root, &e))) {
 		if (count_only) /* count_tokens: the prompt only */
 			json_object_del(chat, "stream");

@@ -212,6 +212,24 @@ def check_types():
             {"type": "function", "function": fn}]}, {"role": "tool", "content": "x", "name": "f"}], "max_tokens": 1})
         if r.status != 200:
             fail(f"arguments {args}: {r.status} {data[:300]!r}")
+    # /v1/messages: every block and field checked, a 400 naming it
+    for what, body, code, param in [
+        ("messages 5", {"messages": 5}, "invalid_type", "messages"),
+        ("a system role", {"messages": [{"role": "system", "content": "x"}]}, "invalid_value", "messages"),
+        ("content 5", {"messages": [{"role": "user", "content": 5}]}, "invalid_type", "messages"),
+        ("tool_result without id", {"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]},
+         "invalid_type", "messages"),
+        ("tool_use input a string", {"messages": [{"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "f", "input": "s"}]}]}, "invalid_type", "messages"),
+        ("an image", {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+         "not_supported", "messages"),
+        ("a server tool", {"messages": [USER], "tools": [{"type": "web_search_20250305", "name": "w"}]},
+         "not_supported", "tools"),
+        ("tool_choice a string", {"messages": [USER], "tool_choice": "auto"}, "invalid_type", "tool_choice"),
+        ("system 5", {"messages": [USER], "system": 5}, "invalid_type", "system"),
+        ("max_tokens \"5\"", {"messages": [USER], "max_tokens": "5"}, "invalid_type", "max_tokens"),
+    ]:
+        expect_error("messages: " + what, body, 400, code, param, path="/v1/messages")
     # a field not implemented yet: refused naming it, unless it asks for nothing
     # logprobs: their types and limits
     expect_error("top_logprobs without logprobs", {"messages": [USER], "top_logprobs": 3}, 400, "invalid_value",
