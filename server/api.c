@@ -475,8 +475,186 @@ static void msg_finish(struct srv *s, struct srv_req *r, const char *reason)
 			       "stop_sequence", seq, "usage", msg_usage(r)));
 }
 
+/* ---- the Responses API (OpenAI) out ---------------------------------------------- */
+
+/* An event of the Responses stream: its type and sequence number added. */
+static void resp_event(struct srv_req *r, const char *type, json_t *j)
+{
+	if (j) {
+		json_object_set_new(j, "type", json_string(type));
+		json_object_set_new(j, "sequence_number", json_integer(r->seq_no++));
+	}
+	put(r, type, j);
+}
+
+/* Output item k's id: the response's own id with a prefix and k. */
+static void item_id(const struct srv_req *r, int kind, int k, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s_%s_%d", kind == 1 ? "rs" : kind == 2 ? "msg" : "fc", r->id + 5 /* after "resp_" */, k);
+}
+
+static json_t *resp_item(struct srv *s, struct srv_req *r, int kind, int k, const char *text, size_t len, int tool,
+			 int done)
+{
+	char id[96], cid[48];
+	item_id(r, kind, k, id, sizeof id);
+	if (kind == 1)
+		return json_pack("{s:s, s:s, s:[], s:[{s:s, s:s%}]}", "type", "reasoning", "id", id, "summary", "content",
+				 "type", "reasoning_text", "text", text, len);
+	if (kind == 2)
+		return done ? json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s%, s:[]}]}", "type", "message", "id", id, "status",
+					"completed", "role", "assistant", "content", "type", "output_text", "text", text, len,
+					"annotations")
+			    : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "type", "message", "id", id, "status", "in_progress",
+					"role", "assistant", "content");
+	snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, tool);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s%, s:s}", "type", "function_call", "id", id, "call_id", cid, "name",
+			 call_name(r, tool), "arguments", done && r->tool[tool].p ? r->tool[tool].p : "",
+			 done ? r->tool[tool].len : 0, "status", done ? "completed" : "in_progress");
+	(void)s;
+}
+
+/* The response object: its output items (NULL: none yet), status. */
+static json_t *resp_obj(struct srv *s, struct srv_req *r, const char *status, json_t *output, const char *reason)
+{
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:n, s:n, s:b, s:s, s:[], s:s}", "id", r->id, "object",
+			      "response", "created_at", (json_int_t)r->created, "status", status, "model", s->model_name,
+			      "output", output ? output : json_array(), "error", "previous_response_id",
+			      "parallel_tool_calls", 1, "tool_choice", "auto", "tools", "truncation", "disabled");
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "incomplete_details",
+			    reason && strcmp(reason, "length") == 0 ? json_pack("{s:s}", "reason", "max_output_tokens")
+								    : json_null());
+	if (reason)
+		json_object_set_new(j, "usage",
+				    json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", r->n_prompt,
+					      "input_tokens_details", "cached_tokens", r->n_cached, "output_tokens", r->n_gen,
+					      "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+					      r->n_prompt + r->n_gen));
+	return j;
+}
+
+/* Closes the open output item of the stream (its done events). */
+static void resp_close(struct srv *s, struct srv_req *r)
+{
+	char id[96];
+	const int k = r->n_blocks - 1;
+	if (!r->block)
+		return;
+	const struct sbuf *b = r->block == 1 ? &r->reasoning : &r->content;
+	const char *t = b->p ? b->p + r->item_off : "";
+	const size_t n = b->len - r->item_off;
+	item_id(r, r->block, k, id, sizeof id);
+	if (r->block == 1) {
+		resp_event(r, "response.reasoning_text.done",
+			   json_pack("{s:s, s:i, s:i, s:s%}", "item_id", id, "output_index", k, "content_index", 0, "text", t, n));
+	} else {
+		resp_event(r, "response.output_text.done",
+			   json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", id, "output_index", k, "content_index", 0,
+				     "text", t, n, "logprobs"));
+		resp_event(r, "response.content_part.done",
+			   json_pack("{s:s, s:i, s:i, s:{s:s, s:s%, s:[]}}", "item_id", id, "output_index", k, "content_index",
+				     0, "part", "type", "output_text", "text", t, n, "annotations"));
+	}
+	json_t *item = resp_item(s, r, r->block, k, t, n, 0, 1);
+	if (r->n_items < SRV_MAX_ITEMS) { /* kept for the final response */
+		r->items[r->n_items++] = json_incref(item);
+	}
+	resp_event(r, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", k, "item", item));
+	r->block = 0;
+}
+
+static void resp_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
+{
+	char id[96];
+	if (!r->role_sent) {
+		r->role_sent = 1;
+		resp_event(r, "response.created", json_pack("{s:o}", "response", resp_obj(s, r, "in_progress", NULL, NULL)));
+		resp_event(r, "response.in_progress",
+			   json_pack("{s:o}", "response", resp_obj(s, r, "in_progress", NULL, NULL)));
+	}
+	if (!len)
+		return;
+	const int want = kind == HS_REPLY_REASONING ? 1 : 2;
+	struct sbuf *b = want == 1 ? &r->reasoning : &r->content;
+	if (r->block != want) {
+		resp_close(s, r);
+		r->block = want;
+		r->item_off = b->len;
+		const int k = r->n_blocks++;
+		item_id(r, want, k, id, sizeof id);
+		resp_event(r, "response.output_item.added",
+			   json_pack("{s:i, s:o}", "output_index", k, "item",
+				     want == 1 ? json_pack("{s:s, s:s, s:[], s:[]}", "type", "reasoning", "id", id, "summary",
+							   "content")
+					       : resp_item(s, r, 2, k, "", 0, 0, 0)));
+		if (want == 2)
+			resp_event(r, "response.content_part.added",
+				   json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", id, "output_index", k,
+					     "content_index", 0, "part", "type", "output_text", "text", "", "annotations"));
+	}
+	hs_srv_sbuf_add(b, text, len); /* the done events and the final response give the whole text */
+	item_id(r, want, r->n_blocks - 1, id, sizeof id);
+	if (want == 1)
+		resp_event(r, "response.reasoning_text.delta",
+			   json_pack("{s:s, s:i, s:i, s:s%}", "item_id", id, "output_index", r->n_blocks - 1,
+				     "content_index", 0, "delta", text, len));
+	else
+		resp_event(r, "response.output_text.delta",
+			   json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", id, "output_index", r->n_blocks - 1,
+				     "content_index", 0, "delta", text, len, "logprobs"));
+}
+
+static void resp_finish(struct srv *s, struct srv_req *r, const char *reason)
+{
+	const char *status = strcmp(reason, "length") == 0 ? "incomplete" : "completed";
+	json_t *out = json_array();
+	char id[96];
+
+	if (!r->stream) {
+		int k = 0;
+		if (r->reasoning.len)
+			json_array_append_new(out, resp_item(s, r, 1, k++, r->reasoning.p, r->reasoning.len, 0, 1));
+		if (r->content.len || (!r->n_tool && !r->reasoning.len))
+			json_array_append_new(out, resp_item(s, r, 2, k++, r->content.p ? r->content.p : "", r->content.len,
+							     0, 1));
+		for (int i = 0; i < r->n_tool; i++)
+			json_array_append_new(out, resp_item(s, r, 3, k++, NULL, 0, i, 1));
+		put(r, NULL, resp_obj(s, r, status, out, reason));
+		return;
+	}
+	resp_delta(s, r, HS_REPLY_CONTENT, "", 0); /* response.created, if nothing came before */
+	resp_close(s, r);
+	for (int i = 0; i < r->n_items; i++)
+		json_array_append_new(out, r->items[i]);
+	r->n_items = 0;
+	for (int i = 0; i < r->n_tool; i++) {
+		const int k = r->n_blocks++;
+		item_id(r, 3, k, id, sizeof id);
+		resp_event(r, "response.output_item.added",
+			   json_pack("{s:i, s:o}", "output_index", k, "item", resp_item(s, r, 3, k, NULL, 0, i, 0)));
+		resp_event(r, "response.function_call_arguments.delta",
+			   json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", k, "delta",
+				     r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
+		resp_event(r, "response.function_call_arguments.done",
+			   json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", k, "arguments",
+				     r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
+		json_t *item = resp_item(s, r, 3, k, NULL, 0, i, 1);
+		json_array_append(out, item);
+		resp_event(r, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", k, "item", item));
+	}
+	/* response.completed also when cut at max_output_tokens (the response
+	 * says "incomplete"): the official client's stream helper waits for it */
+	resp_event(r, "response.completed", json_pack("{s:o}", "response", resp_obj(s, r, status, out, reason)));
+}
+
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len)
 {
+	if (r->api == SRV_API_RESPONSES && r->stream) {
+		resp_delta(s, r, kind, text, len);
+		return;
+	}
 	if (!r->stream) {
 		hs_srv_sbuf_add(kind == HS_REPLY_REASONING ? &r->reasoning : &r->content, text, len);
 		return;
@@ -603,6 +781,10 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 		msg_finish(s, r, reason);
 		return;
 	}
+	if (r->api == SRV_API_RESPONSES) {
+		resp_finish(s, r, reason);
+		return;
+	}
 	if (r->stream) {
 		if (r->chat && !r->role_sent)
 			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
@@ -687,7 +869,10 @@ void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char 
 		r->pend.err = 1;
 		return;
 	}
-	if (r->stream && r->api == SRV_API_MESSAGES) { /* Anthropic's error event */
+	if (r->stream && r->api == SRV_API_RESPONSES) {
+		resp_event(r, "error", json_pack("{s:s, s:s, s:n}", "code", status >= 500 ? "server_error" : "invalid_request",
+						 "message", msg, "param"));
+	} else if (r->stream && r->api == SRV_API_MESSAGES) { /* Anthropic's error event */
 		json_t *j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
 				      status == 503 ? "overloaded_error" : status >= 500 ? "api_error" : "invalid_request_error",
 				      "message", msg);
@@ -720,7 +905,7 @@ char *hs_srv_models_json(struct srv *s)
 
 static const char *const route_names[SRV_N_ROUTES] = {
 	"/", "/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/metrics", "other", "/v1/messages",
-	"/v1/messages/count_tokens"
+	"/v1/messages/count_tokens", "/v1/responses"
 };
 const int hs_srv_http_codes[SRV_N_CODES] = { 200, 204, 400, 401, 404, 405, 408, 413, 431, 500, 501, 503, 505 };
 

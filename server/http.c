@@ -24,7 +24,7 @@
 #include "server/server.h"
 
 /* the order of api.c's route_names (the metrics' labels) */
-enum route { R_ROOT, R_HEALTH, R_MODELS, R_CHAT, R_COMPL, R_METRICS, R_OTHER, R_MESSAGES, R_COUNT };
+enum route { R_ROOT, R_HEALTH, R_MODELS, R_CHAT, R_COMPL, R_METRICS, R_OTHER, R_MESSAGES, R_COUNT, R_RESPONSES };
 
 static const struct {
 	const char *path;
@@ -44,6 +44,8 @@ static const struct {
 	{ "/metrics", R_METRICS, 0, 1 },
 	{ "/v1/messages", R_MESSAGES, 1, 1 },
 	{ "/v1/messages/count_tokens", R_COUNT, 1, 1 },
+	{ "/v1/responses", R_RESPONSES, 1, 1 },
+	{ "/responses", R_RESPONSES, 1, 1 },
 };
 
 struct srv_http {
@@ -385,8 +387,9 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 	const enum route rt = routes[k->r].route;
 	const char *body = k->body.p ? k->body.p : "";
 	struct srv_req *r = rt == R_MESSAGES || rt == R_COUNT
-				    ? hs_srv_parse_messages(s, rt == R_COUNT, body, k->body.len, &status, &err)
-				    : hs_srv_parse_request(s, rt == R_CHAT, body, k->body.len, &status, &err);
+				    ? hs_srv_parse_messages(s, body, k->body.len, &status, &err)
+			    : rt == R_RESPONSES ? hs_srv_parse_responses(s, body, k->body.len, &status, &err)
+						: hs_srv_parse_request(s, rt == R_CHAT, body, k->body.len, &status, &err);
 	release_body(k); /* what a queued request holds is its prompt, not its body */
 	if (!r) {
 		if (!err)

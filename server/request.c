@@ -566,6 +566,116 @@ out_fail:
 	return NULL;
 }
 
+/* ---- bodies of other APIs (messages.c, responses.c) ----------------------------- */
+
+json_t *hs_srv_fail(struct srv_err *e, const char *param, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (!e->body) {
+		e->status = 400;
+		e->body = hs_srv_error_json_v(400, "invalid_request_error", param, code, fmt, ap);
+	}
+	va_end(ap);
+	return NULL;
+}
+
+json_t *hs_srv_join_text(json_t *c, const char *const *types, const char *param, const char *where, struct srv_err *e)
+{
+	size_t k;
+	json_t *b;
+	if (!c || json_is_null(c))
+		return json_string("");
+	if (json_is_string(c))
+		return json_incref(c), c;
+	if (!json_is_array(c))
+		return hs_srv_fail(e, param, "invalid_type", "%s: a string or an array of text parts is needed", where);
+	struct sbuf t = { 0 };
+	json_array_foreach(c, k, b) {
+		const char *type = json_string_value(json_object_get(b, "type"));
+		json_t *tx = json_object_get(b, "text");
+		int ok = 0;
+		for (int i = 0; type && types[i] && !ok; i++)
+			ok = strcmp(type, types[i]) == 0;
+		if (!ok || !json_is_string(tx)) {
+			hs_srv_sbuf_free(&t);
+			return hs_srv_fail(e, param, "not_supported", "%s[%zu]: only %s parts with a text are supported (type \"%.40s\")",
+					   where, k, types[0], type ? type : "");
+		}
+		if (t.len)
+			hs_srv_sbuf_add(&t, "\n", 1);
+		hs_srv_sbuf_add(&t, json_string_value(tx), json_string_length(tx));
+	}
+	json_t *r = t.err ? NULL : json_stringn(t.p ? t.p : "", t.len);
+	hs_srv_sbuf_free(&t);
+	return r ? r : hs_srv_fail(e, param, NULL, "out of memory");
+}
+
+int hs_srv_convert_tools(json_t *chat, json_t *v, const char *type_needed, int type_optional, const char *schema_key,
+			 struct srv_err *e)
+{
+	json_t *tools = json_array(), *t;
+	size_t i;
+
+	if (!tools)
+		return hs_srv_fail(e, "tools", NULL, "out of memory"), -1;
+	json_object_set_new(chat, "tools", tools);
+	if (!json_is_array(v))
+		return hs_srv_fail(e, "tools", "invalid_type", "tools: an array is needed"), -1;
+	json_array_foreach(v, i, t) {
+		const char *type = json_string_value(json_object_get(t, "type"));
+		json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
+		json_t *params = json_object_get(t, schema_key);
+		if (type ? strcmp(type, type_needed) != 0 : !type_optional)
+			return hs_srv_fail(e, "tools", "not_supported",
+					   "tools[%zu]: tool type \"%.40s\" is not supported (%s only)", i, type ? type : "",
+					   type_needed),
+			       -1;
+		if (!json_is_string(name) || (desc && !json_is_string(desc) && !json_is_null(desc)) ||
+		    (params && !json_is_object(params) && !json_is_null(params)))
+			return hs_srv_fail(e, "tools", "invalid_type", "tools[%zu]: a string name and an object %s are needed",
+					   i, schema_key),
+			       -1;
+		json_t *fn = json_pack("{s:O}", "name", name);
+		if (fn && json_is_string(desc))
+			json_object_set(fn, "description", desc);
+		if (fn && json_is_object(params))
+			json_object_set(fn, "parameters", params);
+		json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+	}
+	return 0;
+}
+
+struct srv_req *hs_srv_parse_other(struct srv *s, const char *body, size_t len,
+				   json_t *(*to_chat)(json_t *root, struct srv_err *e), enum srv_api api,
+				   const char *id_prefix, int *status, char **err)
+{
+	struct srv_err e = { 0 };
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je), *chat = NULL;
+	struct srv_req *r = NULL;
+
+	if (!root)
+		hs_srv_fail(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+			    je.column);
+	else if (!json_is_object(root))
+		hs_srv_fail(&e, NULL, "invalid_json", "the body must be a JSON object");
+	else if ((chat = to_chat(root, &e))) {
+		r = hs_srv_parse_json(s, 1, chat, status, err);
+		if (r) {
+			r->api = api;
+			hs_srv_random_id(s, id_prefix, r->id, sizeof r->id);
+		}
+		json_decref(chat);
+		json_decref(root);
+		return r;
+	}
+	json_decref(root);
+	*status = e.status ? e.status : 500;
+	*err = e.body;
+	return NULL;
+}
+
 struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err)
 {
 	json_error_t je;

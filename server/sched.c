@@ -60,6 +60,9 @@ static void req_release_private(struct srv_req *r)
 	hs_srv_free_tools(r);
 	free(r->lp);
 	r->lp = NULL;
+	for (int i = 0; i < r->n_items; i++)
+		json_decref(r->items[i]);
+	r->n_items = 0;
 	hs_srv_sbuf_free(&r->held);
 	hs_srv_sbuf_free(&r->pend);
 }

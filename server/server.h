@@ -27,7 +27,8 @@
 #define SRV_MAX_CALLS 16
 #define SRV_TOP_LOGPROBS 20 /* top_logprobs at most, as OpenAI */
 
-enum srv_api { SRV_API_OPENAI, SRV_API_MESSAGES /* Anthropic's /v1/messages */ };
+enum srv_api { SRV_API_OPENAI, SRV_API_MESSAGES /* Anthropic's /v1/messages */, SRV_API_RESPONSES /* /v1/responses */ };
+#define SRV_MAX_ITEMS 16 /* Responses stream: output items kept for the final response */
 
 /* One generated token's log-probability and its alternatives (logprobs). */
 struct srv_lp {
@@ -99,7 +100,12 @@ struct srv_req {
 	struct sbuf pend;     /* written this step, handed to `out` under srv.mu after it */
 	int role_sent, stopped_by_string;
 	int stop_hit;         /* the stop string that ended it (stopped_by_string) */
-	int block, n_blocks;  /* Messages stream: the open content block's kind (0: none), blocks so far */
+	int block, n_blocks;  /* Messages/Responses stream: the open block's or item's kind (0: none,
+				 1 reasoning, 2 text), blocks or items so far */
+	size_t item_off;      /* Responses stream: where the open item's text starts in content/reasoning */
+	long seq_no;          /* Responses stream: the next event's sequence_number */
+	json_t *items[SRV_MAX_ITEMS]; /* Responses stream: the closed items, for the final response */
+	int n_items;
 	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */
 	const char *reason;   /* finish_reason */
 	double t_prompt0, t_prompt1, t_end;
@@ -116,7 +122,7 @@ struct srv_req {
 enum srv_state { SRV_LOADING, SRV_WAITING_VRAM, SRV_READY, SRV_FAILED, SRV_STOPPED };
 
 /* Counters for /metrics (under srv.mu). */
-#define SRV_N_ROUTES 9
+#define SRV_N_ROUTES 10
 #define SRV_N_CODES 16
 extern const int hs_srv_http_codes[SRV_N_CODES]; /* the statuses counted; 0: other */
 struct srv_metrics {
@@ -199,11 +205,34 @@ size_t hs_srv_error_json_buf(char *buf, size_t cap, int status, const char *type
 struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, size_t len, int *status, char **err);
 /* The same from a parsed body (root is the caller's). */
 struct srv_req *hs_srv_parse_json(struct srv *s, int chat, json_t *root, int *status, char **err);
+/* A body of another API rewritten as a chat request: its errors (the
+ * first one wins, a 400 naming param with request.c's codes; NULL code:
+ * out of memory). */
+struct srv_err {
+	int status;
+	char *body;
+};
+json_t *hs_srv_fail(struct srv_err *e, const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Text joined by newlines (new reference): c a string (or null: ""), or an
+ * array of parts whose "type" is one of types (NULL-terminated) and whose
+ * "text" is a string; else NULL with a 400 naming where. */
+json_t *hs_srv_join_text(json_t *c, const char *const *types, const char *param, const char *where, struct srv_err *e);
+/* Tools of another API ({"type", "name", "description", schema_key}) as
+ * chat's, set on chat: type must be type_needed (or absent, with
+ * type_optional).  0, or -1 with a 400 naming tools[i]. */
+int hs_srv_convert_tools(json_t *chat, json_t *v, const char *type_needed, int type_optional, const char *schema_key,
+			 struct srv_err *e);
+/* Parses body, rewrites it with to_chat, checks it as a chat request and
+ * marks it as answered in api's shape (its id: id_prefix + random). */
+struct srv_req *hs_srv_parse_other(struct srv *s, const char *body, size_t len,
+				   json_t *(*to_chat)(json_t *root, struct srv_err *e), enum srv_api api,
+				   const char *id_prefix, int *status, char **err);
 /* messages.c: a /v1/messages body (Anthropic) as the chat request it asks
- * for, answered in that API's shape (r->api); count_only: for
- * /v1/messages/count_tokens (never queued).  Errors as above. */
-struct srv_req *hs_srv_parse_messages(struct srv *s, int count_only, const char *body, size_t len, int *status,
-				      char **err);
+ * for, answered in that API's shape; for /v1/messages/count_tokens too. */
+struct srv_req *hs_srv_parse_messages(struct srv *s, const char *body, size_t len, int *status, char **err);
+/* responses.c: a /v1/responses body (OpenAI's Responses API) the same way. */
+struct srv_req *hs_srv_parse_responses(struct srv *s, const char *body, size_t len, int *status, char **err);
 /* The JSON texts the scheduler writes: stream chunks and whole answers. */
 void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind, const char *text, size_t len);
 /* Text of tool call index (the parser's tool_index): kept for the end; a

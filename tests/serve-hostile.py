@@ -230,6 +230,24 @@ def check_types():
         ("max_tokens \"5\"", {"messages": [USER], "max_tokens": "5"}, "invalid_type", "max_tokens"),
     ]:
         expect_error("messages: " + what, body, 400, code, param, path="/v1/messages")
+    # /v1/responses the same way
+    for what, body, code, param in [
+        ("input 5", {"input": 5}, "invalid_type", "input"),
+        ("an empty input", {"input": []}, "invalid_value", "input"),
+        ("a role of 5", {"input": [{"role": 5, "content": "x"}]}, "invalid_value", "input"),
+        ("an image part", {"input": [{"role": "user", "content": [{"type": "input_image"}]}]}, "not_supported",
+         "input"),
+        ("an unknown item", {"input": [{"type": "web_search_call"}]}, "not_supported", "input"),
+        ("function_call without name", {"input": [{"type": "function_call", "call_id": "c"}]}, "invalid_type",
+         "input"),
+        ("a built-in tool", {"input": "x", "tools": [{"type": "web_search"}]}, "not_supported", "tools"),
+        ("previous_response_id", {"input": "x", "previous_response_id": "resp_1"}, "not_supported",
+         "previous_response_id"),
+        ("instructions 5", {"input": "x", "instructions": 5}, "invalid_type", "instructions"),
+        ("max_output_tokens 0", {"input": "x", "max_output_tokens": 0}, "invalid_value", "max_output_tokens"),
+        ("max_output_tokens \"5\"", {"input": "x", "max_output_tokens": "5"}, "invalid_type", "max_output_tokens"),
+    ]:
+        expect_error("responses: " + what, body, 400, code, param, path="/v1/responses")
     # a field not implemented yet: refused naming it, unless it asks for nothing
     # logprobs: their types and limits
     expect_error("top_logprobs without logprobs", {"messages": [USER], "top_logprobs": 3}, 400, "invalid_value",

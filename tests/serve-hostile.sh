@@ -9,9 +9,9 @@
 # checked (two or bad Content-Lengths 400, unknown Transfer-Encoding 501,
 # garbage request lines 400, all at once with one status line), 413 while
 # a chunked body is still sent, GETs kept alive and pipelined, /v1/models%00
-# 404; every documented type check (400 invalid_type), /v1/messages' too;
-# logprobs' types and
-# limits, response_format refused by name; a 503 while stopping has Retry-After.
+# 404; every documented type check (400 invalid_type), /v1/messages' and
+# /v1/responses' too; logprobs' types and limits, response_format refused
+# by name; a 503 while stopping has Retry-After.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "${top_srcdir:-.}/tests/serve-lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }

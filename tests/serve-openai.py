@@ -6,7 +6,9 @@ as the client sends them, logprobs (chat and completions, whole and
 streamed), and the errors the client raises for 400 and 401.
 
 With QWEN35_URL, a qwen35 model's server (no key): logprobs of a reply with
-reasoning and content cover the content's tokens only.
+reasoning and content cover the content's tokens only; the Responses API
+(whole and streamed, a function call turn) gives that reply as a reasoning
+item and a message.
 
 usage: serve-openai.py BASE_URL API_KEY [QWEN35_URL]"""
 import sys
@@ -158,6 +160,37 @@ if len(sys.argv) > 3:
                     for e in ch.choices[0].logprobs.content]
         check([(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in lp],
               f"qwen35 seed {seed}: streamed logprobs differ from whole")
+
+    # the Responses API on the same prompt and seed: the chat answer's
+    # reasoning and content as a reasoning item and a message
+    chat8 = q.chat.completions.create(model="q.gguf", messages=msgs, max_tokens=100, temperature=1, seed=8).choices[0]
+    rkw = dict(model="q.gguf", instructions="Be brief.", input="Hello", max_output_tokens=100,
+               extra_body={"seed": 8})
+    resp = q.responses.create(**rkw)
+    check([o.type for o in resp.output] == ["reasoning", "message"] and resp.output_text == chat8.message.content,
+          f"responses: {[o.type for o in resp.output]} {resp.output_text!r} vs chat {chat8.message.content!r}")
+    check(resp.usage.input_tokens > 1 and resp.usage.output_tokens == 100 and resp.status == "incomplete"
+          and resp.incomplete_details.reason == "max_output_tokens", f"responses usage/status: {resp}")
+    with q.responses.stream(**rkw) as st:
+        kinds = [ev.type for ev in st]
+        final = st.get_final_response()
+    check(final.output_text == resp.output_text and [o.type for o in final.output] == ["reasoning", "message"],
+          f"streamed response {final.output_text!r} vs {resp.output_text!r}")
+    check(kinds[0] == "response.created" and "response.output_text.delta" in kinds and kinds[-1] == "response.completed",
+          f"response events {kinds[:3]} ... {kinds[-2:]}")
+    fn = [{"type": "function", "name": "get_weather", "description": "Weather of a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    turn = [{"role": "user", "content": "Weather in Paris?"},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "18 C"}]
+    t1 = q.responses.create(model="q.gguf", input=turn[:1], tools=fn, max_output_tokens=2)
+    t2 = q.responses.create(model="q.gguf", input=turn, tools=fn, max_output_tokens=2)
+    check(t2.usage.input_tokens > t1.usage.input_tokens, f"function call turn: {t2.usage} vs {t1.usage}")
+    try:
+        q.responses.create(model="q.gguf", input="Hi", previous_response_id="resp_x", max_output_tokens=2)
+        check(False, "previous_response_id accepted")
+    except openai.BadRequestError as e:
+        check("previous_response_id" in str(e), f"previous_response_id: {e}")
 
 for p in problems:
     print(p)

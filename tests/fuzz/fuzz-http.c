@@ -1,10 +1,11 @@
 /* libFuzzer target for the HTTP request path of `hotset serve`, without
  * sockets: any bytes are (1) a request head for the gate's check
  * (server/head.c), whose answer must be "unfinished", a complete head
- * within the bytes, or a status with a message; (2) a /v1/chat/completions
- * or /v1/completions body for request.c (JSON, fields, chat format,
- * tokenizer over the gpt-oss vocabulary of tests/data), which must give a
- * request or a 400 whose body is JSON naming the same status; (3) an error
+ * within the bytes, or a status with a message; (2) a /v1/chat/completions,
+ * /v1/completions, /v1/messages or /v1/responses body for request.c,
+ * messages.c and responses.c (JSON, fields, chat format, tokenizer over the
+ * gpt-oss vocabulary of tests/data), which must give a request or a 400
+ * whose body is JSON naming the same status; (3) an error
  * message, whose JSON (server/api.c) must parse.  Built and run by
  * tests/fuzz/run.sh, which sets HS_DATA to tests/data. */
 #include "config.h"
@@ -79,10 +80,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!st && (h.head_len > size || (h.head_len && h.target_off + h.target_len > size)))
 		abort();
 
-	/* (2) the body, as chat (an odd length) or as a completion */
+	/* (2) the body, by its length modulo 4: a chat completion, a
+	 * completion, a Messages or a Responses request */
 	int status = 0;
 	char *err = NULL;
-	struct srv_req *r = hs_srv_parse_request(&s, (int)(size & 1), p, size, &status, &err);
+	struct srv_req *r = size % 4 == 2   ? hs_srv_parse_messages(&s, p, size, &status, &err)
+			    : size % 4 == 3 ? hs_srv_parse_responses(&s, p, size, &status, &err)
+					    : hs_srv_parse_request(&s, (int)(size & 1), p, size, &status, &err);
 	if (r) {
 		if (r->n_prompt <= 0 || r->n_prompt >= s.n_ctx || err)
 			abort();
