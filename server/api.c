@@ -606,11 +606,38 @@ static void resp_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 				     "content_index", 0, "delta", text, len, "logprobs"));
 }
 
+/* Keeps the conversation with this answer as an assistant message, its
+ * calls under the call ids the answer gave them (store.c). */
+static void resp_keep(struct srv_req *r)
+{
+	json_t *m = r->conv ? json_pack("{s:s, s:s%}", "role", "assistant", "content", r->content.p ? r->content.p : "",
+					r->content.len)
+			    : NULL;
+	char cid[48];
+	if (!m)
+		return;
+	if (r->reasoning.len)
+		json_object_set_new(m, "reasoning_content", json_stringn(r->reasoning.p, r->reasoning.len));
+	json_t *calls = r->n_tool ? json_array() : NULL;
+	for (int i = 0; calls && i < r->n_tool; i++) {
+		snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+		json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", cid, "type", "function",
+						       "function", "name", call_name(r, i), "arguments",
+						       r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
+	}
+	if (calls)
+		json_object_set_new(m, "tool_calls", calls);
+	json_array_append_new(r->conv, m);
+	hs_srv_store_put(r->id, r->conv);
+}
+
 static void resp_finish(struct srv *s, struct srv_req *r, const char *reason)
 {
 	const char *status = strcmp(reason, "length") == 0 ? "incomplete" : "completed";
 	json_t *out = json_array();
 	char id[96];
+
+	resp_keep(r);
 
 	if (!r->stream) {
 		int k = 0;

@@ -662,10 +662,15 @@ struct srv_req *hs_srv_parse_other(struct srv *s, const char *body, size_t len,
 		hs_srv_fail(&e, NULL, "invalid_json", "the body must be a JSON object");
 	else if ((chat = to_chat(root, &e))) {
 		r = hs_srv_parse_json(s, 1, chat, status, err);
+		json_t *from = json_object_get(chat, "hotset_conv_from"), *msgs = json_object_get(chat, "messages");
 		if (r) {
 			r->api = api;
 			hs_srv_random_id(s, id_prefix, r->id, sizeof r->id);
 		}
+		/* the conversation to keep when it ends (store.c) */
+		if (r && json_is_integer(from) && (r->conv = json_array()))
+			for (size_t i = (size_t)json_integer_value(from); i < json_array_size(msgs); i++)
+				json_array_append(r->conv, json_array_get(msgs, i));
 		json_decref(chat);
 		json_decref(root);
 		return r;

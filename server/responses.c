@@ -4,8 +4,8 @@
  * max_output_tokens; reasoning.effort) rewritten as the chat completion it
  * asks for, then checked and rendered by request.c.  What goes out is
  * api.c's (the response object and its stream of events).  Refused with a
- * 400 naming the field: previous_response_id (no response is stored),
- * built-in tools (web search, file search ...), non-text content. */
+ * 400 naming the field: built-in tools (web search, file search ...),
+ * non-text content, a previous_response_id store.c does not hold. */
 #include "config.h"
 
 #include <stdio.h>
@@ -160,12 +160,6 @@ static json_t *to_chat(json_t *root, struct srv_err *e)
 					   "max_output_tokens: %lld is less than 1", (long long)json_integer_value(v));
 		json_object_set(chat, "max_tokens", v);
 	}
-	v = json_object_get(root, "previous_response_id");
-	if (v && !json_is_null(v))
-		return json_decref(chat),
-		       hs_srv_fail(e, "previous_response_id", "not_supported",
-				   "previous_response_id: not supported (no response is stored): send the "
-				   "whole conversation as input");
 	v = json_object_get(root, "reasoning");
 	if (v && !json_is_null(v)) {
 		json_t *effort = json_object_get(v, "effort");
@@ -181,6 +175,25 @@ static json_t *to_chat(json_t *root, struct srv_err *e)
 			return json_decref(chat),
 			       hs_srv_fail(e, "instructions", "invalid_type", "instructions: a string is needed");
 		json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", v));
+	}
+	/* where the conversation a later request may continue starts: after
+	 * the instructions, which a later request does not inherit
+	 * (request.c's hs_srv_parse_other reads this key, the chat parser
+	 * ignores it) */
+	json_object_set_new(chat, "hotset_conv_from", json_integer((json_int_t)json_array_size(msgs)));
+	v = json_object_get(root, "previous_response_id");
+	if (v && !json_is_null(v)) {
+		json_t *prev = json_is_string(v) ? hs_srv_store_get(json_string_value(v)) : NULL;
+		if (!json_is_string(v))
+			return json_decref(chat), hs_srv_fail(e, "previous_response_id", "invalid_type",
+							      "previous_response_id: a string is needed");
+		if (!prev)
+			return json_decref(chat),
+			       hs_srv_fail(e, "previous_response_id", "invalid_value",
+					   "previous_response_id: no response '%.60s' is kept (the last 32, for 10 minutes)",
+					   json_string_value(v));
+		json_array_extend(msgs, prev);
+		json_decref(prev);
 	}
 	v = json_object_get(root, "input");
 	if (json_is_string(v)) {

@@ -63,6 +63,8 @@ static void req_release_private(struct srv_req *r)
 	for (int i = 0; i < r->n_items; i++)
 		json_decref(r->items[i]);
 	r->n_items = 0;
+	json_decref(r->conv);
+	r->conv = NULL;
 	hs_srv_sbuf_free(&r->held);
 	hs_srv_sbuf_free(&r->pend);
 }

@@ -390,6 +390,7 @@ int hs_cmd_serve(int argc, char **argv)
 	pthread_cond_init(&s.sched_cv, NULL);
 	pthread_cond_init(&s.state_cv, NULL);
 	int rc = serve(&s);
+	hs_srv_store_clear();
 	pthread_cond_destroy(&s.state_cv);
 	pthread_cond_destroy(&s.sched_cv);
 	pthread_mutex_destroy(&s.mu);

@@ -105,6 +105,7 @@ struct srv_req {
 	size_t item_off;      /* Responses stream: where the open item's text starts in content/reasoning */
 	long seq_no;          /* Responses stream: the next event's sequence_number */
 	json_t *items[SRV_MAX_ITEMS]; /* Responses stream: the closed items, for the final response */
+	json_t *conv;         /* Responses: the conversation so far, kept with the answer when it ends */
 	int n_items;
 	int fin, fin_status;  /* ended (the HTTP side learns it after the step) */
 	const char *reason;   /* finish_reason */
@@ -231,6 +232,11 @@ struct srv_req *hs_srv_parse_other(struct srv *s, const char *body, size_t len,
 /* messages.c: a /v1/messages body (Anthropic) as the chat request it asks
  * for, answered in that API's shape; for /v1/messages/count_tokens too. */
 struct srv_req *hs_srv_parse_messages(struct srv *s, const char *body, size_t len, int *status, char **err);
+/* store.c: finished Responses for previous_response_id (the last 32, for
+ * 10 minutes): put takes a copy of conv; get gives a new reference or NULL. */
+void hs_srv_store_put(const char *id, json_t *conv);
+json_t *hs_srv_store_get(const char *id);
+void hs_srv_store_clear(void);
 /* responses.c: a /v1/responses body (OpenAI's Responses API) the same way. */
 struct srv_req *hs_srv_parse_responses(struct srv *s, const char *body, size_t len, int *status, char **err);
 /* The JSON texts the scheduler writes: stream chunks and whole answers. */

@@ -7,8 +7,8 @@ streamed), and the errors the client raises for 400 and 401.
 
 With QWEN35_URL, a qwen35 model's server (no key): logprobs of a reply with
 reasoning and content cover the content's tokens only; the Responses API
-(whole and streamed, a function call turn) gives that reply as a reasoning
-item and a message.
+(whole and streamed, a function call turn, previous_response_id) gives that
+reply as a reasoning item and a message.
 
 usage: serve-openai.py BASE_URL API_KEY [QWEN35_URL]"""
 import sys
@@ -186,9 +186,17 @@ if len(sys.argv) > 3:
     t1 = q.responses.create(model="q.gguf", input=turn[:1], tools=fn, max_output_tokens=2)
     t2 = q.responses.create(model="q.gguf", input=turn, tools=fn, max_output_tokens=2)
     check(t2.usage.input_tokens > t1.usage.input_tokens, f"function call turn: {t2.usage} vs {t1.usage}")
+    # previous_response_id: the conversation goes on from the kept one, its
+    # prompt starting as the earlier one did (the prompt cache serves it;
+    # instructions are not inherited, so the first has none)
+    r1 = q.responses.create(model="q.gguf", input="Hello", max_output_tokens=8)
+    r2 = q.responses.create(model="q.gguf", previous_response_id=r1.id, input="And then?", max_output_tokens=4)
+    alone = q.responses.create(model="q.gguf", input="And then?", max_output_tokens=4)
+    check(r2.usage.input_tokens > alone.usage.input_tokens + 4 and r2.usage.input_tokens_details.cached_tokens > 0,
+          f"previous_response_id: {r2.usage} (alone {alone.usage}, the first {r1.usage})")
     try:
-        q.responses.create(model="q.gguf", input="Hi", previous_response_id="resp_x", max_output_tokens=2)
-        check(False, "previous_response_id accepted")
+        q.responses.create(model="q.gguf", input="Hi", previous_response_id="resp_none", max_output_tokens=2)
+        check(False, "an unknown previous_response_id accepted")
     except openai.BadRequestError as e:
         check("previous_response_id" in str(e), f"previous_response_id: {e}")
 
