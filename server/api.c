@@ -493,8 +493,13 @@ static void item_id(const struct srv_req *r, int kind, int k, char *buf, size_t 
 	snprintf(buf, n, "%s_%s_%d", kind == 1 ? "rs" : kind == 2 ? "msg" : "fc", r->id + 5 /* after "resp_" */, k);
 }
 
-static json_t *resp_item(struct srv *s, struct srv_req *r, int kind, int k, const char *text, size_t len, int tool,
-			 int done)
+/* Call i's call_id, the one its output item and the kept conversation give it. */
+static void call_id(const struct srv_req *r, int i, char *buf, size_t n)
+{
+	snprintf(buf, n, "call_%s_%d", r->id + 5, i);
+}
+
+static json_t *resp_item(struct srv_req *r, int kind, int k, const char *text, size_t len, int tool, int done)
 {
 	char id[96], cid[48];
 	item_id(r, kind, k, id, sizeof id);
@@ -507,11 +512,10 @@ static json_t *resp_item(struct srv *s, struct srv_req *r, int kind, int k, cons
 					"annotations")
 			    : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "type", "message", "id", id, "status", "in_progress",
 					"role", "assistant", "content");
-	snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, tool);
+	call_id(r, tool, cid, sizeof cid);
 	return json_pack("{s:s, s:s, s:s, s:s, s:s%, s:s}", "type", "function_call", "id", id, "call_id", cid, "name",
 			 call_name(r, tool), "arguments", done && r->tool[tool].p ? r->tool[tool].p : "",
 			 done ? r->tool[tool].len : 0, "status", done ? "completed" : "in_progress");
-	(void)s;
 }
 
 /* The response object: its output items (NULL: none yet), status. */
@@ -536,7 +540,7 @@ static json_t *resp_obj(struct srv *s, struct srv_req *r, const char *status, js
 }
 
 /* Closes the open output item of the stream (its done events). */
-static void resp_close(struct srv *s, struct srv_req *r)
+static void resp_close(struct srv_req *r)
 {
 	char id[96];
 	const int k = r->n_blocks - 1;
@@ -557,7 +561,7 @@ static void resp_close(struct srv *s, struct srv_req *r)
 			   json_pack("{s:s, s:i, s:i, s:{s:s, s:s%, s:[]}}", "item_id", id, "output_index", k, "content_index",
 				     0, "part", "type", "output_text", "text", t, n, "annotations"));
 	}
-	json_t *item = resp_item(s, r, r->block, k, t, n, 0, 1);
+	json_t *item = resp_item(r, r->block, k, t, n, 0, 1);
 	if (r->n_items < SRV_MAX_ITEMS) { /* kept for the final response */
 		r->items[r->n_items++] = json_incref(item);
 	}
@@ -579,7 +583,7 @@ static void resp_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 	const int want = kind == HS_REPLY_REASONING ? 1 : 2;
 	struct sbuf *b = want == 1 ? &r->reasoning : &r->content;
 	if (r->block != want) {
-		resp_close(s, r);
+		resp_close(r);
 		r->block = want;
 		r->item_off = b->len;
 		const int k = r->n_blocks++;
@@ -588,7 +592,7 @@ static void resp_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 			   json_pack("{s:i, s:o}", "output_index", k, "item",
 				     want == 1 ? json_pack("{s:s, s:s, s:[], s:[]}", "type", "reasoning", "id", id, "summary",
 							   "content")
-					       : resp_item(s, r, 2, k, "", 0, 0, 0)));
+					       : resp_item(r, 2, k, "", 0, 0, 0)));
 		if (want == 2)
 			resp_event(r, "response.content_part.added",
 				   json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", id, "output_index", k,
@@ -620,7 +624,7 @@ static void resp_keep(struct srv_req *r)
 		json_object_set_new(m, "reasoning_content", json_stringn(r->reasoning.p, r->reasoning.len));
 	json_t *calls = r->n_tool ? json_array() : NULL;
 	for (int i = 0; calls && i < r->n_tool; i++) {
-		snprintf(cid, sizeof cid, "call_%s_%d", r->id + 5, i);
+		call_id(r, i, cid, sizeof cid);
 		json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", cid, "type", "function",
 						       "function", "name", call_name(r, i), "arguments",
 						       r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
@@ -642,17 +646,17 @@ static void resp_finish(struct srv *s, struct srv_req *r, const char *reason)
 	if (!r->stream) {
 		int k = 0;
 		if (r->reasoning.len)
-			json_array_append_new(out, resp_item(s, r, 1, k++, r->reasoning.p, r->reasoning.len, 0, 1));
+			json_array_append_new(out, resp_item(r, 1, k++, r->reasoning.p, r->reasoning.len, 0, 1));
 		if (r->content.len || (!r->n_tool && !r->reasoning.len))
-			json_array_append_new(out, resp_item(s, r, 2, k++, r->content.p ? r->content.p : "", r->content.len,
+			json_array_append_new(out, resp_item(r, 2, k++, r->content.p ? r->content.p : "", r->content.len,
 							     0, 1));
 		for (int i = 0; i < r->n_tool; i++)
-			json_array_append_new(out, resp_item(s, r, 3, k++, NULL, 0, i, 1));
+			json_array_append_new(out, resp_item(r, 3, k++, NULL, 0, i, 1));
 		put(r, NULL, resp_obj(s, r, status, out, reason));
 		return;
 	}
 	resp_delta(s, r, HS_REPLY_CONTENT, "", 0); /* response.created, if nothing came before */
-	resp_close(s, r);
+	resp_close(r);
 	for (int i = 0; i < r->n_items; i++)
 		json_array_append_new(out, r->items[i]);
 	r->n_items = 0;
@@ -660,14 +664,14 @@ static void resp_finish(struct srv *s, struct srv_req *r, const char *reason)
 		const int k = r->n_blocks++;
 		item_id(r, 3, k, id, sizeof id);
 		resp_event(r, "response.output_item.added",
-			   json_pack("{s:i, s:o}", "output_index", k, "item", resp_item(s, r, 3, k, NULL, 0, i, 0)));
+			   json_pack("{s:i, s:o}", "output_index", k, "item", resp_item(r, 3, k, NULL, 0, i, 0)));
 		resp_event(r, "response.function_call_arguments.delta",
 			   json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", k, "delta",
 				     r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
 		resp_event(r, "response.function_call_arguments.done",
 			   json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", k, "arguments",
 				     r->tool[i].p ? r->tool[i].p : "", r->tool[i].len));
-		json_t *item = resp_item(s, r, 3, k, NULL, 0, i, 1);
+		json_t *item = resp_item(r, 3, k, NULL, 0, i, 1);
 		json_array_append(out, item);
 		resp_event(r, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", k, "item", item));
 	}
