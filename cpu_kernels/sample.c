@@ -18,6 +18,8 @@ struct hs_sampler {
 	struct hs_rng rng;
 	int n_vocab, n_cand;
 	struct hs_token_prob *cand;
+	void *grammar;  /* the caller's constraint (runtime/context.c masks with it) */
+	float *masked;  /* n_vocab floats for the masked copy, made on first use */
 };
 
 /* ---- generator -------------------------------------------------------------- */
@@ -207,9 +209,23 @@ struct hs_sampler *hs__sampler_create(const struct hs_sample_params *p, int n_vo
 
 void hs__sampler_free(struct hs_sampler *s)
 {
-	if (s)
+	if (s) {
 		free(s->cand);
+		free(s->masked);
+	}
 	free(s);
+}
+
+void **hs__sampler_grammar(struct hs_sampler *s)
+{
+	return &s->grammar;
+}
+
+float *hs__sampler_masked(struct hs_sampler *s)
+{
+	if (!s->masked)
+		s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked);
+	return s->masked;
 }
 
 int hs__sampler_n_vocab(const struct hs_sampler *s)

@@ -50,6 +50,11 @@ struct hs_sampler *hs__sampler_create(const struct hs_sample_params *p, int n_vo
 void hs__sampler_free(struct hs_sampler *s);
 /* The vocabulary it was made for. */
 int hs__sampler_n_vocab(const struct hs_sampler *s);
+/* Where the sampler keeps its grammar (opaque here: runtime/context.c uses
+ * it), and a row of n_vocab floats for the masked copy of the logits
+ * (NULL when it cannot be allocated). */
+void **hs__sampler_grammar(struct hs_sampler *s);
+float *hs__sampler_masked(struct hs_sampler *s);
 /* Restarts the generator from a seed. */
 void hs__sampler_seed(struct hs_sampler *s, uint64_t seed);
 /* Reads logits[n_vocab]; returns the token.  Advances the generator by

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "runtime/forward.h"
 #include "runtime/seq-state.h"
+#include "text/grammar.h"
 
 struct hs_context {
 	hs_runtime *rt;
@@ -818,15 +819,43 @@ int32_t hs_sampler_sample(hs_sampler *s, const float *logits)
 {
 	HS_NEED(s, -EINVAL);
 	HS_NEED(logits, -EINVAL);
+	const int n = hs__sampler_n_vocab(s);
+	hs_grammar *g = *hs__sampler_grammar(s);
+	int32_t id;
+	int rc;
+	if (g) {
+		float *m = hs__sampler_masked(s);
+		if (!m)
+			return hs__error(ENOMEM, "sampler: no memory for the masked logits");
+		memcpy(m, logits, (size_t)n * sizeof *m);
+		if ((rc = hs_grammar_mask(g, m)) < 0)
+			return rc;
+		if (rc == 0)
+			return hs__error(ENOENT, "sampler: the grammar allows no token here");
+		logits = m;
+	}
 	/* a row with nothing to draw (all NaN or -inf: a broken forward or a
 	 * mask that left nothing) is an error, not token 0 */
-	const int n = hs__sampler_n_vocab(s);
 	int any = 0;
 	for (int i = 0; i < n && !any; i++)
 		any = logits[i] > -INFINITY;
 	if (!any)
-		return hs__error(EINVAL, "sampler: no logit of the %d is above -inf (all NaN or -inf)", n);
-	return hs__sampler_sample(s, logits);
+		return hs__error(EINVAL, "sampler: no logit of the %d is above -inf (all NaN or -inf%s)", n,
+				 g ? " where the grammar allows" : "");
+	id = hs__sampler_sample(s, logits);
+	if (g && id >= 0 && (rc = hs_grammar_accept(g, id)))
+		return rc;
+	return id;
+}
+
+int hs_sampler_set_grammar(hs_sampler *s, hs_grammar *g)
+{
+	HS_NEED(s, -EINVAL);
+	if (g && hs__grammar_n_vocab(g) != hs__sampler_n_vocab(s))
+		return hs__error(EINVAL, "sampler: a grammar over %d tokens for a sampler over %d",
+				 hs__grammar_n_vocab(g), hs__sampler_n_vocab(s));
+	*hs__sampler_grammar(s) = g;
+	return 0;
 }
 
 int hs_logprobs(const float *logits, int n_vocab, int32_t token, int n_top, float *token_lp, int32_t *top_ids,

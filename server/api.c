@@ -43,10 +43,22 @@ void hs_srv_sbuf_addf(struct sbuf *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n < 0) {
 		b->err = 1;
-	else
-		hs_srv_sbuf_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+	} else if ((size_t)n < sizeof tmp) {
+		hs_srv_sbuf_add(b, tmp, (size_t)n);
+	} else { /* longer than the stack buffer: formatted again into the heap, never cut */
+		char *big = malloc((size_t)n + 1);
+		if (!big) {
+			b->err = 1;
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		hs_srv_sbuf_add(b, big, (size_t)n);
+		free(big);
+	}
 }
 
 void hs_srv_sbuf_free(struct sbuf *b)

@@ -15,14 +15,9 @@
 
 #include "server/server.h"
 
-struct perr {
-	int status;
-	char *body;
-};
-
-static int bad(struct perr *e, const char *param, const char *code, const char *fmt, ...)
+static int bad(struct srv_err *e, const char *param, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static int bad(struct perr *e, const char *param, const char *code, const char *fmt, ...)
+static int bad(struct srv_err *e, const char *param, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -35,7 +30,7 @@ static int bad(struct perr *e, const char *param, const char *code, const char *
 /* ---- request fields ------------------------------------------------------------- */
 
 /* A field that is absent or null is left as it is. */
-static int get_bool(json_t *o, const char *key, int *out, struct perr *e)
+static int get_bool(json_t *o, const char *key, int *out, struct srv_err *e)
 {
 	json_t *v = json_object_get(o, key);
 	if (!v || json_is_null(v))
@@ -46,7 +41,7 @@ static int get_bool(json_t *o, const char *key, int *out, struct perr *e)
 	return 0;
 }
 
-static int get_num(json_t *o, const char *key, double lo, double hi, float *out, struct perr *e)
+static int get_num(json_t *o, const char *key, double lo, double hi, float *out, struct srv_err *e)
 {
 	json_t *v = json_object_get(o, key);
 	if (!v || json_is_null(v))
@@ -61,7 +56,7 @@ static int get_num(json_t *o, const char *key, double lo, double hi, float *out,
 }
 
 static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, int *given,
-		   struct perr *e)
+		   struct srv_err *e)
 {
 	json_t *v = json_object_get(o, key);
 	if (!v || json_is_null(v))
@@ -77,7 +72,7 @@ static int get_int(json_t *o, const char *key, long long lo, long long hi, long 
 	return 0;
 }
 
-static int get_stop(json_t *o, struct srv_req *r, struct perr *e)
+static int get_stop(json_t *o, struct srv_req *r, struct srv_err *e)
 {
 	json_t *v = json_object_get(o, "stop");
 	const int max = (int)(sizeof r->stop / sizeof r->stop[0]);
@@ -114,7 +109,7 @@ static int get_stop(json_t *o, struct srv_req *r, struct perr *e)
 
 /* A message's content: a string, null, or an array of {"type": "text",
  * "text": ...} parts (joined with newlines).  *out is malloc'd. */
-static int get_content(json_t *m, size_t idx, char **out, struct perr *e)
+static int get_content(json_t *m, size_t idx, char **out, struct srv_err *e)
 {
 	json_t *c = json_object_get(m, "content");
 	struct sbuf b = { 0 };
@@ -154,7 +149,7 @@ static int get_content(json_t *m, size_t idx, char **out, struct perr *e)
 }
 
 /* A string field: absent or null gives NULL; another type is a 400. */
-static int get_str(json_t *o, const char *key, const char **out, struct perr *e, const char *param, const char *where,
+static int get_str(json_t *o, const char *key, const char **out, struct srv_err *e, const char *param, const char *where,
 		   size_t idx)
 {
 	json_t *v = json_object_get(o, key);
@@ -170,9 +165,10 @@ static int get_str(json_t *o, const char *key, const char **out, struct perr *e,
 
 /* tools (OpenAI's array of {"type": "function", "function": {...}}) as
  * JSON text for the chat format, unless tool_choice is "none"; *out NULL
- * when there are none.  "required" or a named function do not force a call:
- * the tools are rendered as for "auto".  parallel_tool_calls is accepted. */
-static int get_tools(json_t *root, char **out, struct perr *e)
+ * when there are none.  "required" or a named function render the tools as
+ * "auto" does; the call is forced by the reply's grammar (constrain.c).
+ * parallel_tool_calls is accepted. */
+static int get_tools(json_t *root, char **out, struct srv_err *e)
 {
 	json_t *tools = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
 	json_t *par = json_object_get(root, "parallel_tool_calls");
@@ -208,7 +204,7 @@ static int get_tools(json_t *root, char **out, struct perr *e)
 }
 
 /* messages -> the prompt's ids through the chat format */
-static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct perr *e)
+static int chat_prompt(struct srv *s, json_t *root, struct srv_req *r, struct srv_err *e)
 {
 	json_t *msgs = json_object_get(root, "messages");
 	struct hs_chat_opts co = { .format = s->fmt };
@@ -377,7 +373,7 @@ out_free:
 }
 
 /* prompt: a string, token ids, or an array holding one of those */
-static int text_prompt(struct srv *s, json_t *root, struct srv_req *r, struct perr *e)
+static int text_prompt(struct srv *s, json_t *root, struct srv_req *r, struct srv_err *e)
 {
 	json_t *p = json_object_get(root, "prompt");
 
@@ -435,31 +431,16 @@ static uint64_t random_seed(struct srv *s)
 	return h;
 }
 
-/* Fields another part of hotset will implement: a request that asks for
- * them is refused rather than answered without them. */
-static int unsupported(json_t *root, struct perr *e)
+static int get_model(json_t *root, struct srv_err *e)
 {
-	json_t *rf = json_object_get(root, "response_format");
 	const char *model;
-
-	if (get_str(root, "model", &model, e, "model", NULL, 0))
-		return -1;
-	if (rf && !json_is_null(rf)) {
-		const char *type = json_string_value(json_object_get(rf, "type"));
-		if (!json_is_object(rf) || !type)
-			return bad(e, "response_format", "invalid_type",
-				   "response_format: an object with a \"type\" is needed");
-		if (strcmp(type, "text"))
-			return bad(e, "response_format", "not_supported",
-				   "response_format: type '%.60s' is not supported by hotset serve yet (only \"text\")", type);
-	}
-	return 0;
+	return get_str(root, "model", &model, e, "model", NULL, 0);
 }
 
 /* logprobs as OpenAI asks for them: chat, `logprobs` true and
  * `top_logprobs` 0..20 (which needs logprobs true); completions, `logprobs`
  * 0..20, the number of alternatives besides the chosen token. */
-static int get_logprobs(json_t *root, int chat, struct srv_req *r, struct perr *e)
+static int get_logprobs(json_t *root, int chat, struct srv_req *r, struct srv_err *e)
 {
 	json_t *lp = json_object_get(root, "logprobs");
 	long long top = 0;
@@ -483,7 +464,7 @@ static int get_logprobs(json_t *root, int chat, struct srv_req *r, struct perr *
 	return 0;
 }
 
-static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r, struct perr *e)
+static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r, struct srv_err *e)
 {
 	long long v = 0, seed = 0;
 	int given = 0, seed_given = 0;
@@ -491,7 +472,7 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 
 	r->chat = chat;
 	r->cache_prompt = 1;
-	if (unsupported(root, e) || get_logprobs(root, chat, r, e))
+	if (get_model(root, e) || get_logprobs(root, chat, r, e))
 		return -1;
 	r->sp = (struct hs_sampler_params){ .temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0 };
 	if (get_bool(root, "stream", &r->stream, e) || get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
@@ -534,12 +515,13 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 			   "%d prompt tokens + %lld max_tokens = %lld exceed the context of %d per sequence (--ctx)",
 			   r->n_prompt, max, r->n_prompt + max, s->n_ctx);
 	r->max_tokens = max_given ? (int)max : s->n_ctx - r->n_prompt;
-	return 0;
+	/* what the reply must hold to, compiled against the prompt's end */
+	return hs_srv_constrain(s, root, r, e);
 }
 
 struct srv_req *hs_srv_parse_json(struct srv *s, int chat, json_t *root, int *status, char **err)
 {
-	struct perr e = { 0 };
+	struct srv_err e = { 0 };
 	struct srv_req *r = NULL;
 
 	if (!json_is_object(root)) {
@@ -687,7 +669,7 @@ struct srv_req *hs_srv_parse_request(struct srv *s, int chat, const char *body, 
 	json_t *root = json_loadb(body, len, 0, &je);
 
 	if (!root) {
-		struct perr e = { 0 };
+		struct srv_err e = { 0 };
 		bad(&e, NULL, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
 		    je.column);
 		*status = e.status ? e.status : 500;

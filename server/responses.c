@@ -226,6 +226,24 @@ static json_t *to_chat(json_t *root, struct srv_err *e)
 		return json_decref(chat),
 		       hs_srv_fail(e, "tool_choice", "invalid_type", "tool_choice: a string or an object is needed");
 	}
+	/* structured output: text.format {type: json_schema, name, schema,
+	 * strict} is chat's response_format {type: json_schema, json_schema:
+	 * {name, schema, strict}}; json_object and text as they are */
+	v = json_object_get(root, "text");
+	if (v && !json_is_null(v)) {
+		json_t *f = json_object_get(v, "format");
+		const char *type = json_string_value(json_object_get(f, "type"));
+		if (!json_is_object(v) || (f && !json_is_null(f) && !type))
+			return json_decref(chat),
+			       hs_srv_fail(e, "text", "invalid_type", "text: {\"format\": {\"type\": ...}} is needed");
+		if (type && strcmp(type, "json_schema") == 0)
+			json_object_set_new(chat, "response_format",
+					    json_pack("{s:s, s:{s:O*, s:O*, s:O*}}", "type", "json_schema", "json_schema", "name",
+						      json_object_get(f, "name"), "schema", json_object_get(f, "schema"),
+						      "strict", json_object_get(f, "strict")));
+		else if (type)
+			json_object_set_new(chat, "response_format", json_pack("{s:s}", "type", type));
+	}
 	return chat;
 }
 

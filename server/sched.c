@@ -50,6 +50,8 @@ struct srv_req *hs_srv_req_new(void)
 static void req_release_private(struct srv_req *r)
 {
 	hs_sampler_free(r->smp);
+	hs_grammar_free(r->grammar);
+	r->grammar = NULL;
 	hs_reply_parser_free(r->rp);
 	hs_detok_free(r->dt);
 	r->smp = NULL;
@@ -512,7 +514,7 @@ static int admit(struct sched *k, struct srv_req *r)
 			}
 	}
 	if (!(r->gen = malloc(sizeof *r->gen * (size_t)r->max_tokens)) ||
-	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) ||
+	    hs_sampler_create(&r->sp, s->n_vocab, &r->smp) || hs_sampler_set_grammar(r->smp, r->grammar) ||
 	    (r->chat ? hs_reply_parser_new(s->tok, s->fmt, &r->rp) ||
 			       hs_reply_parser_set_prompt(r->rp, r->prompt, r->n_prompt) /* an opened <think>? */
 		     : hs_detok_new(s->tok, 0, &r->dt))) {

@@ -86,6 +86,7 @@ struct srv_req {
 				 where the context checkpoints the states for the next turn (0: none) */
 	int32_t last, *gen;
 	hs_sampler *smp;
+	hs_grammar *grammar;  /* what the reply must hold to (constrain.c), or NULL */
 	hs_reply_parser *rp;
 	hs_detok *dt;
 	struct sbuf content, reasoning, held; /* held: content kept back while a stop string may start */
@@ -213,6 +214,12 @@ struct srv_err {
 	int status;
 	char *body;
 };
+/* The grammar the request's reply must follow, when it asks for one
+ * (response_format json_object / json_schema, `grammar`, `json_schema`,
+ * tool_choice "required" or a named function): compiled into r->grammar
+ * for the chat format, after the prompt (its end says whether the reply
+ * begins inside a think block).  0, or -1 with a 400 in e. */
+int hs_srv_constrain(struct srv *s, json_t *root, struct srv_req *r, struct srv_err *e);
 json_t *hs_srv_fail(struct srv_err *e, const char *param, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Text joined by newlines (new reference): c a string (or null: ""), or an

@@ -76,7 +76,23 @@ r = cl.messages.create(model="q.gguf", max_tokens=4, tools=tools, messages=turn)
 check(r.usage.input_tokens > t.usage.input_tokens, f"tool turn: {r.usage} vs {t.usage}")
 n2 = cl.messages.count_tokens(model="q.gguf", tools=tools, messages=turn)
 check(n2.input_tokens == r.usage.input_tokens, f"count_tokens of the tool turn {n2.input_tokens} vs {r.usage}")
-cl.messages.create(model="q.gguf", max_tokens=2, tools=tools, tool_choice={"type": "any"}, messages=msgs)
+# tool_choice any and tool force a call (Qwen3.5's XML-like form, whose
+# string parameter is text of at most maxLength characters), whole and streamed
+short = [{"name": "get_weather", "description": "Current weather of a city.",
+          "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
+                           "required": ["city"]}},
+         {"name": "get_time", "description": "Time in a zone.",
+          "input_schema": {"type": "object", "properties": {"zone": {"enum": ["utc", "cet"]}}, "required": ["zone"]}}]
+for choice, names in (({"type": "any"}, ("get_weather", "get_time")), ({"type": "tool", "name": "get_time"}, ("get_time",))):
+    kw = dict(model="q.gguf", max_tokens=1200, tools=short, tool_choice=choice, messages=msgs, extra_body={"seed": 3})
+    f = cl.messages.create(**kw)
+    uses = [b for b in f.content if b.type == "tool_use"]
+    check(f.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name in names and
+          ("zone" if uses[0].name == "get_time" else "city") in uses[0].input, f"tool_choice {choice}: {f}")
+    with cl.messages.stream(**kw) as st:
+        fs = st.get_final_message()
+    check([(b.type, getattr(b, "name", None), getattr(b, "input", None)) for b in fs.content if b.type == "tool_use"]
+          == [(b.type, b.name, b.input) for b in uses], f"tool_choice {choice} streamed: {fs} vs {f}")
 
 try:
     cl.messages.create(model="q.gguf", max_tokens=4, messages=[])

@@ -7,7 +7,7 @@
 . "${top_srcdir:-.}/tests/serve-lib.sh"
 py_with anthropic
 gen_qwen35 "$TMP/q.gguf"
-start_server an --model "$TMP/q.gguf" --device cpu --ctx 2048 --api-key k3y -q || fail "no server"
+start_server an --model "$TMP/q.gguf" --device cpu --ctx 4096 --api-key k3y -q || fail "no server"
 wait_ready || fail "not ready: $(cat "$TMP/an.err")"
 "$PY" "$top_srcdir/tests/serve-anthropic.py" "$URL" k3y || fail "the Anthropic client found problems (above)"
 stop_server "anthropic server"

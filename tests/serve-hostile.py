@@ -261,10 +261,31 @@ def check_types():
                  path="/v1/completions")
     expect_error("logprobs \"x\" (completions)", {"prompt": "Hi", "logprobs": "x"}, 400, "invalid_type", "logprobs",
                  path="/v1/completions")
-    expect_error("response_format json_object", {"messages": [USER], "response_format": {"type": "json_object"}}, 400,
-                 "not_supported", "response_format")
+    expect_error("response_format xml", {"messages": [USER], "response_format": {"type": "xml"}}, 400,
+                 "invalid_value", "response_format")
+    expect_error("json_schema without a schema", {"messages": [USER], "response_format": {"type": "json_schema"}},
+                 400, "invalid_value", "response_format")
+    expect_error("a schema with a pattern", {"messages": [USER], "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "string", "pattern": "^a+$"}}}}, 400, "invalid_value", "response_format")
+    expect_error("a GBNF syntax error", {"messages": [USER], "grammar": "root ::= (\"a\""}, 400, "invalid_value",
+                 "grammar")
+    expect_error("a grammar of a number", {"messages": [USER], "grammar": 5}, 400, "invalid_type", "grammar")
+    expect_error("grammar and response_format", {"messages": [USER], "grammar": "root ::= \"a\"",
+                                                 "response_format": {"type": "json_object"}}, 400, "invalid_value",
+                 "grammar")
+    fn = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}}]
+    expect_error("a forced tool not in tools", {"messages": [USER], "tools": fn,
+                                                "tool_choice": {"type": "function", "function": {"name": "b"}}}, 400,
+                 "invalid_value", "tool_choice")
+    expect_error("a forced call without tools", {"messages": [USER], "tool_choice": "required"}, 400,
+                 "invalid_value", "tool_choice")
+    expect_error("a forced call and a schema", {"messages": [USER], "tools": fn, "tool_choice": "required",
+                                                "response_format": {"type": "json_object"}}, 400, "invalid_value",
+                 "tool_choice")
     expect_error("response_format 5", {"messages": [USER], "response_format": 5}, 400, "invalid_type", "response_format")
-    for what, extra in [("response_format text", {"response_format": {"type": "text"}}), ("logprobs false", {"logprobs": False})]:
+    for what, extra in [("response_format text", {"response_format": {"type": "text"}}), ("logprobs false", {"logprobs": False}),
+                        ("response_format json_object", {"response_format": {"type": "json_object"}}),
+                        ("a grammar", {"grammar": "root ::= [a-z]+"})]:
         r, data = request("POST", "/v1/chat/completions", dict({"messages": [USER], "max_tokens": 1}, **extra))
         if r.status != 200:
             fail(f"{what}: {r.status} {data[:300]!r}")

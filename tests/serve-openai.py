@@ -70,7 +70,7 @@ check(a == b, f"seed 42 twice: {a!r} vs {b!r}")
 # tokens than without), and the answer is well formed whatever it says
 tools = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                                     "unit": {"type": "string", "enum": ["c", "f"]}},
                    "required": ["city"]}}}]
 t = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=8, temperature=0, tools=tools,
@@ -82,6 +82,64 @@ for tc in t.choices[0].message.tool_calls or []:
 n = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=8, temperature=0, tools=tools,
                                tool_choice="none")
 check(n.usage.prompt_tokens == r.usage.prompt_tokens, f"tool_choice none: {n.usage} vs {r.usage}")
+
+# structured outputs: whatever the (random) model prefers, the answer holds
+# to the schema, the grammar or the forced call: the client's own parse
+# (a Pydantic model through the strict schema it sends) takes it
+import json
+from typing import Literal
+
+import pydantic
+
+
+class Pick(pydantic.BaseModel):
+    ok: bool
+    n: int
+    color: Literal["red", "green", "blue"]
+    tags: list[Literal["a", "b"]]
+
+
+parse = getattr(cl.chat.completions, "parse", None) or cl.beta.chat.completions.parse
+for seed in (1, 2, 3):
+    p = parse(model="m.gguf", messages=msgs, response_format=Pick, max_tokens=3000, seed=seed).choices[0]
+    check(p.finish_reason == "stop" and isinstance(p.message.parsed, Pick), f"parse seed {seed}: {p}")
+jo = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=3000, seed=4,
+                                response_format={"type": "json_object"}).choices[0]
+try:
+    check(jo.finish_reason == "stop" and isinstance(json.loads(jo.message.content), dict), f"json_object: {jo}")
+except ValueError as e:
+    check(False, f"json_object: not JSON: {e}: {jo.message.content!r}")
+skw = dict(model="m.gguf", messages=msgs, max_tokens=3000, seed=5, response_format={"type": "json_object"})
+whole = cl.chat.completions.create(**skw).choices[0].message.content
+streamed = "".join(ch.choices[0].delta.content or "" for ch in cl.chat.completions.create(stream=True, **skw)
+                   if ch.choices)
+check(streamed == whole, f"json_object streamed {streamed!r} vs whole {whole!r}")
+g = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=3000, seed=6,
+                               extra_body={"grammar": 'root ::= ("yes" | "no") "!"'}).choices[0]
+check(g.message.content in ("yes!", "no!"), f"grammar: {g.message.content!r}")
+c = cl.completions.create(model="m.gguf", prompt="Answer:", max_tokens=200, seed=7,
+                          extra_body={"grammar": 'root ::= [0-9]{1,3} " apples"'}).choices[0]
+check(c.finish_reason == "stop" and c.text.endswith(" apples") and c.text[:-7].isdigit(), f"completion grammar: {c}")
+# forced calls: any of the tools, and a named one, with arguments of its schema
+two = tools + [{"type": "function", "function": {"name": "get_time", "description": "Time in a zone.",
+                                                 "parameters": {"type": "object", "additionalProperties": False,
+                                                                "properties": {"zone": {"enum": ["utc", "cet"]}},
+                                                                "required": ["zone"]}}}]
+for choice, names in (("required", ("get_weather", "get_time")),
+                      ({"type": "function", "function": {"name": "get_time"}}, ("get_time",))):
+    for seed in (1, 2):
+        f = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=3000, seed=seed, tools=two,
+                                       tool_choice=choice).choices[0]
+        calls = f.message.tool_calls or []
+        check(f.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name in names,
+              f"tool_choice {choice} seed {seed}: {f}")
+        for tc in calls:
+            args = json.loads(tc.function.arguments)
+            if tc.function.name == "get_time":
+                check(args.get("zone") in ("utc", "cet") and len(args) == 1, f"get_time arguments {args}")
+            else:
+                check(isinstance(args.get("city"), str) and args.get("unit", "c") in ("c", "f"),
+                      f"get_weather arguments {args}")
 
 # logprobs: the content's tokens, their bytes making up the content; the
 # chosen token never likelier than the best; streamed the same as whole
@@ -194,6 +252,27 @@ if len(sys.argv) > 3:
     alone = q.responses.create(model="q.gguf", input="And then?", max_output_tokens=4)
     check(r2.usage.input_tokens > alone.usage.input_tokens + 4 and r2.usage.input_tokens_details.cached_tokens > 0,
           f"previous_response_id: {r2.usage} (alone {alone.usage}, the first {r1.usage})")
+    # structured output and forced calls in Qwen3.5's format (the reply
+    # begins inside the reasoning its prompt opened; calls are XML-like)
+    rp = q.responses.parse(model="q.gguf", input="Pick.", text_format=Pick, max_output_tokens=1900,
+                           extra_body={"seed": 2})
+    check(isinstance(rp.output_parsed, Pick), f"responses.parse: {rp}")
+    qj = q.chat.completions.create(model="q.gguf", messages=msgs, max_tokens=1900, seed=3,
+                                   response_format={"type": "json_object"}).choices[0]
+    try:
+        check(qj.finish_reason == "stop" and isinstance(json.loads(qj.message.content), dict), f"qwen35 json_object: {qj}")
+    except ValueError as e:
+        check(False, f"qwen35 json_object: not JSON: {e}: {qj.message.content!r}")
+    for seed in (1, 2):
+        f = q.chat.completions.create(model="q.gguf", messages=msgs, max_tokens=1900, seed=seed, tools=two,
+                                      tool_choice="required").choices[0]
+        calls = f.message.tool_calls or []
+        check(f.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name in
+              ("get_weather", "get_time"), f"qwen35 tool_choice required seed {seed}: {f}")
+        for tc in calls:
+            args = json.loads(tc.function.arguments)
+            key = "zone" if tc.function.name == "get_time" else "city"
+            check(key in args, f"qwen35 forced call's arguments {args}")
     try:
         q.responses.create(model="q.gguf", input="Hi", previous_response_id="resp_none", max_output_tokens=2)
         check(False, "an unknown previous_response_id accepted")

@@ -12,7 +12,7 @@ gen_qwen35 "$TMP/q.gguf"
 url_oa=$URL
 pid_oa=$SRV_PID
 trap 'kill -9 $SRV_PID $pid_oa 2>/dev/null; rm -rf "$TMP"' EXIT
-start_server q35 --model "$TMP/q.gguf" --device cpu --ctx 2048 -q || fail "no qwen35 server"
+start_server q35 --model "$TMP/q.gguf" --device cpu --ctx 4096 -q || fail "no qwen35 server"
 wait_ready || fail "qwen35 not ready: $(cat "$TMP/q35.err")"
 "$PY" "$top_srcdir/tests/serve-openai.py" "$url_oa" k3y "$URL" || fail "the OpenAI client found problems (above)"
 stop_server "qwen35 server"

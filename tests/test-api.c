@@ -308,6 +308,43 @@ static void test_text(void)
 	BAD(hs_reply_parse(t, HS_CHAT_RAW, NULL, 1, &reply));
 	BAD(hs_reply_parse(t, HS_CHAT_RAW, ids, -1, &reply));
 	hs_reply_free(&reply); /* what a refused parse left is freeable */
+
+	/* grammars */
+	hs_grammar *gr = NULL;
+	char *gbnf = NULL;
+	float lg[4];
+	BAD(hs_grammar_new(NULL, "root ::= \"a\"", &gr));
+	BAD(hs_grammar_new(t, NULL, &gr));
+	BAD(hs_grammar_new(t, "root ::= \"a\"", NULL));
+	BAD(hs_grammar_new(t, "root ::= (", &gr));
+	CHECK(gr == NULL, "grammar out not cleared");
+	hs_grammar_free(NULL);
+	BAD(hs_grammar_reset(NULL));
+	BAD(hs_grammar_accept(NULL, 0));
+	BAD(hs_grammar_mask(NULL, lg));
+	BAD(hs_grammar_done(NULL));
+	BAD(hs_grammar_prefix(NULL, "p-", &gbnf));
+	BAD(hs_grammar_prefix("root ::= \"a\"", NULL, &gbnf));
+	BAD(hs_grammar_prefix("root ::= \"a\"", "p-", NULL));
+	BAD(hs_grammar_prefix("root ::= \"a\"", "p ", &gbnf));
+	BAD(hs_json_schema_to_grammar(NULL, &gbnf));
+	BAD(hs_json_schema_to_grammar("{}", NULL));
+	BAD(hs_json_schema_to_grammar("{\"type\": 5}", &gbnf));
+	CHECK(gbnf == NULL, "gbnf out not cleared");
+	OK(hs_grammar_new(t, "root ::= \"a\"", &gr));
+	if (gr) {
+		BAD(hs_grammar_mask(gr, NULL));
+		BAD(hs_grammar_accept(gr, -1));
+		BAD(hs_grammar_accept(gr, nv));
+		OK(hs_grammar_reset(gr));
+		hs_sampler *gs = NULL;
+		OK(hs_sampler_create(NULL, 16, &gs));
+		BAD(hs_sampler_set_grammar(NULL, gr));
+		BAD(hs_sampler_set_grammar(gs, gr)); /* 16 tokens against the vocabulary's */
+		OK(hs_sampler_set_grammar(gs, NULL));
+		hs_sampler_free(gs);
+		hs_grammar_free(gr);
+	}
 	hs_tokenizer_free(t);
 }
 

@@ -429,6 +429,7 @@ void hs_tokenizer_free(hs_tokenizer *t)
 	free(t->special_lens);
 	free(t->merges);
 	free(t->byte_pairs);
+	hs__tok_sorted_free(t->sorted);
 	free(t);
 }
 

@@ -76,11 +76,15 @@ struct hs_tokenizer {
 	uint8_t first_user[32];    /* first bytes of user-defined ones */
 	int n_user;                /* user-defined tokens */
 	int n_special;             /* all of them */
+	struct hs_tok_sorted *sorted; /* the ordinary tokens in byte order, built by the first grammar (text/grammar.c) */
 };
 
 /* Builds a tokenizer from a parsed GGUF (the lead's model loader uses this
  * on a file it already has open); it copies what it keeps, so g may be
  * closed afterwards.  Same errors as hs_tokenizer_open(). */
+/* Frees what tokenizer's sorted points to (text/grammar.c built it). */
+struct hs_tok_sorted;
+void hs__tok_sorted_free(struct hs_tok_sorted *s);
 int hs__tokenizer_from_gguf(const struct hs_gguf *g, hs_tokenizer **out);
 
 /* The first min(n, 8) bytes of p as a little-endian number, zero above:

@@ -53,6 +53,7 @@ typedef struct hs_sampler hs_sampler;           /* picks tokens from logits (con
 typedef struct hs_tokenizer hs_tokenizer;       /* text to ids and back (text.h) */
 typedef struct hs_detok hs_detok;               /* streaming ids to UTF-8 (text.h) */
 typedef struct hs_reply_parser hs_reply_parser; /* a reply as content, reasoning, tool calls (text.h) */
+typedef struct hs_grammar hs_grammar;           /* a compiled grammar and its matcher (text.h) */
 typedef struct hs_topology hs_topology;         /* NUMA nodes, cores, GPUs (topology.h) */
 typedef struct hs_trace hs_trace;               /* recorded routing (trace.h) */
 typedef struct hs_trace_writer hs_trace_writer;

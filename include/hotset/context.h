@@ -160,6 +160,12 @@ void hs_sampler_free(hs_sampler *s);
  * when s or logits is NULL or no logit is above -inf (all NaN or -inf):
  * a negative result is an error, never a token. */
 int32_t hs_sampler_sample(hs_sampler *s, const float *logits);
+/* Constrains what s draws to grammar g (NULL: unconstrained again): each
+ * hs_sampler_sample() masks the tokens g refuses (on a copy: logits stay as
+ * they were) and advances g by the token drawn; -ENOENT from it when g
+ * allows nothing.  g is the caller's, used in place (not copied), and must
+ * outlive its use here; its state is not reset. */
+int hs_sampler_set_grammar(hs_sampler *s, hs_grammar *g);
 
 /* Log-probabilities of a row of logits[n_vocab] under its softmax at
  * temperature 1, before any sampler filtering (what OpenAI's `logprobs`

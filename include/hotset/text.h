@@ -265,4 +265,58 @@ int hs_reply_parse(const hs_tokenizer *t, enum hs_chat_format format, const int3
 		   struct hs_reply *out);
 void hs_reply_free(struct hs_reply *r);
 
+/* ---- grammars: constrained generation -------------------------------------- */
+
+/* A grammar in GBNF as llama.cpp writes it (grammars/README.md there): rules
+ * `name ::= alternatives`, the start rule `root`; "literals" with \n \t \r
+ * \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [character classes] ([^...] negated,
+ * a-z ranges), `.` for any character, ( groups ), * + ? {m} {m,} {m,n}
+ * repetitions, # comments; and whole tokens: <[id]> the token of that id,
+ * <text> the token whose text that is (it must be one token of t),
+ * !<[id]> / !<text> any one token but that one.  Characters are Unicode code
+ * points matched on the UTF-8 bytes of tokens, so a token may end inside a
+ * character.  Control tokens (<|end|>, <|im_end|> ...) and tokens the
+ * grammar names are never matched by their text, only where a token element
+ * names them; a negated token element matches ordinary tokens only.  Where
+ * the grammar may end, the tokenizer's eos and eot are allowed too.
+ * compile the grammar for t's vocabulary (t must outlive it) and start it at
+ * root.  -EINVAL with one line naming the rule, line and column for a syntax
+ * error, an undefined rule, left recursion (`a ::= a "x"`), or a token text
+ * that is not one token; -ENOMEM.  The grammar holds its matcher's state:
+ * one generation at a time.  Free with hs_grammar_free(). */
+int hs_grammar_new(const hs_tokenizer *t, const char *gbnf, hs_grammar **out);
+void hs_grammar_free(hs_grammar *g);
+/* Back to the start of root (nothing accepted). */
+int hs_grammar_reset(hs_grammar *g);
+/* Advances by one token; -EINVAL (the state unchanged) when the grammar
+ * does not allow it there, or for an id out of range. */
+int hs_grammar_accept(hs_grammar *g, int32_t id);
+/* Sets logits[id] to -INFINITY for every token of the vocabulary the grammar
+ * does not allow next (logits has n_vocab floats).  The number of tokens
+ * allowed: 0 means none (a dead end: the grammar is complete and the
+ * tokenizer has no eos/eot, or it cannot go on). */
+int hs_grammar_mask(hs_grammar *g, float *logits);
+/* 1 when what was accepted is a whole sentence of the grammar (generation
+ * may stop here), 0 otherwise, -EINVAL for NULL. */
+int hs_grammar_done(const hs_grammar *g);
+/* The grammar gbnf with every rule renamed PREFIXname (root becomes
+ * PREFIXroot), so that several grammars go into one text: a rule of your
+ * own that names PREFIXroot uses that grammar whole.  prefix: letters,
+ * digits, '-' and '_'.  *out is malloc'd (free() it); the text is not
+ * checked here (hs_grammar_new() does). */
+int hs_grammar_prefix(const char *gbnf, const char *prefix, char **out);
+/* The GBNF text for JSON values matching a JSON Schema (the subset OpenAI's
+ * structured outputs take: type, properties, required, additionalProperties,
+ * items, prefixItems, minItems/maxItems, enum, const, anyOf/oneOf, allOf of
+ * objects, $ref into $defs/definitions, string minLength/maxLength and the
+ * formats date, time, date-time, uuid; text/json-schema.c's head and
+ * docs/server.md list what is ignored and what is refused).
+ * The root rule is the whole value: between its tokens one space or a
+ * newline with up to 40 blanks, none before or after it (so generation
+ * can end right after the value).  schema_json "{}" or "true" is any JSON
+ * value.  *gbnf is
+ * malloc'd (free() it).  -EINVAL naming the schema's path (e.g.
+ * "#/properties/a/pattern: not supported") for what it cannot express. */
+int hs_json_schema_to_grammar(const char *schema_json, char **gbnf);
+
 #endif /* HOTSET_TEXT_H */

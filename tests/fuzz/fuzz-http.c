@@ -40,6 +40,7 @@ void hs_srv_req_unref_locked(struct srv_req *r)
 	for (int i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	json_decref(r->conv); /* a Responses request's conversation (sched.c frees it there) */
+	hs_grammar_free(r->grammar);
 	free(r);
 }
 
