@@ -18,7 +18,7 @@ command -v "$CLANG" >/dev/null 2>&1 || { echo "SKIP: no clang (Debian package cl
 out="$build/fuzz"
 mkdir -p "$out" "$build/fuzz-crashes"
 lib="$src/model/gguf.c $src/base/error.c $src/cpu_kernels/formats.c $src/cpu_kernels/quants.c"
-for f in unicode unicode-tables pretok tokenizer bpe detok chat chat-xml chat-tools reply; do lib="$lib $src/text/$f.c"; done
+for f in unicode unicode-tables pretok tokenizer bpe detok chat chat-xml chat-tools reply grammar json-schema; do lib="$lib $src/text/$f.c"; done
 # the server's request path: request.c and api.c over the library's text parts
 http_src="$src/server/head.c $src/server/request.c $src/server/constrain.c $src/server/messages.c $src/server/responses.c $src/server/store.c $src/server/api.c"
 for target in gguf tokenizer http; do
