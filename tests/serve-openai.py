@@ -5,6 +5,10 @@ streamed (with usage), greedy streamed text equal to the whole answer, tools
 as the client sends them, logprobs (chat and completions, whole and
 streamed), and the errors the client raises for 400 and 401.
 
+Structured output: 100 random schemas (a seeded generator) whose replies
+must parse and hold to them, Pydantic parse, json_object, grammars, forced
+tool calls.
+
 With QWEN35_URL, a qwen35 model's server (no key): logprobs of a reply with
 reasoning and content cover the content's tokens only; the Responses API
 (whole and streamed, a function call turn, previous_response_id) gives that
@@ -140,6 +144,98 @@ for choice, names in (("required", ("get_weather", "get_time")),
             else:
                 check(isinstance(args.get("city"), str) and args.get("unit", "c") in ("c", "f"),
                       f"get_weather arguments {args}")
+
+# random schemas (a seeded generator): each constrained reply of the random
+# model parses and holds to its schema, checked by a validator of its own
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+
+def gen_schema(rnd, depth=0):
+    kinds = ["string", "integer", "number", "boolean", "null", "enum", "const"]
+    if depth < 2:
+        kinds += ["object", "array", "anyOf"] * 2
+    k = rnd.choice(kinds)
+    if k == "string":
+        s = {"type": "string", "maxLength": rnd.randint(0, 6)}
+        if rnd.random() < 0.3:
+            s["minLength"] = rnd.randint(0, s["maxLength"])
+        if rnd.random() < 0.15:
+            s = {"type": "string", "format": rnd.choice(["date", "uuid", "time", "date-time"])}
+        return s
+    if k in ("integer", "number", "boolean", "null"):
+        return {"type": k} if rnd.random() < 0.8 else {"type": [k, "null"]}
+    if k == "enum":
+        return {"enum": rnd.sample(["a", "b c", 1, 2.5, True, None, "\u00e9"], rnd.randint(1, 4))}
+    if k == "const":
+        return {"const": rnd.choice(["x", 3, False, None])}
+    if k == "anyOf":
+        return {"anyOf": [gen_schema(rnd, depth + 1) for _ in range(rnd.randint(1, 3))]}
+    if k == "array":
+        lo = rnd.randint(0, 2)
+        return {"type": "array", "items": gen_schema(rnd, depth + 1), "minItems": lo, "maxItems": lo + rnd.randint(0, 2)}
+    props = {f"k{i}": gen_schema(rnd, depth + 1) for i in range(rnd.randint(0, 4))}
+    return {"type": "object", "properties": props, "required": [n for n in props if rnd.random() < 0.6],
+            "additionalProperties": False}
+
+
+def valid(v, s):
+    if "const" in s:
+        return v == s["const"] and type(v) is type(s["const"])
+    if "enum" in s:
+        return any(v == e and type(v) is type(e) for e in s["enum"])
+    if "anyOf" in s:
+        return any(valid(v, x) for x in s["anyOf"])
+    t = s.get("type")
+    if isinstance(t, list):
+        return any(valid(v, dict(s, type=x)) for x in t)
+    if t == "null":
+        return v is None
+    if t == "boolean":
+        return isinstance(v, bool)
+    if t == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t == "string":
+        if not isinstance(v, str) or len(v) > s.get("maxLength", 1 << 30) or len(v) < s.get("minLength", 0):
+            return False
+        import re
+        pat = {"date": r"\d{4}-\d{2}-\d{2}", "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+               "time": r"\d{2}:\d{2}:\d{2}(\.\d+)?([zZ]|[+-]\d{2}:\d{2})",
+               "date-time": r"\d{4}-\d{2}-\d{2}[tT ]\d{2}:\d{2}:\d{2}(\.\d+)?([zZ]|[+-]\d{2}:\d{2})"}.get(s.get("format"))
+        return pat is None or re.fullmatch(pat, v) is not None
+    if t == "array":
+        return (isinstance(v, list) and s.get("minItems", 0) <= len(v) <= s.get("maxItems", 1 << 30)
+                and all(valid(x, s["items"]) for x in v))
+    if t == "object":
+        props = s.get("properties", {})
+        return (isinstance(v, dict) and all(n in v for n in s.get("required", []))
+                and all(n in props and valid(x, props[n]) for n, x in v.items()))
+    return True
+
+
+def one_schema(i):
+    schema = gen_schema(random.Random(1000 + i))
+    try:
+        ch = cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=3000, seed=i, response_format={
+            "type": "json_schema", "json_schema": {"name": f"s{i}", "schema": schema, "strict": True}}).choices[0]
+    except openai.APIError as e:
+        return f"random schema {i} {json.dumps(schema)}: {e}"
+    if ch.finish_reason != "stop":
+        return f"random schema {i}: finish {ch.finish_reason}"
+    try:
+        v = json.loads(ch.message.content)
+    except ValueError as e:
+        return f"random schema {i} {json.dumps(schema)}: not JSON ({e}): {ch.message.content!r}"
+    return None if valid(v, schema) else f"random schema {i} {json.dumps(schema)}: {ch.message.content!r} breaks it"
+
+
+n_schemas = 100 // (4 if os.environ.get("HS_SANITIZER_BUILD") == "yes" else 1)
+with ThreadPoolExecutor(2) as ex:
+    for bad in ex.map(one_schema, range(n_schemas)):
+        check(bad is None, bad)
 
 # logprobs: the content's tokens, their bytes making up the content; the
 # chosen token never likelier than the best; streamed the same as whole
