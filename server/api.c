@@ -449,6 +449,8 @@ static void msg_finish(struct srv *s, struct srv_req *r, const char *reason)
 		msg_delta(s, r, HS_REPLY_CONTENT, "", 0); /* message_start, if nothing came before */
 		block_stop(r);
 		for (int i = 0; i < r->n_tool; i++) {
+			if (r->tool_head[i]) /* streamed as it was written */
+				continue;
 			hs_srv_random_id(s, "toolu_", id, sizeof id);
 			event(r, "content_block_start",
 			      json_pack("{s:s, s:i, s:{s:s, s:s, s:s, s:{}}}", "type", "content_block_start", "index",
@@ -793,6 +795,38 @@ static void stream_call(struct srv *s, struct srv_req *r, int i, int last)
 	}
 }
 
+/* Messages: call i's tool_use block opens once its name is known and its
+ * text begins as a JSON object does; its input then streams as
+ * input_json_delta as it is written.  A call whose text begins otherwise
+ * comes whole at the end (msg_finish), its input call_input()'s. */
+static void msg_stream_call(struct srv *s, struct srv_req *r, int i)
+{
+	char id[48];
+	if (!r->tool_head[i]) {
+		size_t k = 0;
+		while (k < r->tool[i].len && strchr(" \t\r\n", r->tool[i].p[k]))
+			k++;
+		if (!(r->rp && hs_reply_parser_tool_name_at(r->rp, i)) || k == r->tool[i].len || r->tool[i].p[k] != '{')
+			return;
+		msg_delta(s, r, HS_REPLY_CONTENT, "", 0); /* message_start, if nothing came before */
+		block_stop(r);
+		hs_srv_random_id(s, "toolu_", id, sizeof id);
+		event(r, "content_block_start",
+		      json_pack("{s:s, s:i, s:{s:s, s:s, s:s, s:{}}}", "type", "content_block_start", "index", r->n_blocks,
+				"content_block", "type", "tool_use", "id", id, "name", call_name(r, i), "input"));
+		r->n_blocks++;
+		r->block = 3; /* a tool_use block: any other text closes it */
+		r->tool_head[i] = 1;
+	}
+	if (r->block == 3 && r->tool[i].len > r->tool_sent[i]) {
+		event(r, "content_block_delta",
+		      json_pack("{s:s, s:i, s:{s:s, s:s%}}", "type", "content_block_delta", "index", r->n_blocks - 1, "delta",
+				"type", "input_json_delta", "partial_json", r->tool[i].p + r->tool_sent[i],
+				r->tool[i].len - r->tool_sent[i]));
+		r->tool_sent[i] = r->tool[i].len;
+	}
+}
+
 void hs_srv_add_tool(struct srv *s, struct srv_req *r, int index, const char *text, size_t len)
 {
 	if (index < 0 || index >= SRV_MAX_CALLS)
@@ -800,12 +834,14 @@ void hs_srv_add_tool(struct srv *s, struct srv_req *r, int index, const char *te
 	hs_srv_sbuf_add(&r->tool[index], text, len);
 	if (r->n_tool < index + 1)
 		r->n_tool = index + 1;
-	/* OpenAI streams each call as it is written: the head, then argument
-	 * text (Messages: the tool_use blocks come whole at the end) */
+	/* OpenAI and Messages stream each call as it is written: the head,
+	 * then argument text (the Responses API sends its items whole) */
 	if (r->stream && r->chat && r->api == SRV_API_OPENAI && !r->tool[index].err) {
 		if (!r->role_sent)
 			hs_srv_emit_delta(s, r, HS_REPLY_CONTENT, "", 0);
 		stream_call(s, r, index, 0);
+	} else if (r->stream && r->api == SRV_API_MESSAGES && !r->tool[index].err) {
+		msg_stream_call(s, r, index);
 	}
 }
 

@@ -102,7 +102,7 @@ struct srv_req {
 	int role_sent, stopped_by_string;
 	int stop_hit;         /* the stop string that ended it (stopped_by_string) */
 	int block, n_blocks;  /* Messages/Responses stream: the open block's or item's kind (0: none,
-				 1 reasoning, 2 text), blocks or items so far */
+				 1 reasoning, 2 text, 3 a Messages tool_use), blocks or items so far */
 	size_t item_off;      /* Responses stream: where the open item's text starts in content/reasoning */
 	long seq_no;          /* Responses stream: the next event's sequence_number */
 	json_t *items[SRV_MAX_ITEMS]; /* Responses stream: the closed items, for the final response */

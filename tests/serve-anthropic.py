@@ -5,9 +5,12 @@ whole and streamed (thinking and text blocks, the streamed message equal to
 the whole one for a seed), count_tokens equal to the answer's input_tokens,
 system prompts, stop_sequences, max_tokens, tools and a tool_use /
 tool_result turn as the client sends them, the key in x-api-key, and the
-errors the client raises for 400 and 401.
+errors the client raises for 400 and 401; forced calls (tool_choice any
+and tool) whole and streamed.  With HARMONY_URL, a gpt-oss model's server:
+a forced call's input streams as input_json_delta pieces as it is written,
+adding up to the whole answer's input.
 
-usage: serve-anthropic.py BASE_URL API_KEY"""
+usage: serve-anthropic.py BASE_URL API_KEY [HARMONY_URL]"""
 import sys
 
 import anthropic
@@ -93,6 +96,21 @@ for choice, names in (({"type": "any"}, ("get_weather", "get_time")), ({"type": 
         fs = st.get_final_message()
     check([(b.type, getattr(b, "name", None), getattr(b, "input", None)) for b in fs.content if b.type == "tool_use"]
           == [(b.type, b.name, b.input) for b in uses], f"tool_choice {choice} streamed: {fs} vs {f}")
+
+if len(sys.argv) > 3:
+    h = anthropic.Anthropic(base_url=sys.argv[3], api_key="none", max_retries=0, timeout=60)
+    hk = dict(model="m.gguf", max_tokens=3000, tools=short, tool_choice={"type": "tool", "name": "get_weather"},
+              messages=msgs, extra_body={"seed": 5})
+    whole = [b for b in h.messages.create(**hk).content if b.type == "tool_use"]
+    with h.messages.stream(**hk) as st:
+        deltas = [ev.delta.partial_json for ev in st if ev.type == "content_block_delta"
+                  and ev.delta.type == "input_json_delta"]
+        final = st.get_final_message()
+    streamed = [b for b in final.content if b.type == "tool_use"]
+    check(len(whole) == 1 and whole[0].name == "get_weather" and isinstance(whole[0].input.get("city"), str),
+          f"gpt-oss forced call: {whole}")
+    check(len(deltas) > 1 and [(b.name, b.input) for b in streamed] == [(b.name, b.input) for b in whole],
+          f"gpt-oss forced call streamed in {len(deltas)} pieces: {streamed} vs {whole}")
 
 try:
     cl.messages.create(model="q.gguf", max_tokens=4, messages=[])
