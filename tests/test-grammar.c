@@ -119,9 +119,9 @@ static void refused(const char *src, const char *want)
 {
 	hs_grammar *g = (hs_grammar *)1;
 	int rc = hs__grammar_new_bytes(src, &g);
-	CHECK(rc == -EINVAL || rc == -E2BIG, "\"%s\" should not compile (rc %d)", src, rc);
+	CHECK(rc == -EINVAL || rc == -E2BIG, "\"%.80s\" should not compile (rc %d)", src, rc);
 	CHECK(g == NULL, "out not NULL after a refusal");
-	CHECK(strstr(hs_last_error(), want), "\"%s\": message \"%s\" lacks \"%s\"", src, hs_last_error(), want);
+	CHECK(strstr(hs_last_error(), want), "\"%.80s\": message \"%s\" lacks \"%s\"", src, hs_last_error(), want);
 	if (rc == 0)
 		hs_grammar_free(g);
 }
@@ -145,14 +145,18 @@ static void test_errors(void)
 	refused("root ::= <[5]>", "tokenizer");
 	refused("root \"a\"", "expected '::='");
 	refused("\n\n  root ::= [a", "line 3, column 12");
-	/* a grammar that grows past the element limit once written out: 500
-	 * repetitions of up to 10,000 (its work is bounded, not its text's
-	 * length times the counts) */
+	/* grammars that grow past the limits once written out (their work is
+	 * bounded, not their text's length times the counts): 500 optional
+	 * repetitions of up to 10,000 (a rule each), 200 of exactly 9,999 */
 	{
 		char *src = malloc(500 * 16 + 16), *p = src;
 		p += sprintf(p, "root ::=");
 		for (int i = 0; i < 500; i++)
 			p += sprintf(p, " \"ab\"{0,9999}");
+		refused(src, "rules once groups and repetitions are written out");
+		p = src + sprintf(src, "root ::=");
+		for (int i = 0; i < 200; i++)
+			p += sprintf(p, " \"ab\"{9999}");
 		refused(src, "elements once repetitions are written out");
 		free(src);
 	}

@@ -43,10 +43,11 @@ struct grange {
 };
 
 /* limits that keep a hostile grammar's work proportional to its text */
-#define MAX_ELEMS (1u << 22)
+#define MAX_ELEMS (1u << 20)  /* elements once repetitions are written out */
+#define MAX_RULES (1u << 17)  /* rules, the generated ones too (a few hundred bytes each) */
 #define MAX_REPEAT 10000
 #define MAX_DEPTH 200        /* nesting of parentheses in the text */
-#define MAX_FRAMES (1u << 22) /* interned frames of one grammar */
+#define MAX_FRAMES (1u << 20) /* interned frames of one grammar (48 bytes each) */
 #define MAX_SET 4096          /* stacks alive at once */
 #define N_CACHE 32            /* masks kept */
 
@@ -662,6 +663,9 @@ static uint32_t name_hash(const char *s, size_t n)
 
 static int rule_add(struct parser *ps, const char *name, size_t len, const char *at, uint32_t *out)
 {
+	if (ps->n_r >= MAX_RULES)
+		return hs__error(E2BIG, "grammar: more than %u rules once groups and repetitions are written out",
+				 MAX_RULES);
 	if (ps->n_r == ps->cap_r) {
 		uint32_t cap = ps->cap_r ? 2 * ps->cap_r : 16;
 		struct prule *r = realloc(ps->r, (size_t)cap * sizeof *r);
@@ -710,8 +714,9 @@ static int rule_id(struct parser *ps, const char *name, size_t len, const char *
 		for (i = h & m; t[i]; i = (i + 1) & m)
 			;
 	}
-	if (rule_add(ps, name, len, at, out))
-		return -ENOMEM;
+	int rc = rule_add(ps, name, len, at, out);
+	if (rc)
+		return rc;
 	ps->names[i] = *out + 1;
 	ps->n_names++;
 	return 0;
@@ -725,8 +730,9 @@ static int new_rule(struct parser *ps, uint32_t parent, uint32_t *out)
 	const char *base = ps->r[parent].name;
 	size_t bl = strcspn(base, "#");
 	snprintf(name, sizeof name, "%.*s#%u", (int)(bl < 200 ? bl : 200), base, ps->n_r);
-	if (rule_add(ps, name, strlen(name), ps->p, out))
-		return -ENOMEM;
+	int rc = rule_add(ps, name, strlen(name), ps->p, out);
+	if (rc)
+		return rc;
 	ps->r[*out].defined = 1;
 	return 0;
 }
