@@ -882,13 +882,12 @@ static int parse_token(struct parser *ps, struct pseq *s, int neg)
  * tail. */
 static int repeat(struct parser *ps, uint32_t rule, uint32_t *s_idx, uint32_t from, uint32_t min, uint32_t max)
 {
-	struct pseq *s = &ps->r[rule].alt[0]; /* placeholder, refetched below */
 	uint32_t a = *s_idx;
 	struct gel *sym;
 	uint32_t n_sym, tail = 0, i;
 	int rc;
 
-	(void)s;
+	/* the alternative is named by index: new rules below may move ps->r */
 #define SEQ (&ps->r[rule].alt[a])
 	n_sym = SEQ->n - from;
 	if (!(sym = malloc((size_t)n_sym * sizeof *sym)))
