@@ -241,9 +241,9 @@ static void chunk(struct srv *s, struct srv_req *r, json_t *delta, json_t *logpr
 	json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
 	if (!logprobs)
 		logprobs = json_null();
-	json_t *c = r->chat ? json_pack("{s:i, s:o, s:o, s:s?}", "index", 0, "delta", delta, "logprobs", logprobs,
+	json_t *c = r->chat ? json_pack("{s:i, s:o, s:o, s:s?}", "index", r->choice, "delta", delta, "logprobs", logprobs,
 					"finish_reason", reason)
-			    : json_pack("{s:i, s:o, s:o, s:s?}", "index", 0, "text", delta, "logprobs", logprobs,
+			    : json_pack("{s:i, s:o, s:o, s:s?}", "index", r->choice, "text", delta, "logprobs", logprobs,
 					"finish_reason", reason);
 	if (!j || !c) {
 		json_decref(j);
@@ -721,10 +721,16 @@ void hs_srv_emit_delta(struct srv *s, struct srv_req *r, enum hs_reply_kind kind
 		chunk(s, r, t, lp, NULL);
 }
 
+/* n_gen: the tokens of every choice (the prompt is read once) */
+static json_t *usage_of(struct srv_req *r, int n_gen)
+{
+	return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", r->n_prompt, "completion_tokens", n_gen,
+			 "total_tokens", r->n_prompt + n_gen, "prompt_tokens_details", "cached_tokens", r->n_cached);
+}
+
 static json_t *usage(struct srv_req *r)
 {
-	return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_gen,
-			 "total_tokens", r->n_prompt + r->n_gen, "prompt_tokens_details", "cached_tokens", r->n_cached);
+	return usage_of(r, r->n_gen);
 }
 
 /* llama-server's "timings": wall time of this request's prompt chunks and
@@ -872,9 +878,9 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			stream_call(s, r, i, 1);
 		/* the last choice chunk carries finish_reason (and timings) */
 		json_t *j = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
-		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:o, s:s}", "index", 0, "delta", "logprobs", lp_next(s, r),
+		json_t *c = r->chat ? json_pack("{s:i, s:{}, s:o, s:s}", "index", r->choice, "delta", "logprobs", lp_next(s, r),
 						"finish_reason", reason)
-				    : json_pack("{s:i, s:s, s:o, s:s}", "index", 0, "text", "", "logprobs", lp_next(s, r),
+				    : json_pack("{s:i, s:s, s:o, s:s}", "index", r->choice, "text", "", "logprobs", lp_next(s, r),
 						"finish_reason", reason);
 		if (j && c) {
 			json_object_set_new(j, "choices", json_pack("[o]", c));
@@ -891,6 +897,8 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			json_decref(c);
 			r->pend.err = 1;
 		}
+		if (r->n_choices > 1) /* the lead ends the stream once all ended */
+			return;
 		if (r->include_usage) {
 			json_t *u = head(s, r, r->chat ? "chat.completion.chunk" : "text_completion");
 			if (u) {
@@ -915,10 +923,10 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 			if (r->n_tool)
 				json_object_set_new(msg, "tool_calls", tool_calls(s, r));
 		}
-		c = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs",
+		c = json_pack("{s:i, s:o, s:o, s:s}", "index", r->choice, "message", msg, "logprobs",
 			      r->lp_on ? lp_chat(s, r, 0, r->lp_n) : json_null(), "finish_reason", reason);
 	} else {
-		c = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", r->content.p ? r->content.p : "",
+		c = json_pack("{s:i, s:s%, s:o, s:s}", "index", r->choice, "text", r->content.p ? r->content.p : "",
 			      r->content.len, "logprobs", r->lp_on ? lp_text(s, r, 0, r->lp_n) : json_null(),
 			      "finish_reason", reason);
 	}
@@ -927,6 +935,13 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 		for (int i = 0; i < r->n_gen; i++)
 			json_array_append_new(ids, json_integer(r->gen[i]));
 		json_object_set_new(c, "tokens", ids);
+	}
+	if (r->n_choices > 1) { /* kept for the lead's answer */
+		json_decref(j);
+		if (!c)
+			r->pend.err = 1;
+		r->choice_obj = c;
+		return;
 	}
 	if (j && c) {
 		json_object_set_new(j, "choices", json_pack("[o]", c));
@@ -938,6 +953,44 @@ void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason)
 		j = NULL;
 	}
 	put(r, NULL, j);
+}
+
+void hs_srv_emit_group_end(struct srv *s, struct srv_req *L)
+{
+	int n_gen = 0;
+	for (int i = 0; i < L->n_choices; i++)
+		n_gen += L->group[i]->n_gen;
+	if (L->stream) {
+		if (L->include_usage) {
+			json_t *u = head(s, L, L->chat ? "chat.completion.chunk" : "text_completion");
+			if (u) {
+				json_object_set_new(u, "choices", json_array());
+				json_object_set_new(u, "usage", usage_of(L, n_gen));
+			}
+			sse(L, u);
+		}
+		hs_srv_sbuf_add(&L->pend, "data: [DONE]\n\n", 14);
+		return;
+	}
+	json_t *j = head(s, L, L->chat ? "chat.completion" : "text_completion"), *cs = json_array();
+	for (int i = 0; i < L->n_choices && cs; i++) {
+		struct srv_req *c = L->group[i];
+		if (!c->choice_obj || json_array_append_new(cs, c->choice_obj)) {
+			json_decref(cs);
+			cs = NULL;
+		}
+		c->choice_obj = NULL;
+	}
+	if (j && cs) {
+		json_object_set_new(j, "choices", cs);
+		json_object_set_new(j, "usage", usage_of(L, n_gen));
+		json_object_set_new(j, "timings", timings(L));
+	} else {
+		json_decref(cs);
+		json_decref(j);
+		j = NULL;
+	}
+	put(L, NULL, j);
 }
 
 void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg)
@@ -1055,9 +1108,12 @@ char *hs_srv_metrics_text(struct srv *s)
 	metric(&b, "prompt_tokens_cached_total", "counter",
 	       "Prompt tokens not prefilled: an earlier request's KV cells held them (requests that ended).",
 	       (double)m.prompt_tokens_cached);
+	metric(&b, "prompt_tokens_forked_total", "counter",
+	       "Prompt tokens not prefilled: the choices of n > 1 after the first copied the first's KV cells.",
+	       (double)m.prompt_tokens_forked);
 	metric(&b, "completion_tokens_total", "counter", "Tokens generated (requests that ended).",
 	       (double)m.completion_tokens);
-	metric(&b, "requests_running", "gauge", "Requests holding a sequence.", m.busy);
+	metric(&b, "requests_running", "gauge", "Sequences held by running requests (n choices hold n).", m.busy);
 	metric(&b, "requests_queued", "gauge", "Requests waiting for a sequence.", q);
 	metric(&b, "queue_limit", "gauge", "Requests that may wait (--max-queue).", s->o.max_queue);
 	metric(&b, "sequences", "gauge", "Sequences decoded together (--parallel).", s->o.parallel);

@@ -494,8 +494,12 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 		return -1;
 	r->sp.seed = seed_given ? (uint64_t)seed : random_seed(s);
 	given = 0;
-	if (get_int(root, "n", 1, 1, &v, &given, e))
+	if (get_int(root, "n", 1, 128, &v, &given, e))
 		return -1;
+	r->n_choices = given ? (int)v : 1;
+	if (r->n_choices > s->o.parallel) /* every choice decodes in a sequence of its own */
+		return bad(e, "n", "invalid_value", "n = %d choices need as many sequences; this server runs %d (--parallel)",
+			   r->n_choices, s->o.parallel);
 	if (get_stop(root, r, e))
 		return -1;
 	if (chat ? chat_prompt(s, root, r, e) : text_prompt(s, root, r, e))
@@ -515,8 +519,26 @@ static int parse_fields(struct srv *s, int chat, json_t *root, struct srv_req *r
 			   "%d prompt tokens + %lld max_tokens = %lld exceed the context of %d per sequence (--ctx)",
 			   r->n_prompt, max, r->n_prompt + max, s->n_ctx);
 	r->max_tokens = max_given ? (int)max : s->n_ctx - r->n_prompt;
-	/* what the reply must hold to, compiled against the prompt's end */
-	return hs_srv_constrain(s, root, r, e);
+	/* what the reply must hold to, compiled against the prompt's end; each
+	 * choice of n > 1 follows its own copy (a matcher holds its state) */
+	if (hs_srv_constrain(s, root, r, e))
+		return -1;
+	if (r->grammar && r->n_choices > 1) {
+		hs_grammar *first = r->grammar;
+		if (!(r->grammars = calloc((size_t)r->n_choices - 1, sizeof *r->grammars)))
+			return bad(e, NULL, NULL, "out of memory");
+		for (int i = 0; i < r->n_choices - 1; i++) {
+			r->grammar = NULL;
+			int rc = hs_srv_constrain(s, root, r, e);
+			r->grammars[i] = r->grammar;
+			if (rc) {
+				r->grammar = first;
+				return -1;
+			}
+		}
+		r->grammar = first;
+	}
+	return 0;
 }
 
 struct srv_req *hs_srv_parse_json(struct srv *s, int chat, json_t *root, int *status, char **err)

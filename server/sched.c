@@ -43,6 +43,7 @@ struct srv_req *hs_srv_req_new(void)
 	pthread_cond_init(&r->cv, NULL);
 	r->slot = -1;
 	r->refs = 1;
+	r->n_choices = 1;
 	return r;
 }
 
@@ -67,6 +68,12 @@ static void req_release_private(struct srv_req *r)
 	r->n_items = 0;
 	json_decref(r->conv);
 	r->conv = NULL;
+	for (int i = 0; r->grammars && i < r->n_choices - 1; i++)
+		hs_grammar_free(r->grammars[i]);
+	free(r->grammars);
+	r->grammars = NULL;
+	json_decref(r->choice_obj);
+	r->choice_obj = NULL;
 	hs_srv_sbuf_free(&r->held);
 	hs_srv_sbuf_free(&r->pend);
 }
@@ -75,7 +82,9 @@ void hs_srv_req_unref_locked(struct srv_req *r)
 {
 	if (--r->refs > 0)
 		return;
+	struct srv_req *lead = r->lead;
 	req_release_private(r);
+	free(r->group);
 	free(r->prompt);
 	free(r->gen);
 	for (int i = 0; i < r->n_stop; i++)
@@ -83,6 +92,8 @@ void hs_srv_req_unref_locked(struct srv_req *r)
 	hs_srv_sbuf_free(&r->out);
 	pthread_cond_destroy(&r->cv);
 	free(r);
+	if (lead) /* a choice of n > 1 held its lead */
+		hs_srv_req_unref_locked(lead);
 }
 
 int hs_srv_retry_after(struct srv *s)
@@ -135,6 +146,70 @@ static struct srv_req *queue_pop_locked(struct srv *s)
 	return r;
 }
 
+/* A request that never runs is answered with an error at once (and the
+ * scheduler's reference dropped). */
+static void answer_now_locked(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg)
+{
+	hs_srv_emit_error(s, r, status, type, msg);
+	hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
+	r->pend.len = 0;
+	r->finished = 1;
+	r->status = status;
+	s->m.failed++;
+	pthread_cond_broadcast(&r->cv);
+	hs_srv_req_unref_locked(r);
+}
+
+/* n > 1: choices 1..n-1 of lead, each a request of its own with the
+ * lead's fields, the seed plus its index and its own grammar; each holds
+ * a reference to the lead, whose `out` gets what it writes.  0 or -ENOMEM
+ * (nothing made). */
+static int make_choices_locked(struct srv_req *L)
+{
+	const int n = L->n_choices;
+	if (!(L->group = calloc((size_t)n, sizeof *L->group)))
+		return -ENOMEM;
+	L->group[0] = L;
+	for (int i = 1; i < n; i++) {
+		struct srv_req *c = hs_srv_req_new();
+		if (!c || !(c->prompt = malloc(sizeof *c->prompt * (size_t)L->n_prompt))) {
+			free(c);
+			goto fail;
+		}
+		c->chat = L->chat, c->stream = L->stream, c->include_usage = L->include_usage;
+		c->return_tokens = L->return_tokens, c->ignore_eos = L->ignore_eos, c->api = L->api;
+		c->lp_on = L->lp_on, c->lp_top = L->lp_top, c->max_tokens = L->max_tokens;
+		memcpy(c->prompt, L->prompt, sizeof *c->prompt * (size_t)L->n_prompt);
+		c->n_prompt = L->n_prompt;
+		c->sp = L->sp;
+		c->sp.seed = L->sp.seed + (uint64_t)i;
+		memcpy(c->id, L->id, sizeof c->id);
+		c->created = L->created;
+		c->t_queued = L->t_queued;
+		c->n_choices = n;
+		c->choice = i;
+		c->lead = L;
+		L->refs++;
+		L->group[i] = c;
+		for (int k = 0; k < L->n_stop; k++)
+			if ((c->stop[k] = strdup(L->stop[k])))
+				c->n_stop++;
+		if (c->n_stop < L->n_stop)
+			goto fail;
+		if (L->grammars) { /* its own matcher */
+			c->grammar = L->grammars[i - 1];
+			L->grammars[i - 1] = NULL;
+		}
+	}
+	return 0;
+fail:
+	for (int i = 1; i < n && L->group[i]; i++)
+		hs_srv_req_unref_locked(L->group[i]);
+	free(L->group);
+	L->group = NULL;
+	return -ENOMEM;
+}
+
 /* Queued requests whose client left are dropped; while stopping, every
  * queued request is answered 503. */
 static void reap_queue_locked(struct sched *k)
@@ -148,14 +223,7 @@ static void reap_queue_locked(struct sched *k)
 			s->m.cancelled++;
 			hs_srv_req_unref_locked(r);
 		} else if (s->stopping) {
-			hs_srv_emit_error(s, r, 503, "unavailable_error", "the server is shutting down");
-			hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
-			r->pend.len = 0;
-			r->finished = 1;
-			r->status = 503;
-			s->m.failed++;
-			pthread_cond_broadcast(&r->cv);
-			hs_srv_req_unref_locked(r);
+			answer_now_locked(s, r, 503, "unavailable_error", "the server is shutting down");
 		} else {
 			if (tail)
 				tail->next = r;
@@ -382,17 +450,34 @@ static void finish(struct sched *k, struct srv_req *r, const char *reason)
 	r->reason = reason;
 }
 
-/* A request that cannot go on: an error object instead of the rest. */
-static void fail_req(struct sched *k, struct srv_req *r, int status, const char *type, const char *msg)
+static void mark_failed(struct sched *k, struct srv_req *r, int status)
 {
-	if (r->state == RQ_DONE)
-		return;
-	hs_srv_emit_error(k->s, r, status, type, msg);
 	r->fin = 1;
 	r->fin_status = status;
 	r->state = RQ_DONE;
 	r->t_end = hs_srv_now();
 	release_slot(k, r, 0);
+}
+
+/* A request that cannot go on: an error object instead of the rest.  The
+ * choices of n > 1 fail together (one answer, one error). */
+static void fail_req(struct sched *k, struct srv_req *r, int status, const char *type, const char *msg)
+{
+	if (r->state == RQ_DONE)
+		return;
+	hs_srv_emit_error(k->s, r, status, type, msg);
+	mark_failed(k, r, status);
+	struct srv_req *L = r->lead ? r->lead : r;
+	for (int i = 0; L->group && i < L->n_choices; i++) {
+		struct srv_req *m = L->group[i];
+		if (m == r)
+			continue;
+		m->pend.len = 0; /* nothing after the error's [DONE] */
+		if (m->state != RQ_DONE)
+			mark_failed(k, m, status);
+		else if (m->fin_status == 200) /* its answer does not count */
+			m->fin_status = status;
+	}
 }
 
 /* One generated token: through the reply parser (chat) or the
@@ -454,6 +539,8 @@ static void accept(struct sched *k, struct srv_req *r, int32_t id)
 static void accept_row(struct sched *k, struct srv_req *r, const float *row)
 {
 	char msg[320];
+	if (r->state != RQ_DECODE) /* its group failed meanwhile */
+		return;
 	int32_t id = row ? hs_sampler_sample(r->smp, row) : -EINVAL;
 
 	if (id >= 0 && r->lp_on) {
@@ -490,11 +577,11 @@ static int admit(struct sched *k, struct srv_req *r)
 	k->slot[slot] = r;
 	k->n_kept[slot] = 0;
 	k->active[k->n_active++] = r;
-	r->state = RQ_PREFILL;
+	r->state = r->lead ? RQ_FORK : RQ_PREFILL; /* a later choice waits for the lead's prompt */
 	r->n_gen = 0;
 	/* the kept start of an earlier prompt and answer is not computed again
 	 * (0 when a sliding window's ring has lost what it needs) */
-	int kept = keep > 0 ? hs_context_seq_keep(k->ctx, slot, keep) : 0;
+	int kept = keep > 0 && !r->lead ? hs_context_seq_keep(k->ctx, slot, keep) : 0;
 	if (kept <= 0) {
 		kept = 0;
 		if (hs_context_seq_pos(k->ctx, slot) != 0)
@@ -505,7 +592,7 @@ static int admit(struct sched *k, struct srv_req *r)
 	 * turn's prompt shares this one up to its last turn's start, so the
 	 * prefill ends a call there and the context checkpoints the states */
 	r->ckpt_at = 0;
-	if (hs_runtime_model_info(k->rt)->n_recurrent_layers) {
+	if (hs_runtime_model_info(k->rt)->n_recurrent_layers && !r->lead) {
 		const int32_t turn = hs_tokenizer_find(s->tok, "<|im_start|>");
 		for (int t = r->n_prompt - 1; turn >= 0 && t > kept + 1; t--)
 			if (r->prompt[t] == turn) {
@@ -522,6 +609,30 @@ static int admit(struct sched *k, struct srv_req *r)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/* n > 1: the lead's prompt is computed; every waiting choice copies its
+ * cells and draws its first token from the same logits.  A model whose
+ * states cannot be copied (recurrent layers), or a copy refused, has the
+ * choice compute the prompt itself. */
+static void fork_choices(struct sched *k, struct srv_req *L, const float *row, double now)
+{
+	for (int i = 1; i < L->n_choices; i++) {
+		struct srv_req *c = L->group[i];
+		if (c->state != RQ_FORK)
+			continue;
+		if (hs_context_seq_cp(k->ctx, L->slot, c->slot, 0, L->n_prompt) == 0) {
+			c->n_past = L->n_prompt;
+			c->forked = 1;
+			c->t_prompt0 = L->t_prompt0;
+			c->t_prompt1 = now;
+			c->state = RQ_DECODE;
+			accept_row(k, c, row);
+		} else {
+			hs_context_seq_clear(k->ctx, c->slot);
+			c->state = RQ_PREFILL;
+		}
+	}
 }
 
 static void fail_batch(struct sched *k, int n)
@@ -583,7 +694,10 @@ static void step(struct sched *k)
 			continue;
 		r->t_prompt1 = now;
 		r->state = RQ_DECODE;
-		accept_row(k, r, hs_context_logits(k->ctx, li++));
+		const float *row = hs_context_logits(k->ctx, li++);
+		if (r->group)
+			fork_choices(k, r, row, now);
+		accept_row(k, r, row);
 	}
 }
 
@@ -603,6 +717,18 @@ static void moe_share(struct sched *k, double *share, long *pairs)
 	*pairs = p;
 }
 
+/* Whether r and, for n > 1, every choice of its answer ended. */
+static int group_done(const struct srv_req *r)
+{
+	const struct srv_req *L = r->lead ? r->lead : r;
+	if (!L->group)
+		return r->fin;
+	for (int i = 0; i < L->n_choices; i++)
+		if (!L->group[i]->fin)
+			return 0;
+	return 1;
+}
+
 /* Hands what the step wrote to the HTTP side, drops finished requests and
  * refreshes the metrics snapshot. */
 static void publish(struct sched *k)
@@ -619,26 +745,44 @@ static void publish(struct sched *k)
 		k->last_report = hs_srv_now();
 	}
 	pthread_mutex_lock(&s->mu);
+	/* what each wrote goes to its answer (a choice's to its lead's); a
+	 * lead whose choices all ended gets the end of the answer (whether
+	 * each is done is known before the first leaves: a choice frees itself) */
+	char done[HS_MAX_SEQ];
+	for (int pass = 0; pass < 2; pass++)
+	for (int i = 0; i < k->n_active; i++) {
+		struct srv_req *r = k->active[i], *o = r->lead ? r->lead : r;
+		if (!pass)
+			done[i] = (char)group_done(r);
+		else if (r->group && done[i] && r->fin_status == 200) /* after every choice's last chunk */
+			hs_srv_emit_group_end(s, r);
+		if (r->pend.len || r->pend.err) {
+			hs_srv_sbuf_add(&o->out, r->pend.p, r->pend.len);
+			if (r->pend.err)
+				o->out.err = 1;
+			r->pend.len = 0;
+			pthread_cond_broadcast(&o->cv);
+		}
+	}
 	int w = 0;
 	for (int i = 0; i < k->n_active; i++) {
 		struct srv_req *r = k->active[i];
-		if (r->pend.len || r->pend.err) {
-			hs_srv_sbuf_add(&r->out, r->pend.p, r->pend.len);
-			if (r->pend.err)
-				r->out.err = 1;
-			r->pend.len = 0;
-			pthread_cond_broadcast(&r->cv);
-		}
-		if (!r->fin) {
+		if (!done[i]) { /* a choice that ended waits for the others */
 			k->active[w++] = r;
 			continue;
 		}
 		r->finished = 1;
 		r->status = r->fin_status;
-		s->m.prompt_tokens += r->n_past;
-		s->m.prompt_tokens_cached += r->n_cached;
+		if (!r->forked) {
+			s->m.prompt_tokens += r->n_past;
+			s->m.prompt_tokens_cached += r->n_cached;
+		} else {
+			s->m.prompt_tokens_forked += r->n_past;
+		}
 		s->m.completion_tokens += r->n_gen;
-		if (r->fin_status != 200)
+		if (r->lead) /* the answer's end is counted once, by its lead */
+			;
+		else if (r->fin_status != 200)
 			s->m.failed++;
 		else if (strcmp(r->reason, "length") == 0)
 			s->m.finished_length++;
@@ -646,7 +790,7 @@ static void publish(struct sched *k)
 			s->m.finished_tool++;
 		else
 			s->m.finished_stop++;
-		if (r->t_prompt0 > 0) {
+		if (r->t_prompt0 > 0 && !r->lead) {
 			double held = r->t_end - r->t_prompt0;
 			s->m.service_s_avg = s->m.service_s_avg > 0 ? 0.9 * s->m.service_s_avg + 0.1 * held : held;
 		}
@@ -678,10 +822,12 @@ static void reap_active_locked(struct sched *k)
 
 	for (int i = 0; i < k->n_active; i++) {
 		struct srv_req *r = k->active[i];
-		if (r->cancel && !r->fin) {
+		const struct srv_req *L = r->lead ? r->lead : r;
+		/* the choices of n > 1 leave together (an ended one waits for the rest) */
+		if (L->cancel && (!r->fin || L->group)) {
 			release_slot(k, r, 0);
-			s->m.cancelled++;
-			s->m.prompt_tokens += r->n_past;
+			s->m.cancelled += !r->lead;
+			*(r->forked ? &s->m.prompt_tokens_forked : &s->m.prompt_tokens) += r->n_past;
 			s->m.completion_tokens += r->n_gen;
 			s->m.busy--;
 			req_release_private(r);
@@ -711,9 +857,15 @@ static void run(struct sched *k)
 		for (;;) {
 			reap_queue_locked(k);
 			reap_active_locked(k);
-			while (s->m.busy < s->o.parallel && s->q_head) {
-				fresh[n_fresh++] = queue_pop_locked(s);
-				s->m.busy++;
+			/* a request of n choices needs n sequences (n <= --parallel) */
+			while (s->q_head && s->m.busy + s->q_head->n_choices <= s->o.parallel) {
+				struct srv_req *r = queue_pop_locked(s);
+				if (r->n_choices > 1 && make_choices_locked(r)) {
+					answer_now_locked(s, r, 500, "server_error", "out of memory for the choices");
+					continue;
+				}
+				fresh[n_fresh++] = r;
+				s->m.busy += r->n_choices;
 			}
 			if (k->n_active + n_fresh > 0 || s->stopping)
 				break;
@@ -723,8 +875,11 @@ static void run(struct sched *k)
 		pthread_mutex_unlock(&s->mu);
 		if (stopping && k->n_active + n_fresh == 0)
 			break;
-		for (int i = 0; i < n_fresh; i++)
+		for (int i = 0; i < n_fresh; i++) {
 			admit(k, fresh[i]);
+			for (int c = 1; fresh[i]->group && c < fresh[i]->n_choices; c++)
+				admit(k, fresh[i]->group[c]);
+		}
 		step(k);
 		publish(k);
 	}

@@ -59,7 +59,9 @@ struct srv_opts {
 	double header_s, body_s;         /* a request's head, then its body, must arrive within these */
 };
 
-enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_DECODE, RQ_DONE };
+/* RQ_FORK: a choice of n > 1 waiting for the first choice's prompt, whose
+ * KV cells it copies (hs_context_seq_cp) once they are computed */
+enum req_state { RQ_QUEUED, RQ_PREFILL, RQ_FORK, RQ_DECODE, RQ_DONE };
 
 /* One completion request.  The HTTP thread fills the first part and puts
  * it in the queue; the scheduler owns the middle part; `out`, `finished`,
@@ -78,7 +80,17 @@ struct srv_req {
 	char id[48];
 	long long created;
 	double t_queued;
+	int n_choices;        /* n: the choices asked (1: none but this) */
+	hs_grammar **grammars; /* n > 1 with a grammar: choices 1..n-1's own (n - 1), until admitted */
 	/* ---- the scheduler's */
+	/* n > 1: the first choice leads (the HTTP side's request: its `out`
+	 * gets every choice's output); the others are made at admission, each
+	 * with its own sampler and grammar, and hold a reference to it */
+	struct srv_req *lead;   /* a choice of n > 1 after the first: the first, else NULL */
+	struct srv_req **group; /* the lead's: its n choices in order (group[0] is itself) */
+	int choice;             /* this choice's index */
+	int forked;             /* its prompt's cells were copied from the lead's, not computed */
+	json_t *choice_obj;     /* n > 1, not streamed: this choice of the answer, once it ends */
 	enum req_state state;
 	int slot, n_past, n_gen;
 	int n_cached;         /* prompt tokens whose KV cells an earlier request left */
@@ -130,6 +142,7 @@ extern const int hs_srv_http_codes[SRV_N_CODES]; /* the statuses counted; 0: oth
 struct srv_metrics {
 	long http[SRV_N_ROUTES][SRV_N_CODES];
 	long prompt_tokens, completion_tokens, prompt_tokens_cached;
+	long prompt_tokens_forked; /* n > 1: prompt tokens whose cells a choice copied from the first */
 	long finished_stop, finished_length, finished_tool, cancelled, failed;
 	/* a snapshot the scheduler refreshes after each step */
 	long kv_cells_used, kv_cells_total; /* used: by running requests */
@@ -254,6 +267,10 @@ void hs_srv_add_tool(struct srv *s, struct srv_req *r, int index, const char *te
 void hs_srv_free_tools(struct srv_req *r);
 void hs_srv_emit_finish(struct srv *s, struct srv_req *r, const char *reason);
 void hs_srv_emit_error(struct srv *s, struct srv_req *r, int status, const char *type, const char *msg);
+/* n > 1: the lead's answer once every choice ended well (the choices in
+ * one body, or the stream's usage and [DONE]); usage sums the choices'
+ * tokens, the prompt counted once. */
+void hs_srv_emit_group_end(struct srv *s, struct srv_req *lead);
 char *hs_srv_models_json(struct srv *s);
 char *hs_srv_metrics_text(struct srv *s);
 

@@ -143,7 +143,9 @@ req POST /v1/completions '{"prompt":"Hi","temperature":-1}' && expect_error "tem
 req POST /v1/completions '{"prompt":"Hi","top_p":"x"}' && expect_error "top_p type" 400 invalid_request_error
 req POST /v1/completions '{"prompt":"Hi","stream":"yes"}' && expect_error "stream type" 400 invalid_request_error
 req POST /v1/completions '{"prompt":"Hi","stop":[1]}' && expect_error "stop type" 400 invalid_request_error
-req POST /v1/completions '{"prompt":"Hi","n":2}' && expect_error "n 2" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"Hi","n":3}' && expect_error "n 3 on 2 sequences" 400 invalid_request_error
+req POST /v1/completions '{"prompt":"Hi","n":2,"max_tokens":2}' && expect_status "n 2" 200 &&
+	expect_grep "n 2: a second choice" '"index":1,'
 req POST /v1/completions '{"max_tokens":4}' && expect_error "no prompt" 400 invalid_request_error &&
 	expect_grep "no prompt code" '"code":"missing_field"'
 req POST /v1/completions '{"prompt":[1,300]}' && expect_error "prompt id" 400 invalid_request_error &&

@@ -203,8 +203,12 @@ def check_types():
         ("arguments 5", {"messages": [USER, {"role": "assistant", "tool_calls": [
             {"type": "function", "function": {"name": "f", "arguments": 5}}]}]}),
         ("model 5", {"messages": [USER], "model": 5}),
+        ("n \"3\"", {"messages": [USER], "n": "3"}),
     ]:
         expect_error(what, body, 400, "invalid_type")
+    # n: 1..128 and no more than the sequences (this server has 2, the default)
+    for n in (0, -1, 129, 3):
+        expect_error(f"n {n}", {"messages": [USER], "n": n}, 400, "invalid_value", "n")
     # arguments null or absent: an empty object, no error
     for args in [None, "absent"]:
         fn = {"name": "f"} if args == "absent" else {"name": "f", "arguments": None}

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Load test of `hotset serve` (run by tests/serve-load.sh): many concurrent
-clients, several hundred requests, half of them streamed.  Every request is
-answered (200, or 503 with Retry-After and then 200 on a retry), none is lost
-or answered twice, every answer is the greedy answer its prompt gets alone,
-and afterwards /metrics shows no KV cell held and the counts add up.
+clients, several hundred requests, half of them streamed, some asking n = 2
+or 3 choices (each its own sequence, the prompt's cells copied from the
+first).  Every request is answered (200, or 503 with Retry-After and then
+200 on a retry), none is lost or answered twice, every choice is the greedy
+answer its prompt gets alone; streams of n = 3 dropped after their first
+event leave nothing behind: afterwards /metrics shows no KV cell held and
+the counts add up.
 
 usage: serve-load.py URL CLIENTS REQUESTS SECONDS
 Prints one line per problem and exits 1, or a summary and exits 0."""
@@ -34,9 +37,9 @@ def post(body, timeout=120):
     return c, r
 
 
-def ask(k, stream):
-    """One request for prompt k; returns (status, retry_after, text, tokens, id, usage)."""
-    body = {"prompt": PROMPTS[k], "max_tokens": 4 + k, "temperature": 0, "ignore_eos": True,
+def ask(k, stream, n=1):
+    """One request for prompt k; returns (status, retry_after, [(text, tokens)] per choice, id, usage)."""
+    body = {"prompt": PROMPTS[k], "max_tokens": 4 + k, "temperature": 0, "ignore_eos": True, "n": n,
             "return_tokens": True, "stream": stream, "stream_options": {"include_usage": True}}
     c, r = post(body)
     try:
@@ -44,12 +47,13 @@ def ask(k, stream):
             data = json.loads(r.read())
             if "error" not in data:
                 problem(f"status {r.status} without an error object: {data}")
-            return r.status, r.getheader("Retry-After"), None, None, None, None
+            return r.status, r.getheader("Retry-After"), None, None, None
         if not stream:
             j = json.loads(r.read())
-            ch = j["choices"][0]
-            return 200, None, ch["text"], ch["tokens"], j["id"], j["usage"]
-        text, tokens, ids, usage, done, finishes = "", None, set(), None, 0, 0
+            if [ch["index"] for ch in j["choices"]] != list(range(n)):
+                problem(f"choices {[ch['index'] for ch in j['choices']]} for n = {n}")
+            return 200, None, [(ch["text"], ch["tokens"]) for ch in j["choices"]], j["id"], j["usage"]
+        text, tokens, ids, usage, done, finishes = [""] * n, [None] * n, set(), None, 0, 0
         for raw in r:
             line = raw.decode("utf-8").rstrip("\n")
             if not line:
@@ -67,13 +71,13 @@ def ask(k, stream):
             if "usage" in j:
                 usage = j["usage"]
             for ch in j["choices"]:
-                text += ch["text"]
+                text[ch["index"]] += ch["text"]
                 finishes += ch["finish_reason"] is not None
-            if "tokens" in j:
-                tokens = j["tokens"]
-        if done != 1 or finishes != 1 or len(ids) != 1:
-            problem(f"stream: {done} [DONE], {finishes} finish_reason, {len(ids)} ids")
-        return 200, None, text, tokens, ids.pop() if ids else None, usage
+                if "tokens" in j:  # with a choice's finish_reason
+                    tokens[ch["index"]] = j["tokens"]
+        if done != 1 or finishes != n or len(ids) != 1:
+            problem(f"stream: {done} [DONE], {finishes} finish_reason for n = {n}, {len(ids)} ids")
+        return 200, None, list(zip(text, tokens)), ids.pop() if ids else None, usage
     finally:
         c.close()
 
@@ -93,10 +97,10 @@ def metrics():
 # greedy answer of each prompt alone (one request at a time)
 expected = []
 for k in range(len(PROMPTS)):
-    st, _, text, tokens, _, usage = ask(k, False)
+    st, _, got, _, usage = ask(k, False)
     if st != 200:
         sys.exit(f"reference request {k}: status {st}")
-    expected.append((text, tokens))
+    expected.append(got[0])
 
 # the load: `clients` threads take requests from a shared counter until `total` are answered
 counter = iter(range(total))
@@ -111,13 +115,13 @@ def client(seed):
             i = next(counter, None)
         if i is None:
             return
-        k, stream = i % len(PROMPTS), bool(i % 2)
+        k, stream, n = i % len(PROMPTS), bool(i % 2), [3, 2, 1, 1, 1][i % 5]
         while True:
             if time.monotonic() > t_end:
                 problem(f"request {i}: not answered within {limit} s")
                 return
             try:
-                st, ra, text, tokens, rid, usage = ask(k, stream)
+                st, ra, got, rid, usage = ask(k, stream, n)
             except Exception as e:  # a refused or broken connection is a problem, not a retry
                 problem(f"request {i}: {type(e).__name__}: {e}")
                 return
@@ -139,10 +143,20 @@ def client(seed):
             if rid in ids:
                 problem(f"request {i}: id {rid} given twice")
             ids.add(rid)
-        if (text, tokens) != expected[k]:
-            problem(f"request {i} (prompt {k}, stream {stream}): {tokens} {text!r}, alone {expected[k]}")
-        if not usage or usage["prompt_tokens"] != len(PROMPTS[k]) or usage["completion_tokens"] != 4 + k:
-            problem(f"request {i}: usage {usage}")
+        for c, answer in enumerate(got):
+            if answer != expected[k]:
+                problem(f"request {i} (prompt {k}, stream {stream}, choice {c} of {n}): {answer}, alone {expected[k]}")
+        if not usage or usage["prompt_tokens"] != len(PROMPTS[k]) or usage["completion_tokens"] != n * (4 + k):
+            problem(f"request {i}: usage {usage} for n = {n}")
+
+
+def drop(k):
+    """A stream of n = 3 whose client leaves after the first event."""
+    body = {"prompt": PROMPTS[k], "max_tokens": 64, "temperature": 0, "ignore_eos": True, "n": 3, "stream": True}
+    c, r = post(body)
+    if r.status == 200:
+        r.readline()
+    c.close()
 
 
 m0 = metrics()
@@ -153,6 +167,9 @@ for t in threads:
 for t in threads:
     t.join()
 dt = time.monotonic() - t0
+DROPS = 4
+for k in range(DROPS):
+    drop(k)
 if len(answers) != total:
     problem(f"{len(answers)} of {total} requests answered")
 # the scheduler publishes after its step: give it a moment to settle
@@ -169,8 +186,8 @@ if done != total:
     problem(f"/metrics counts {done:.0f} finished requests, the clients got {total}")
 ok = m1.get('hotset_http_requests_total{route="/v1/completions",code="200"}', 0) - \
     m0.get('hotset_http_requests_total{route="/v1/completions",code="200"}', 0)
-if ok != total:
-    problem(f"/metrics counts {ok:.0f} answers with 200, the clients got {total}")
+if ok != total + DROPS:  # the dropped streams had their 200
+    problem(f"/metrics counts {ok:.0f} answers with 200, the clients got {total} (and {DROPS} left)")
 for p in problems[:20]:
     print(p)
 if problems:

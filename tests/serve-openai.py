@@ -3,7 +3,8 @@
 tests/serve-openai.sh): models.list, chat and completions whole and
 streamed (with usage), greedy streamed text equal to the whole answer, tools
 as the client sends them, logprobs (chat and completions, whole and
-streamed), and the errors the client raises for 400 and 401.
+streamed), the errors the client raises for 400 and 401, and n > 1 choices (each the
+reply its seed gets alone; streamed; under a schema).
 
 Structured output: 100 random schemas (a seeded generator) whose replies
 must parse and hold to them, Pydantic parse, json_object, grammars, forced
@@ -12,7 +13,8 @@ tool calls.
 With QWEN35_URL, a qwen35 model's server (no key): logprobs of a reply with
 reasoning and content cover the content's tokens only; the Responses API
 (whole and streamed, a function call turn, previous_response_id) gives that
-reply as a reasoning item and a message.
+reply as a reasoning item and a message; n = 2 there (no state copy: each
+choice reads the prompt) gives each seed's reply.
 
 usage: serve-openai.py BASE_URL API_KEY [QWEN35_URL]"""
 import sys
@@ -295,6 +297,39 @@ try:
 except openai.AuthenticationError as e:
     check(e.status_code == 401, f"wrong key: {e}")
 
+# n > 1: choice i is the reply a request alone with seed + i gets (its
+# prompt's KV cells copied from choice 0's, not computed again); streamed
+# the same, each chunk naming its choice; usage counts every choice's
+# tokens and the prompt once; each constrained choice holds to the schema
+nkw = dict(model="m.gguf", messages=msgs, max_tokens=8, temperature=1, extra_body={"cache_prompt": False})
+three = cl.chat.completions.create(n=3, seed=21, **nkw)
+check([c.index for c in three.choices] == [0, 1, 2], f"n = 3: indexes {[c.index for c in three.choices]}")
+alone = [cl.chat.completions.create(seed=21 + i, **nkw) for i in range(3)]
+for i, a in enumerate(alone):
+    check(len(three.choices) == 3 and three.choices[i].message.content == a.choices[0].message.content,
+          f"n = 3 choice {i}: {three.choices[i].message.content if len(three.choices) > i else None!r}, "
+          f"alone with seed {21 + i}: {a.choices[0].message.content!r}")
+check(three.usage.prompt_tokens == alone[0].usage.prompt_tokens and
+      three.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone), f"n = 3 usage {three.usage}")
+parts, finish, usage = {}, {}, None
+for ch in cl.chat.completions.create(n=3, seed=21, stream=True, stream_options={"include_usage": True}, **nkw):
+    usage = ch.usage or usage
+    for c in ch.choices:
+        parts[c.index] = parts.get(c.index, "") + (c.delta.content or "")
+        if c.finish_reason:
+            finish[c.index] = finish.get(c.index, 0) + 1
+check(parts == {i: three.choices[i].message.content for i in range(3)}, f"n = 3 streamed {parts}")
+check(finish == {0: 1, 1: 1, 2: 1}, f"n = 3 streamed finish reasons {finish}")
+check(usage is not None and usage.completion_tokens == three.usage.completion_tokens, f"n = 3 streamed usage {usage}")
+ps = parse(model="m.gguf", messages=msgs, response_format=Pick, max_tokens=3000, seed=31, n=3).choices
+check(len(ps) == 3 and all(p.finish_reason == "stop" and isinstance(p.message.parsed, Pick) for p in ps),
+      f"parse n = 3: {ps}")
+try:
+    cl.chat.completions.create(model="m.gguf", messages=msgs, max_tokens=4, n=4)
+    check(False, "n = 4 accepted by a server of 3 sequences")
+except openai.BadRequestError as e:
+    check(e.status_code == 400 and "--parallel" in str(e), f"n over --parallel: {e}")
+
 if len(sys.argv) > 3:
     q = openai.OpenAI(base_url=sys.argv[3] + "/v1", api_key="none", max_retries=0, timeout=60)
     # seeds whose random reply has both reasoning and content (whole
@@ -374,6 +409,12 @@ if len(sys.argv) > 3:
         check(False, "an unknown previous_response_id accepted")
     except openai.BadRequestError as e:
         check("previous_response_id" in str(e), f"previous_response_id: {e}")
+    # n = 2 where recurrent states cannot be copied: each choice reads the prompt itself
+    qkw = dict(model="q.gguf", prompt="abc", max_tokens=6, temperature=1, extra_body={"ignore_eos": True,
+                                                                                     "cache_prompt": False})
+    two = [c.text for c in q.completions.create(n=2, seed=41, **qkw).choices]
+    alone = [q.completions.create(seed=41 + i, **qkw).choices[0].text for i in range(2)]
+    check(two == alone, f"qwen35 n = 2: {two}, alone {alone}")
 
 for p in problems:
     print(p)

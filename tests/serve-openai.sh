@@ -6,7 +6,7 @@
 . "${top_srcdir:-.}/tests/serve-lib.sh"
 py_with openai
 gen_model "$TMP/m.gguf"
-start_server oa --model "$TMP/m.gguf" --device cpu --parallel 2 --api-key k3y -q || fail "no server"
+start_server oa --model "$TMP/m.gguf" --device cpu --parallel 3 --api-key k3y -q || fail "no server"
 wait_ready || fail "not ready: $(cat "$TMP/oa.err")"
 gen_qwen35 "$TMP/q.gguf"
 url_oa=$URL

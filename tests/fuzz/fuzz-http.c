@@ -41,6 +41,9 @@ void hs_srv_req_unref_locked(struct srv_req *r)
 		free(r->stop[i]);
 	json_decref(r->conv); /* a Responses request's conversation (sched.c frees it there) */
 	hs_grammar_free(r->grammar);
+	for (int i = 0; r->grammars && i < r->n_choices - 1; i++) /* n > 1: the other choices' */
+		hs_grammar_free(r->grammars[i]);
+	free(r->grammars);
 	free(r);
 }
 
@@ -73,6 +76,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	s.n_vocab = hs_tokenizer_n_vocab(s.tok);
 	s.n_ctx = 4096;
 	s.o.max_body = 1 << 20;
+	s.o.parallel = 4; /* n up to 4 */
 	return 0;
 }
 
