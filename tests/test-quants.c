@@ -168,13 +168,42 @@ static void test_ref_dot(void)
 #define GUARD 8
 static const uint32_t guard_bits = 0x7fc0beef;
 
+/* A row whose every stored value and sub-block scale is the largest its
+ * bits hold (all bits set), with small finite f16 super-block scales: with
+ * tokens of all +127 or all -127 this is the largest integer dot a block
+ * can give, so an int16 sum taken over too many values overflows here. */
+static void max_row(int type, uint8_t *w, int cols)
+{
+	const size_t bb = hs__type_block_bytes(type), nb = (size_t)cols / hs__type_block_values(type);
+	int f16[2] = { 0, -1 }; /* byte offsets of the block's f16 scales */
+	switch (type) {
+	case HS_TYPE_Q6_K: f16[0] = 208; break;
+	case HS_TYPE_Q3_K: f16[0] = 108; break;
+	case HS_TYPE_Q2_K: f16[0] = 80, f16[1] = 82; break;
+	case HS_TYPE_Q4_K:
+	case HS_TYPE_Q5_K:
+	case HS_TYPE_Q4_1:
+	case HS_TYPE_Q5_1: f16[1] = 2; break;
+	default: break;
+	}
+	memset(w, 0xff, bb * nb);
+	for (size_t b = 0; b < nb; b++)
+		for (int i = 0; i < 2; i++)
+			if (f16[i] >= 0) {
+				const uint16_t h = 0x1c00; /* 2^-8 */
+				memcpy(w + b * bb + f16[i], &h, 2);
+			}
+}
+
 static void test_tiles(const struct hs_kernel_ops *fast)
 {
 	const int colsk[3] = { 256, 768, 5120 }, cols32[3] = { 32, 96, 2880 };
 	/* 9, 17 and 33 take the AVX-512 tier's token lanes (15 a tile, a last
-	 * one of 8 or more) with a 256-bit rest */
-	const int nts[8] = { 1, 2, 3, 4, 5, 9, 17, 33 };
+	 * one of 8 or more) with a 256-bit rest; from 8 on the 256-bit tiers
+	 * decode 8 rows once for 64 tokens at a time (70: a second pass) */
+	const int nts[9] = { 1, 2, 3, 4, 5, 9, 17, 33, 70 };
 	const int R = 40;
+	enum { MAXT = 70 };
 
 	for (int t = 0; t < NTYPES; t++) {
 		const int k = hs__type_block_values(types[t]) == HS_QK_K;
@@ -184,22 +213,25 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 			const int cols = k ? colsk[c] : cols32[c];
 			const size_t rb = hs__type_row_bytes(types[t], (uint64_t)cols) + 64 * (c == 1); /* a gap between rows */
 			uint8_t *w = malloc(rb * R);
-			float *row = malloc(sizeof *row * cols), *x = malloc(sizeof *x * cols * 33);
-			struct hs_block_q8_0 *xq = malloc(sizeof *xq * (size_t)(cols / 32) * 33);
+			float *row = malloc(sizeof *row * cols), *x = malloc(sizeof *x * cols * MAXT);
+			struct hs_block_q8_0 *xq = malloc(sizeof *xq * (size_t)(cols / 32) * MAXT);
 			for (int r = 0; r < R; r++) {
 				for (int i = 0; i < cols; i++)
 					row[i] = gauss() * (r % 7 == 3 ? 1e-4f : 0.05f) + (r % 5 == 1 ? 0.02f : 0.0f);
 				hs__quantize_row_ref(types[t], row, w + (size_t)r * rb, cols);
 			}
-			for (int i = 0; i < cols * 33; i++)
-				x[i] = gauss() * (i % 97 == 0 ? 30.0f : 1.0f);
-			quantize_tokens(x, xq, 33, cols);
-			for (int ni = 0; ni < 8; ni++) {
+			max_row(types[t], w + (size_t)11 * rb, cols);
+			for (int i = 0; i < cols * MAXT; i++) /* tokens 2 and 5: all +127, all -127 */
+				x[i] = i / cols == 2   ? 1.0f
+				       : i / cols == 5 ? -1.0f
+						       : gauss() * (i % 97 == 0 ? 30.0f : 1.0f);
+			quantize_tokens(x, xq, MAXT, cols);
+			for (int ni = 0; ni < 9; ni++) {
 				const int nt = nts[ni], r0 = ni % 3 == 1 ? 3 : 0, r1 = ni % 2 ? R : R - 5;
 				const int n_out = r1 - r0;
 				float *a = malloc(sizeof *a * (size_t)(n_out + GUARD) * nt), *b = malloc(sizeof *b * (size_t)n_out * nt);
-				const struct hs_block_q8_0 *xs[33];
-				float *oa[33], *ob[33];
+				const struct hs_block_q8_0 *xs[MAXT];
+				float *oa[MAXT], *ob[MAXT];
 				for (int j = 0; j < nt; j++) {
 					xs[j] = xq + (size_t)j * (cols / 32);
 					oa[j] = a + (size_t)j * (n_out + GUARD);

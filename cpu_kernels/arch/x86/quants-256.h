@@ -251,7 +251,7 @@ static void qx_prepare(int type, const struct hs_block_q8_0 *x, int nb, struct q
 	for (int b = 0; b < nb; b++) {
 		const float dx = _cvtsh_ss(x[b].d);
 		t.d1[b] = dx;
-		if (halves)
+		if (halves && t.d2)
 			t.d2[2 * b] = t.d2[2 * b + 1] = dx;
 		if (!mins)
 			continue;
@@ -273,6 +273,23 @@ static void qx_prepare(int type, const struct hs_block_q8_0 *x, int nb, struct q
 
 #define QX_MAX_UNIT 16 /* scales per unit: 256 / 16 */
 
+/* Bytes of one scale-decoding unit (a super-block, or a 32-value block). */
+static inline size_t qx_unit_bytes(int type)
+{
+	switch (type) {
+	case HS_TYPE_Q4_K: return 144;
+	case HS_TYPE_Q5_K: return 176;
+	case HS_TYPE_Q6_K: return 210;
+	case HS_TYPE_Q3_K: return 110;
+	case HS_TYPE_Q2_K: return 84;
+	case HS_TYPE_IQ4_XS: return 136;
+	case HS_TYPE_Q4_1: return 20;
+	case HS_TYPE_Q5_0: return 22;
+	case HS_TYPE_Q5_1: return 24;
+	default: return 18; /* Q4_0, IQ4_NL */
+	}
+}
+
 /* Rows r0..r1 against NT (1..4) tokens.  Per unit of 256 values (or one
  * block of 32): the row's scales once, then per token their products with
  * the token's block scales (one vector multiply for 8 blocks) and the mins
@@ -286,9 +303,7 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 					    _mm256_set1_epi8((char)qx_offset(type)));
 	const int uv = qx_unit_values(type) / HS_QK, mins = qx_has_min(type), sgn = qx_signed(type);
 	const int halves = qx_halves(type);
-	const size_t ub = type == HS_TYPE_Q4_K ? 144 : type == HS_TYPE_Q5_K ? 176 : type == HS_TYPE_Q6_K ? 210 :
-			  type == HS_TYPE_Q3_K ? 110 : type == HS_TYPE_Q2_K ? 84 : type == HS_TYPE_IQ4_XS ? 136 :
-			  type == HS_TYPE_Q4_1 ? 20 : type == HS_TYPE_Q5_0 ? 22 : type == HS_TYPE_Q5_1 ? 24 : 18;
+	const size_t ub = qx_unit_bytes(type);
 
 	const uint8_t *end = w + (size_t)r1 * row_bytes; /* prefetches stay inside the call's rows */
 	for (int r = r0; r < r1; r++) {
@@ -383,8 +398,253 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 		}                                                                                             \
 	} while (0)
 
+/* ---- many tokens: 8 rows decoded once, then row-interleaved dots ----------
+ * rows_qx decodes a row's values again for every 4 tokens and turns each
+ * block's int32 lanes of one row into floats.  With many tokens (prefill,
+ * an expert's share of a ubatch) that is most of the work, so here 8 rows
+ * of QXR_CHUNK blocks are decoded once into a scratch laid out as
+ * repack.h's groups lay out Q8_0 units (8 rows instead of 16): per block,
+ * 8 units of 8 rows x 4 values (the unsigned storage q + offset, or the
+ * signed IQ4 values where the tier has no VNNI), and per block (and
+ * 16-value half) the 8 rows' scales and mins as vectors.  Every token of a
+ * pass is then taken against them: one byte dot per unit and token gives
+ * 8 rows' int32 lanes, one float multiply-add per block scales 8 rows.
+ * Without VNNI, byte products are added in int16 over as many units as
+ * the type's largest value allows (qxr_units16) before they are widened.
+ * The arithmetic is rows_qx's (an exact int32 dot per block or half,
+ * scaled in float, the mins taken off with the token's block sums); only
+ * the order of the float additions differs. */
+#define QXR_MIN_TOKENS 8
+#define QXR_CHUNK 64 /* blocks decoded at a time: 16 KiB of values, a multiple of 8 */
+#define QXR_PASS 64  /* tokens prepared at a time: 48 KiB */
+
+/* Units (of 4 values) whose byte products may be added in int16 before
+ * vpmaddwd widens them: a unit's pair of products is at most 2 x vmax x 128,
+ * so g units stay within int16 while g x 2 x vmax x 128 <= 32767.  A group
+ * never crosses a 16-value half.  Constants per type (a loop here is not
+ * folded by gcc, and the unit loops then stay rolled). */
+static inline int qxr_units16(int type)
+{
+	if (X86_VNNI || qx_signed(type))
+		return 1;
+	switch (type) {
+	case HS_TYPE_Q6_K: return 2; /* vmax 63: 32256 */
+	case HS_TYPE_Q5_K:
+	case HS_TYPE_Q5_0:
+	case HS_TYPE_Q5_1: return 4; /* vmax 31: 31744 */
+	case HS_TYPE_Q3_K:
+	case HS_TYPE_Q2_K: return 4; /* vmax 7 or 3: a whole 16-value half */
+	default: return 8;           /* 4-bit, vmax 15: 30720 */
+	}
+}
+
+/* Rows rg..rg + 7, blocks c0..c0 + kb - 1 (whole units) into the scratch:
+ * v[block][unit][row] 4 bytes each, sc and mn [block][half][row]. */
+static inline __attribute__((always_inline)) void qxr_decode(int type, const uint8_t *w, size_t row_bytes, int rg,
+							     int c0, int kb, const __m256i iq4, uint8_t *v, float *sc,
+							     float *mn)
+{
+	const int uv = qx_unit_values(type) / HS_QK, halves = qx_halves(type), mins = qx_has_min(type);
+	const size_t ub = qx_unit_bytes(type);
+	const uint8_t *rows = w + (size_t)rg * row_bytes;
+
+	for (int u = c0 / uv; u < (c0 + kb) / uv; u++) {
+		const int b0 = u * uv - c0;
+		for (int r = 0; r < 8; r++) {
+			_Alignas(32) float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
+			const uint8_t *blk = rows + (size_t)r * row_bytes + (size_t)u * ub;
+			qx_unit_scales(type, blk, s, m);
+			for (int j = 0; j < uv; j++)
+				for (int h = 0; h < 1 + halves; h++) {
+					const int i = halves ? 2 * j + h : j;
+					sc[((b0 + j) * 2 + h) * 8 + r] = s[i];
+					if (mins)
+						mn[((b0 + j) * 2 + h) * 8 + r] =
+							qx_offset(type) ? (float)qx_offset(type) * s[i] : m[i];
+				}
+		}
+		_Pragma("GCC unroll 8") for (int j = 0; j < uv; j++)
+		{
+			__m256i q[8];
+			_Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) q[r] =
+				qx_values(type, rows + (size_t)r * row_bytes + (size_t)u * ub, j, iq4);
+			/* 8 rows x 8 words -> 8 units x 8 rows */
+			const __m256i t0 = _mm256_unpacklo_epi32(q[0], q[1]), t1 = _mm256_unpackhi_epi32(q[0], q[1]);
+			const __m256i t2 = _mm256_unpacklo_epi32(q[2], q[3]), t3 = _mm256_unpackhi_epi32(q[2], q[3]);
+			const __m256i t4 = _mm256_unpacklo_epi32(q[4], q[5]), t5 = _mm256_unpackhi_epi32(q[4], q[5]);
+			const __m256i t6 = _mm256_unpacklo_epi32(q[6], q[7]), t7 = _mm256_unpackhi_epi32(q[6], q[7]);
+			const __m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+			const __m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+			const __m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+			const __m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+			__m256i *o = (__m256i *)(v + (size_t)(b0 + j) * 256);
+			_mm256_store_si256(o + 0, _mm256_permute2x128_si256(s0, s4, 0x20));
+			_mm256_store_si256(o + 1, _mm256_permute2x128_si256(s1, s5, 0x20));
+			_mm256_store_si256(o + 2, _mm256_permute2x128_si256(s2, s6, 0x20));
+			_mm256_store_si256(o + 3, _mm256_permute2x128_si256(s3, s7, 0x20));
+			_mm256_store_si256(o + 4, _mm256_permute2x128_si256(s0, s4, 0x31));
+			_mm256_store_si256(o + 5, _mm256_permute2x128_si256(s1, s5, 0x31));
+			_mm256_store_si256(o + 6, _mm256_permute2x128_si256(s2, s6, 0x31));
+			_mm256_store_si256(o + 7, _mm256_permute2x128_si256(s3, s7, 0x31));
+		}
+	}
+}
+
+/* The 8 decoded rows against NT (1..4) tokens over kb blocks: out[t][col..col + 7]
+ * set (add: added to).  td[t][b]: the token's block scale; tx[t][2b + h]
+ * (16-value halves) or tx[t][b]: its scale times the sum of its values. */
+static inline __attribute__((always_inline)) void
+qxr_tokens(int type, const uint8_t *v, const float *sc, const float *mn, int kb, const struct hs_block_q8_0 *const *x,
+	   int c0, const float *td, const float *tx, int NT, float *const *out, int col, int add)
+{
+	const int halves = qx_halves(type), mins = qx_has_min(type), sgn = qx_signed(type), g16 = qxr_units16(type);
+	const int upr = halves ? 4 : 8; /* units per scale */
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct hs_block_q8_0 *xt[4];
+	__m256 acc[4];
+
+	_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+	{
+		xt[t] = x[t] + c0;
+		acc[t] = add ? _mm256_loadu_ps(out[t] + col) : _mm256_setzero_ps();
+	}
+	for (int b = 0; b < kb; b++) {
+		const uint8_t *vb = v + (size_t)b * 256;
+		_Pragma("GCC unroll 2") for (int h = 0; h < 1 + halves; h++)
+		{
+			__m256i ai[4];
+			_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) ai[t] = _mm256_setzero_si256();
+			_Pragma("GCC unroll 8") for (int u0 = h * upr; u0 < (h + 1) * upr; u0 += g16)
+			{
+				__m256i s16[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(),
+						   _mm256_setzero_si256(),
+						   _mm256_setzero_si256() }; /* set at u0 (this quiets gcc) */
+				_Pragma("GCC unroll 8") for (int u = u0; u < u0 + g16; u++)
+				{
+					const __m256i wv = _mm256_load_si256((const __m256i *)(vb + 32 * u));
+					const __m256i wa = sgn ? _mm256_sign_epi8(wv, wv) : wv;
+					_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+					{
+						__m256i xb = _mm256_set1_epi32(load32(xt[t][b].qs + 4 * u));
+						if (sgn)
+							xb = _mm256_sign_epi8(xb, wv);
+						if (g16 == 1)
+							ai[t] = dpbusd256(ai[t], wa, xb);
+						else if (u == u0)
+							s16[t] = _mm256_maddubs_epi16(wa, xb);
+						else
+							s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(wa, xb));
+					}
+					/* unit by unit: gcc otherwise loads every unit first
+					 * and spills the sums */
+					if (g16 > 1)
+						__asm__ volatile(""
+								 : "+x"(s16[0]), "+x"(s16[1]), "+x"(s16[2]),
+								   "+x"(s16[3]));
+				}
+				if (g16 > 1)
+					_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) ai[t] =
+						_mm256_add_epi32(ai[t], _mm256_madd_epi16(s16[t], ones));
+			}
+			const __m256 sv = _mm256_load_ps(sc + (b * 2 + h) * 8);
+			_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] =
+				_mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[t]),
+						_mm256_mul_ps(sv, _mm256_broadcast_ss(td + t * QXR_CHUNK + b)), acc[t]);
+			if (mins) {
+				const __m256 mv = _mm256_load_ps(mn + (b * 2 + h) * 8);
+				_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = _mm256_fnmadd_ps(
+					mv, _mm256_broadcast_ss(tx + t * 2 * QXR_CHUNK + (halves ? 2 * b + h : b)),
+					acc[t]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t] + col, acc[t]);
+}
+
+static void tile_qx_rows_256(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			     const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+
+#define QXR_TOKENS(TYPE, NT)                                                                                           \
+	qxr_tokens(TYPE, v, sc, mn, kb, x + p0 + j0, c0, td + (size_t)j0 * QXR_CHUNK, tx + (size_t)j0 * 2 * QXR_CHUNK, \
+		   NT, out + p0 + j0, rg - r0, c0 > 0)
+
+static inline __attribute__((always_inline)) void tile_qxr(int type, const uint8_t *w, size_t row_bytes, int r0, int r1,
+							   int ncols, const struct hs_block_q8_0 *const *x, int nt,
+							   float *const *out)
+{
+	const __m256i iq4 =
+		_mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values)),
+				_mm256_set1_epi8((char)qx_offset(type)));
+	const int nb = ncols / HS_QK, rend = r0 + (r1 - r0) / 8 * 8, halves = qx_halves(type);
+	_Alignas(32) uint8_t v[QXR_CHUNK * 256];
+	_Alignas(32) float sc[QXR_CHUNK * 16], mn[QXR_CHUNK * 16];
+	_Alignas(32) float td[QXR_PASS * QXR_CHUNK], tx[QXR_PASS * 2 * QXR_CHUNK];
+
+	for (int p0 = 0; p0 < nt; p0 += QXR_PASS) {
+		const int pn = nt - p0 < QXR_PASS ? nt - p0 : QXR_PASS;
+		for (int c0 = 0; c0 < nb; c0 += QXR_CHUNK) {
+			const int kb = nb - c0 < QXR_CHUNK ? nb - c0 : QXR_CHUNK;
+			for (int t = 0; t < pn; t++) {
+				struct qx_tok tk = { td + (size_t)t * QXR_CHUNK, NULL, NULL, NULL };
+				if (halves)
+					tk.x2 = tx + (size_t)t * 2 * QXR_CHUNK;
+				else
+					tk.x1 = tx + (size_t)t * 2 * QXR_CHUNK;
+				qx_prepare(type, x[p0 + t] + c0, kb, tk);
+			}
+			for (int rg = r0; rg < rend; rg += 8) {
+				qxr_decode(type, w, row_bytes, rg, c0, kb, iq4, v, sc, mn);
+				for (int j0 = 0; j0 < pn; j0 += 4) {
+					switch (pn - j0 < 4 ? pn - j0 : 4) {
+					case 4: QXR_TOKENS(type, 4); break;
+					case 3: QXR_TOKENS(type, 3); break;
+					case 2: QXR_TOKENS(type, 2); break;
+					default: QXR_TOKENS(type, 1); break;
+					}
+				}
+			}
+		}
+	}
+	if (rend < r1) { /* the rows past the last 8: one row at a time */
+		float *o[nt];
+		for (int t = 0; t < nt; t++)
+			o[t] = out[t] + (rend - r0);
+		tile_qx_rows_256(type, w, row_bytes, rend, r1, ncols, x, nt, o);
+	}
+}
+
+static void tile_qxr_any(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			 const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	switch (type) {
+	case HS_TYPE_Q4_K: tile_qxr(HS_TYPE_Q4_K, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q5_K: tile_qxr(HS_TYPE_Q5_K, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q6_K: tile_qxr(HS_TYPE_Q6_K, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q3_K: tile_qxr(HS_TYPE_Q3_K, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q2_K: tile_qxr(HS_TYPE_Q2_K, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_IQ4_XS: tile_qxr(HS_TYPE_IQ4_XS, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_IQ4_NL: tile_qxr(HS_TYPE_IQ4_NL, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q4_0: tile_qxr(HS_TYPE_Q4_0, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q4_1: tile_qxr(HS_TYPE_Q4_1, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q5_0: tile_qxr(HS_TYPE_Q5_0, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	case HS_TYPE_Q5_1: tile_qxr(HS_TYPE_Q5_1, w, row_bytes, r0, r1, ncols, x, nt, out); break;
+	default: break;
+	}
+}
+
 static void tile_qx_256(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	if (nt >= QXR_MIN_TOKENS && r1 - r0 >= 8) {
+		tile_qxr_any(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+		return;
+	}
+	tile_qx_rows_256(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+}
+
+/* One row at a time (rows_qx), 4 tokens at a time. */
+static void tile_qx_rows_256(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			     const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	const int nb = ncols / HS_QK, halves = qx_halves(type), mins = qx_has_min(type);
 	/* 4 tokens' prepared scales and sums: at most 4 x 2048 x 5 floats (160 KiB)
