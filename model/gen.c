@@ -537,6 +537,12 @@ static int gen_writer(const struct hs_gen_params *p, struct hs_gguf_writer **out
 			ARCH_U32("ssm.time_step_rank", p->ssm_nv);
 			ARCH_U32("ssm.inner_size", p->ssm_nv * p->ssm_dh);
 			ARCH_U32("full_attention_interval", p->full_attn_every);
+			if (!rc) { /* llama.cpp requires them (M-RoPE); as Qwen3.5's files: 11, 11, 10 of 32 */
+				const int half = p->n_rot / 2;
+				const int32_t sec[4] = { (half + 2) / 3, (half + 1) / 3, half / 3, 0 }; /* sum: half */
+				snprintf(key, sizeof key, "%s.rope.dimension_sections", p->arch);
+				rc = hs__gguf_w_arr_i32(w, key, sec, 4);
+			}
 			if (p->n_shared)
 				ARCH_U32("expert_shared_feed_forward_length", p->n_ff);
 		}

@@ -111,6 +111,8 @@ expect_ok "gen qwen35" "$HOTSET" gen -q --arch qwen35moe --layers 4 --full-attn-
 	--embd 256 --ff 256 --shared-experts 1 --heads 4 --kv-heads 2 --head-dim 64 --vocab 300 -o "$TMP/q35.gguf" &&
 	expect_ok "model qwen35" "$HOTSET" model "$TMP/q35.gguf" && {
 	expect_grep "qwen35 recurrent" '^Gated DeltaNet: 2 of 4 layers \(no KV cache\)'
+	# llama.cpp refuses a qwen35moe file without its M-RoPE sections
+	expect_grep "qwen35 rope sections" 'qwen35moe\.rope\.dimension_sections' "$TMP/q35.gguf"
 	expect_ok "run qwen35" "$HOTSET" run -q --json --model "$TMP/q35.gguf" --chat "hi" -n 4 --device cpu &&
 		expect_grep "run qwen35 reasoning" '"reasoning": "'
 }
