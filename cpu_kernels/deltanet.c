@@ -67,7 +67,7 @@ static inline float dot_f(const float *a, const float *b, int n)
 size_t hs__dn_scratch_floats(int dv)
 {
 	const size_t L = HS_DN_CHUNK;
-	return 2 * L * L + 3 * L * (size_t)dv + L;
+	return 2 * L * L + 3 * L * (size_t)dv + 2 * L;
 }
 
 void hs__dn_step(const struct hs_dn_job *j, int ith, int nth)
@@ -105,84 +105,46 @@ void hs__dn_step(const struct hs_dn_job *j, int ith, int nth)
 
 void hs__dn_chunk(const struct hs_dn_job *j, int ith, int nth)
 {
-	const int dk = j->dk, dv = j->dv, L = HS_DN_CHUNK;
-	float *const sc = j->scratch + (size_t)ith * hs__dn_scratch_floats(dv);
-	float *KK = sc, *QK = KK + L * L, *U = QK + L * L, *W = U + (size_t)L * dv, *WQ = W + (size_t)L * dv,
-	      *G = WQ + (size_t)L * dv;
-	long lo, hi;
-	hs__share(j->n_v_heads, ith, nth, &lo, &hi);
-	for (long h = lo; h < hi; h++) {
-		float *S = j->state + (size_t)h * dv * dk;
-		const long kh = h % j->n_k_heads;
-		for (int c0 = 0; c0 < j->n; c0 += L) {
-			const int m = j->n - c0 < L ? j->n - c0 : L;
-#define QT(t) (j->q + (size_t)(c0 + (t)) * j->qk_stride + kh * dk)
-#define KT(t) (j->k + (size_t)(c0 + (t)) * j->qk_stride + kh * dk)
-			float acc = 0;
-			for (int t = 0; t < m; t++) {
-				acc += j->g[(size_t)(c0 + t) * j->n_v_heads + h];
-				G[t] = acc;
-			}
-			for (int t = 0; t < m; t++)
-				for (int s = 0; s <= t; s++) {
-					KK[t * L + s] = dot_f(KT(t), KT(s), dk);
-					QK[t * L + s] = dot_f(QT(t), KT(s), dk);
-				}
-			/* S0 k_t and S0 q_t, row by row of S */
-			for (int i = 0; i < dv; i++) {
-				const float *Si = S + (size_t)i * dk;
-				for (int t = 0; t < m; t++) {
-					W[(size_t)t * dv + i] = dot_f(Si, KT(t), dk);
-					WQ[(size_t)t * dv + i] = dot_f(Si, QT(t), dk);
-				}
-			}
-			/* the triangular solve for u, then the outputs */
-			for (int t = 0; t < m; t++) {
-				const float b = j->beta[(size_t)(c0 + t) * j->n_v_heads + h], et = expf(G[t]);
-				const float *v = j->v + (size_t)(c0 + t) * j->v_stride + h * dv;
-				float *u = U + (size_t)t * dv;
-				for (int i = 0; i < dv; i++)
-					u[i] = v[i] - et * W[(size_t)t * dv + i];
-				for (int s = 0; s < t; s++) {
-					const float cf = expf(G[t] - G[s]) * KK[t * L + s];
-					const float *us = U + (size_t)s * dv;
-					for (int i = 0; i < dv; i++)
-						u[i] -= cf * us[i];
-				}
-				for (int i = 0; i < dv; i++)
-					u[i] *= b;
-				float *o = j->out + (size_t)(c0 + t) * j->out_stride + h * dv;
-				for (int i = 0; i < dv; i++)
-					o[i] = et * WQ[(size_t)t * dv + i];
-				for (int s = 0; s <= t; s++) {
-					const float cf = expf(G[t] - G[s]) * QK[t * L + s];
-					const float *us = U + (size_t)s * dv;
-					for (int i = 0; i < dv; i++)
-						o[i] += cf * us[i];
-				}
-				for (int i = 0; i < dv; i++)
-					o[i] *= j->scale;
-			}
-			/* the state at the chunk's end */
-			const float eL = expf(G[m - 1]);
-			for (int s = 0; s < m; s++)
-				G[s] = expf(G[m - 1] - G[s]); /* G is not needed past here */
-			for (int i = 0; i < dv; i++) {
-				float *Si = S + (size_t)i * dk;
-				for (int c = 0; c < dk; c++)
-					Si[c] *= eL;
-				for (int s = 0; s < m; s++) {
-					const float cf = G[s] * U[(size_t)s * dv + i];
-					const float *ks = KT(s);
-					for (int c = 0; c < dk; c++)
-						Si[c] += cf * ks[c];
-				}
-			}
-#undef QT
-#undef KT
-		}
+	hs__dense_best()->dn_chunk(j, ith, nth);
+}
+
+/* the portable chunk form's inner loops (deltanet-chunk.h) */
+static inline float dn_dot(const float *a, const float *b, int n)
+{
+	return dot_f(a, b, n);
+}
+
+static inline void dn_axpy(float *y, float a, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+static inline void dn_scal(float *y, float a, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] *= a;
+}
+
+static inline void dn_s0_row(const float *Si, const float *k, const float *q, size_t stride, int m, int dk, float *W,
+			     float *WQ, int dv)
+{
+	for (int t = 0; t < m; t++) {
+		W[(size_t)t * dv] = dot_f(Si, k + (size_t)t * stride, dk);
+		WQ[(size_t)t * dv] = dot_f(Si, q + (size_t)t * stride, dk);
 	}
 }
+
+static inline void dn_state_row(float *Si, float eL, const float *c, size_t c_stride, const float *k, size_t stride,
+				int m, int dk)
+{
+	dn_scal(Si, eL, dk);
+	for (int s = 0; s < m; s++)
+		dn_axpy(Si, c[(size_t)s * c_stride], k + (size_t)s * stride, dk);
+}
+
+#define DN_CHUNK hs__dn_chunk_c
+#include "cpu_kernels/deltanet-chunk.h"
 
 void hs__dn_ref(const struct hs_dn_job *j)
 {

@@ -53,8 +53,12 @@ struct hs_dn_job {
 size_t hs__dn_scratch_floats(int dv);
 /* One token after another. */
 void hs__dn_step(const struct hs_dn_job *j, int ith, int nth);
-/* In chunks of HS_DN_CHUNK; thread ith uses scratch + ith * hs__dn_scratch_floats(dv). */
+/* In chunks of HS_DN_CHUNK; thread ith uses scratch + ith * hs__dn_scratch_floats(dv).
+ * The fastest form this CPU runs (hs__dense_best()'s dn_chunk): the portable
+ * one (_c) or the AVX2 one, the same steps in another float order. */
 void hs__dn_chunk(const struct hs_dn_job *j, int ith, int nth);
+void hs__dn_chunk_c(const struct hs_dn_job *j, int ith, int nth); /* deltanet-chunk.h */
+void hs__dn_chunk_avx2(const struct hs_dn_job *j, int ith, int nth);
 /* The recurrence in double, one thread (state read and written as float). */
 void hs__dn_ref(const struct hs_dn_job *j);
 

@@ -9,6 +9,7 @@
 
 #include "cpu_kernels/attention.h"
 #include "cpu_kernels/cpu-features.h"
+#include "cpu_kernels/deltanet.h"
 #include "cpu_kernels/dense.h"
 
 #define FCHUNK 256 /* values per dequantized piece of a row */
@@ -107,7 +108,7 @@ static void attend_ref(const struct hs_attn_tile *t)
 }
 
 const struct hs_dense_ops hs__dense_ref = { "scalar reference", tile_f_ref, dequant_row_ref, rmsnorm_row_ref,
-					    rope_row_ref,       to_f16_ref, attend_ref };
+					    rope_row_ref,       to_f16_ref, attend_ref,      hs__dn_chunk_c };
 
 const struct hs_dense_ops *hs__dense_best(void)
 {

@@ -23,6 +23,7 @@
 #include "cpu_kernels/kernels.h"
 
 struct hs_attn_tile;
+struct hs_dn_job;
 
 /* Inner loops of one instruction tier.  The scalar set (hs__dense_ref)
  * computes in double where it is arithmetic; the SIMD sets in float (see
@@ -46,6 +47,8 @@ struct hs_dense_ops {
 	/* One attention work item (attention.h): g query heads of one token
 	 * against the visible cells of [c0, c1) of one KV head. */
 	void (*attend)(const struct hs_attn_tile *t);
+	/* Gated DeltaNet's chunked delta rule, thread ith's share (deltanet.h). */
+	void (*dn_chunk)(const struct hs_dn_job *j, int ith, int nth);
 };
 
 extern const struct hs_dense_ops hs__dense_ref;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_kernels/arch/x86/dense-x86.h"
+#include "cpu_kernels/deltanet.h"
 #include "cpu_kernels/attention.h"
 
 static inline float hsum(__m256 v)
@@ -331,7 +332,7 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 
 static const struct hs_dense_ops avx2_ops = {
 	"AVX2",          hs__tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2,
-	hs__to_f16_avx2, hs__attend_avx2
+	hs__to_f16_avx2, hs__attend_avx2, hs__dn_chunk_avx2
 };
 
 const struct hs_dense_ops *hs__dense_avx2(void)

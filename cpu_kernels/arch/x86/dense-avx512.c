@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu_kernels/arch/x86/dense-x86.h"
+#include "cpu_kernels/deltanet.h"
 #include "cpu_kernels/attention.h"
 
 /* 16 values of a row at column c, the first `keep` of them (mask) loaded
@@ -257,7 +258,7 @@ static void attend_avx512(const struct hs_attn_tile *t)
 /* the entries without an AVX-512 version are the AVX2 set's */
 static const struct hs_dense_ops avx512_ops = {
 	"AVX-512",         tile_f_avx512,   hs__dequant_row_avx2, hs__rmsnorm_row_avx2,
-	hs__rope_row_avx2, hs__to_f16_avx2, attend_avx512,
+	hs__rope_row_avx2, hs__to_f16_avx2, attend_avx512,        hs__dn_chunk_avx2,
 };
 
 const struct hs_dense_ops *hs__dense_avx512(void)
