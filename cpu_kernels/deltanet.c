@@ -56,6 +56,49 @@ void hs__dn_conv_ref(const float *w, int C, int kc, float *state, int n, const f
 	}
 }
 
+static double softplus(double x)
+{
+	return x > 20 ? x : log1p(exp(x)); /* ggml's threshold */
+}
+
+void hs__dn_prep(float *x, size_t x_stride, int n_k, int dh, const float *alpha, const float *beta,
+		 const float *dt_bias, const float *a, int n_v, float eps, float *g, float *b, long t0, long t1)
+{
+	for (long t = t0; t < t1; t++) {
+		float *row = x + (size_t)t * x_stride;
+		for (int h = 0; h < 2 * n_k; h++) { /* q heads, then k heads */
+			float *v = row + (size_t)h * dh;
+			double s = 0;
+			for (int i = 0; i < dh; i++)
+				s += (double)v[i] * v[i];
+			const double r = sqrt(s), scale = 1.0 / (r > eps ? r : eps);
+			for (int i = 0; i < dh; i++)
+				v[i] = (float)(v[i] * scale);
+		}
+		const size_t o = (size_t)t * n_v;
+		for (int h = 0; h < n_v; h++) {
+			g[o + h] = (float)(softplus((double)alpha[o + h] + dt_bias[h]) * a[h]);
+			b[o + h] = (float)(1.0 / (1.0 + exp(-(double)beta[o + h])));
+		}
+	}
+}
+
+void hs__dn_gnorm(float *o, const float *z, int dh, const float *w, float eps, long r0, long r1)
+{
+	for (long r = r0; r < r1; r++) {
+		float *x = o + (size_t)r * dh;
+		const float *zr = z + (size_t)r * dh;
+		double s = 0;
+		for (int i = 0; i < dh; i++)
+			s += (double)x[i] * x[i];
+		const double inv = 1.0 / sqrt(s / dh + eps);
+		for (int i = 0; i < dh; i++) {
+			const double zi = zr[i];
+			x[i] = (float)(x[i] * inv * w[i] * (zi / (1.0 + exp(-zi))));
+		}
+	}
+}
+
 static inline float dot_f(const float *a, const float *b, int n)
 {
 	float s = 0;

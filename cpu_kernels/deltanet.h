@@ -35,6 +35,21 @@ void hs__dn_conv(const float *w, int C, int kc, float *state, int n, const float
 void hs__dn_conv_ref(const float *w, int C, int kc, float *state, int n, const float *x, size_t x_stride, float *y,
 		     size_t y_stride);
 
+/* Between the convolution and the delta rule, for tokens [t0, t1) of rows
+ * x (x_stride floats apart, q heads then k heads of dh values at the
+ * start): each q and k head scaled in place by 1 / max(|head|, eps), and
+ * per value head h of n_v values the log-decay and the beta
+ *   g[t][h] = softplus(alpha[t][h] + dt_bias[h]) * a[h],
+ *   b[t][h] = sigmoid(beta[t][h])
+ * (alpha, beta, g and b rows n_v floats apart).  Double inside. */
+void hs__dn_prep(float *x, size_t x_stride, int n_k, int dh, const float *alpha, const float *beta,
+		 const float *dt_bias, const float *a, int n_v, float eps, float *g, float *b, long t0, long t1);
+/* The gated norm of the output over head rows [r0, r1) of dh values (row
+ * r at o + r dh: the heads of a token follow each other, then the next
+ * token's), z laid out as o:
+ *   o = o / sqrt(mean(o^2) + eps) * w * silu(z).  Double inside. */
+void hs__dn_gnorm(float *o, const float *z, int dh, const float *w, float eps, long r0, long r1);
+
 struct hs_dn_job {
 	int n;                     /* tokens, of one sequence, in order */
 	int n_k_heads, n_v_heads, dk, dv;

@@ -72,6 +72,12 @@ int hs__cuda_swiglu_emulate(float *g, const float *u, size_t n)
 	return no_cuda();
 }
 
+int hs__cuda_deltanet_emulate(const struct hs_dev_dn *d)
+{
+	(void)d;
+	return no_cuda();
+}
+
 int hs__cuda_blas_status(char *why, size_t why_len)
 {
 	if (why && why_len)

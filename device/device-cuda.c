@@ -697,6 +697,44 @@ int hs__cuda_swiglu_emulate(float *g, const float *u, size_t n)
 	return 0;
 }
 
+static struct hs_gpu_dn dn_args(const struct hs_dev_dn *d)
+{
+	struct hs_gpu_dn a = { .n = d->n, .n_k = d->n_k_heads, .n_v = d->n_v_heads, .dh = d->head_dim, .kc = d->kc,
+			       .conv_w = d->conv_w, .dt_bias = d->dt_bias, .a = d->a, .norm = d->norm, .eps = d->eps,
+			       .qkv = d->qkv, .z = d->z, .alpha = d->alpha, .beta = d->beta,
+			       .conv_state = d->conv_state, .state = d->state, .conv = d->conv, .g = d->g, .b = d->b,
+			       .out = d->out };
+	return a;
+}
+
+static int dev_deltanet(hs_queue *q, const struct hs_dev_dn *d)
+{
+	int rc = hs__dev_dn_check(d), optin = 0;
+	if (rc)
+		return rc;
+	const size_t shm = hs__gpu_deltanet_shared_bytes(d->head_dim);
+	cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, q->dev);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "shared memory per block", q->dev);
+	if (shm > (size_t)optin)
+		return hs__error(EINVAL, "deltanet: a head of %d values needs %zu bytes of shared memory, this GPU gives %d",
+				 d->head_dim, shm, optin);
+	struct hs_gpu_dn a = dn_args(d);
+	e = hs__gpu_deltanet(&a, q->s);
+	return e == cudaSuccess ? 0 : cuda_fail(e, "deltanet kernels", q->dev);
+}
+
+int hs__cuda_deltanet_emulate(const struct hs_dev_dn *d)
+{
+	int rc = hs__dev_dn_check(d);
+	if (rc)
+		return rc;
+	struct hs_gpu_dn a = dn_args(d);
+	if ((rc = hs__gpu_deltanet_emulate(&a)))
+		return hs__error(-rc, "deltanet emulation: out of memory");
+	return 0;
+}
+
 int hs__cuda_blas_status(char *why, size_t why_len)
 {
 	return hs__gpu_blas_load(why, why_len);
@@ -746,6 +784,7 @@ static const struct hs_dev_ops cuda_ops = {
 	.attention = dev_attention,
 	.add = dev_add,
 	.swiglu = dev_swiglu,
+	.deltanet = dev_deltanet,
 };
 
 const struct hs_dev_ops *hs__dev_cuda_ops(void)

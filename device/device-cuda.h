@@ -33,6 +33,8 @@ int hs__cuda_kv_store_emulate(const struct hs_dev_kv_store *s);
 int hs__cuda_attention_emulate(const struct hs_dev_attn *a, int n_split);
 int hs__cuda_add_emulate(float *y, const float *x, size_t n);
 int hs__cuda_swiglu_emulate(float *g, const float *u, size_t n);
+struct hs_dev_dn;
+int hs__cuda_deltanet_emulate(const struct hs_dev_dn *d);
 
 /* Whether cuBLAS can be used (it is opened at run time, not linked): 0
  * with the file it opened in why, or -ENOENT with the reason in why

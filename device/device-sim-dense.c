@@ -3,10 +3,14 @@
  * with the device's CPU threads, over "device" memory that is host memory. */
 #include "config.h"
 
+#include <errno.h>
+#include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 
 #include "base/error.h"
 #include "cpu_kernels/attention.h"
+#include "cpu_kernels/deltanet.h"
 #include "cpu_kernels/dense.h"
 #include "device/sim.h"
 
@@ -150,4 +154,36 @@ int hs__sim_swiglu(hs_queue *q, float *g, const float *u, size_t n)
 {
 	struct swiglu_args a = { g, u, n };
 	return hs__sim_call(q, run_swiglu, &a, sizeof a);
+}
+
+/* One thread: the sim checks what the mixer computes, not its speed. */
+static int run_deltanet(const void *args, int threads)
+{
+	const struct hs_dev_dn *d = args;
+	const int dh = d->head_dim, nk = d->n_k_heads, nv = d->n_v_heads;
+	const int C = (2 * nk + nv) * dh;
+	float *scratch = NULL;
+	(void)threads;
+	if (d->n > 1 && !(scratch = malloc(sizeof(float) * hs__dn_scratch_floats(dh))))
+		return hs__error(ENOMEM, "deltanet: out of memory for the chunk's scratch");
+	hs__dn_conv(d->conv_w, C, d->kc, d->conv_state, d->n, d->qkv, (size_t)C, d->conv, (size_t)C, 0, 1);
+	hs__dn_prep(d->conv, (size_t)C, nk, dh, d->alpha, d->beta, d->dt_bias, d->a, nv, d->eps, d->g, d->b, 0, d->n);
+	const size_t key = (size_t)nk * dh;
+	struct hs_dn_job j = { .n = d->n, .n_k_heads = nk, .n_v_heads = nv, .dk = dh, .dv = dh, .q = d->conv,
+			       .k = d->conv + key, .qk_stride = (size_t)C, .v = d->conv + 2 * key, .v_stride = (size_t)C,
+			       .g = d->g, .beta = d->b, .scale = 1.0f / sqrtf((float)dh), .state = d->state,
+			       .out = d->out, .out_stride = (size_t)nv * dh, .scratch = scratch };
+	if (d->n > 1)
+		hs__dn_chunk(&j, 0, 1);
+	else
+		hs__dn_step(&j, 0, 1);
+	hs__dn_gnorm(d->out, d->z, dh, d->norm, d->eps, 0, (long)d->n * nv);
+	free(scratch);
+	return 0;
+}
+
+int hs__sim_deltanet(hs_queue *q, const struct hs_dev_dn *d)
+{
+	int rc = hs__dev_dn_check(d);
+	return rc ? rc : hs__sim_call(q, run_deltanet, d, sizeof *d);
 }

@@ -633,4 +633,5 @@ const struct hs_dev_ops hs__dev_sim_ops = {
 	.attention = hs__sim_attention,
 	.add = hs__sim_add,
 	.swiglu = hs__sim_swiglu,
+	.deltanet = hs__sim_deltanet,
 };

@@ -309,3 +309,21 @@ int hs__slots_release(struct hs_slots *s, int slot, hs_queue *q)
 		s->released_valid[slot] = 1;
 	return rc;
 }
+
+int hs__dev_dn_check(const struct hs_dev_dn *d)
+{
+	if (!d)
+		return hs__error(EINVAL, "deltanet: no arguments");
+	if (d->n < 0 || d->n_k_heads <= 0 || d->n_v_heads <= 0 || d->n_v_heads % d->n_k_heads || d->head_dim <= 0 ||
+	    d->head_dim > HS_DEV_DN_MAX_DIM || d->kc < 1 || d->kc > HS_DEV_DN_MAX_KC)
+		return hs__error(EINVAL,
+				 "deltanet: %d tokens, %d key and %d value heads of %d, kernel %d (value heads a multiple "
+				 "of the key heads, head size 1..%d, kernel 1..%d)",
+				 d->n, d->n_k_heads, d->n_v_heads, d->head_dim, d->kc, HS_DEV_DN_MAX_DIM, HS_DEV_DN_MAX_KC);
+	if (d->n && (!d->conv_w || !d->dt_bias || !d->a || !d->norm || !d->qkv || !d->z || !d->alpha || !d->beta ||
+		     (d->kc > 1 && !d->conv_state) || !d->state || !d->conv || !d->g || !d->b || !d->out))
+		return hs__error(EINVAL, "deltanet: a NULL buffer");
+	if (d->conv == d->qkv)
+		return hs__error(EINVAL, "deltanet: the convolution's output overlaps its input");
+	return 0;
+}

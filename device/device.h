@@ -111,6 +111,30 @@ struct hs_dev_attn {           /* cpu_kernels/attention.h's job, device pointers
 	void *scratch;             /* attn_scratch_bytes(n, n_head, n_head_kv, head_dim, n_cells) */
 };
 
+/* qwen35moe's Gated DeltaNet mixer of one sequence's n tokens, in order
+ * (cpu_kernels/deltanet.h): the causal convolution of the in-projection
+ * qkv with its state and SiLU into conv, hs__dn_prep's l2-normed q and k
+ * heads and per-head decay g and beta b, the delta rule over the recurrent
+ * state into out, then hs__dn_gnorm's gated norm of out with z.  Rows are
+ * dense: C = (2 n_k_heads + n_v_heads) head_dim floats a token in qkv and
+ * conv, n_v_heads head_dim in z and out, n_v_heads in alpha, beta, g, b.
+ * One token or many give the same numbers up to float order (the CPU's
+ * step and chunk forms). */
+#define HS_DEV_DN_MAX_DIM 192 /* the CUDA kernel keeps a head's state in shared memory (147 KiB at 192) */
+#define HS_DEV_DN_MAX_KC 8
+struct hs_dev_dn {
+	int n, n_k_heads, n_v_heads, head_dim, kc;
+	const float *conv_w;       /* [C][kc] */
+	const float *dt_bias, *a;  /* [n_v_heads] */
+	const float *norm;         /* [head_dim] */
+	float eps;
+	const float *qkv, *z, *alpha, *beta;
+	float *conv_state;         /* [kc - 1][C], updated */
+	float *state;              /* [n_v_heads][head_dim][head_dim] (value row, key column), updated */
+	float *conv, *g, *b;       /* work */
+	float *out;
+};
+
 struct hs_dev_ops {
 	const char *name;
 	int (*open)(int index, hs_dev **out);
@@ -153,7 +177,12 @@ struct hs_dev_ops {
 	int (*attention)(hs_queue *q, const struct hs_dev_attn *a);
 	int (*add)(hs_queue *q, float *y, const float *x, size_t n); /* y += x */
 	int (*swiglu)(hs_queue *q, float *g, const float *u, size_t n); /* g = silu(g) * u (dense.h hs__swiglu) */
+	int (*deltanet)(hs_queue *q, const struct hs_dev_dn *d);       /* NULL: the mixer runs on the host */
 };
+
+/* The arguments of a deltanet op checked as every backend takes them:
+ * 0, or -EINVAL with a message naming the bad one. */
+int hs__dev_dn_check(const struct hs_dev_dn *d);
 
 /* The backends: sim always; CUDA in CUDA builds, else NULL. */
 extern const struct hs_dev_ops hs__dev_sim_ops;

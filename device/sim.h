@@ -21,5 +21,6 @@ size_t hs__sim_attn_scratch_bytes(int n, int n_head, int n_head_kv, int head_dim
 int hs__sim_attention(hs_queue *q, const struct hs_dev_attn *a);
 int hs__sim_add(hs_queue *q, float *y, const float *x, size_t n);
 int hs__sim_swiglu(hs_queue *q, float *g, const float *u, size_t n);
+int hs__sim_deltanet(hs_queue *q, const struct hs_dev_dn *d);
 
 #endif

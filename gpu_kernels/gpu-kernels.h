@@ -191,6 +191,23 @@ void hs__gpu_add_emulate(float *y, const float *x, size_t n);
 cudaError_t hs__gpu_swiglu(float *g, const float *u, size_t n, cudaStream_t stream);
 void hs__gpu_swiglu_emulate(float *g, const float *u, size_t n);
 
+/* qwen35moe's Gated DeltaNet mixer of one sequence's n tokens
+ * (deltanet.cu; device/device.h struct hs_dev_dn has the semantics and
+ * the layouts): the convolution, the prep, the delta rule with a head's
+ * state in hs__gpu_deltanet_shared_bytes(dh) of shared memory, the gated
+ * norm.  The emulation is -ENOMEM when its shared-memory stand-in cannot
+ * be allocated. */
+struct hs_gpu_dn {
+	int n, n_k, n_v, dh, kc;
+	const float *conv_w, *dt_bias, *a, *norm;
+	float eps;
+	const float *qkv, *z, *alpha, *beta;
+	float *conv_state, *state, *conv, *g, *b, *out;
+};
+size_t hs__gpu_deltanet_shared_bytes(int head_dim);
+cudaError_t hs__gpu_deltanet(const struct hs_gpu_dn *a, cudaStream_t stream);
+int hs__gpu_deltanet_emulate(const struct hs_gpu_dn *a);
+
 #ifdef __cplusplus
 }
 #endif

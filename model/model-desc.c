@@ -61,6 +61,8 @@ static void dense_from_gen(const struct hs_gen_params *in, struct hs_model_desc 
 			       delta = (uint64_t)p.ssm_nv * p.ssm_dh * p.ssm_dh;
 		out->full_attn_every = p.full_attn_every;
 		out->recurrent_state_bytes = (uint64_t)(p.n_layers - p.n_layers / p.full_attn_every) * 4 * (conv + delta);
+		out->recurrent_ubatch_floats = hs__q35_ubatch_floats((2 * p.ssm_nk + p.ssm_nv) * p.ssm_dh, p.ssm_nv * p.ssm_dh,
+								       p.ssm_nv, p.n_head * p.head_dim);
 	}
 	out->dense_type = out->output_type = p.dense_type;
 	for (int t = 0, n = hs__gen_n_tensors(&p); t < n; t++) {
@@ -116,6 +118,9 @@ static void dense_from_whole(const struct hs_whole *w, struct hs_model_desc *out
 			ok &= w->layers[l].q35.recurrent == ((l + 1) % every != 0);
 		out->full_attn_every = ok ? every : 0;
 		out->recurrent_state_bytes = hs__whole_state_bytes(hp);
+		out->recurrent_ubatch_floats = hs__q35_ubatch_floats((2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh,
+								       hp->ssm_nv * hp->ssm_dh, hp->ssm_nv,
+								       hp->n_head * hp->head_dim);
 	}
 	dense_tensor(out, 4 * D);
 	dense_tensor(out, weight_bytes(&w->output));

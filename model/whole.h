@@ -76,6 +76,16 @@ struct hs_dense_layer {
 	struct hs_q35_layer q35;
 };
 
+/* The forward pass's qwen35moe buffers per ubatch token, in floats (runtime/fwd-qwen35.c
+ * allocates them): the in-projection and the convolution's output (conv channels each), the
+ * output gate z and the mixer's output (value width), beta, alpha, decay and beta's sigmoid
+ * (value heads), the query and gate rows (2 q_dim).  The shared expert's gate and up rows
+ * are the planner's dense-FFN buffers (hs_model_desc's ffn_ff). */
+static inline uint64_t hs__q35_ubatch_floats(int conv_ch, int val, int nv, int q_dim)
+{
+	return 2 * (uint64_t)conv_ch + 2 * (uint64_t)val + 4 * (uint64_t)nv + 2 * (uint64_t)q_dim;
+}
+
 /* The DeltaNet states of one sequence, all layers: f32 conv and delta-rule states. */
 uint64_t hs__whole_state_bytes(const struct hs_hparams *hp);
 /* The matrices of L's hs_q35_layer that are present, into out[8]; their count. */

@@ -250,8 +250,8 @@ static void whole_model(const struct ctx *c, struct hs_plan *p, double t_dec, do
 	q->dense_bytes_per_token = m->dense_device_bytes;
 	q->kv_bytes_at_ctx = (uint64_t)llround(kv_ctx);
 	q->dense_gbps = B / 1e9;
-	/* DeltaNet states: read and written once a token, on the host (runtime/fwd-qwen35.c) */
-	const double Bh = c->Bc[c->cpu_node] > 0 ? c->Bc[c->cpu_node] : B, t_state = 2.0 * m->recurrent_state_bytes / Bh;
+	/* DeltaNet states: read and written once a token, where the dense part runs (runtime/fwd-qwen35.c) */
+	const double t_state = 2.0 * m->recurrent_state_bytes / B;
 	q->model_decode_tok_s = 1.0 / (t_dec + dense / B + t_state);
 	q->model_decode_ctx_tok_s = 1.0 / (t_dec + (dense + kv_ctx) / B + t_state);
 	q->model_prefill_tok_s = U / (t_pre + fmax(dense / B, (proj_flops + score_flops) / F));

@@ -306,6 +306,10 @@ static double kv_bytes(const struct hs_model_desc *m, const struct hs_plan_opts 
 		total += 2 * dev_buf(cells * cell) + dev_buf(cells * 4);
 		*nbuf += 3;
 	}
+	if (m->recurrent_state_bytes) { /* the DeltaNet states: conv and delta rule, every sequence */
+		total += dev_buf((double)o->n_seq * m->recurrent_state_bytes) + 256;
+		*nbuf += 2;
+	}
 	return total;
 }
 
@@ -335,6 +339,10 @@ static double fwd_bytes(const struct hs_model_desc *m, const struct hs_plan_opts
 			s = t;
 		if ((t = mm_scratch(o, m->ffn_down_type, m->ffn_ff, U)) > s)
 			s = t;
+	}
+	if (m->recurrent_ubatch_floats) { /* qwen35moe's 9 buffers (whole.h hs__q35_ubatch_floats) */
+		b += dev_buf(4.0 * U * (double)m->recurrent_ubatch_floats) + 8 * 256;
+		*nbuf += 9;
 	}
 	b += dev_buf((double)((s + 63) & ~(size_t)63));
 	*nbuf += 13;

@@ -400,13 +400,14 @@ static void ckpt_take(hs_context *c, int n, const struct hs_token *batch)
 		float **buf = &c->ckpt[s * N_CKPT + k];
 		if (!*buf && !(*buf = malloc(sizeof(float) * floats)))
 			continue;
-		hs__q35_state_copy(&c->f, s, *buf, 1);
-		pos[k] = c->next_pos[s];
+		if (hs__q35_state_copy(&c->f, s, *buf, 1) == 0)
+			pos[k] = c->next_pos[s];
 	}
 }
 
 /* The sequence's states put back to its latest checkpoint at or below n:
- * its position, or 0 when it has none (the states are zero then). */
+ * its position, or 0 when it has none (the states are zero then); a
+ * negative errno when the backend's copy failed. */
 static int ckpt_restore(hs_context *c, int seq, int n)
 {
 	int best = -1;
@@ -415,12 +416,8 @@ static int ckpt_restore(hs_context *c, int seq, int n)
 		if (p > 0 && p <= n && (best < 0 || p > c->ckpt_pos[seq * N_CKPT + best]))
 			best = k;
 	}
-	if (best < 0) {
-		hs__q35_forget(&c->f, seq);
-		return 0;
-	}
-	hs__q35_state_copy(&c->f, seq, c->ckpt[seq * N_CKPT + best], 0);
-	return c->ckpt_pos[seq * N_CKPT + best];
+	int rc = best < 0 ? hs__q35_forget(&c->f, seq) : hs__q35_state_copy(&c->f, seq, c->ckpt[seq * N_CKPT + best], 0);
+	return rc ? rc : best < 0 ? 0 : c->ckpt_pos[seq * N_CKPT + best];
 }
 
 /* A failed or cancelled call: every sequence it touched forgets the cells
@@ -564,6 +561,10 @@ int hs_context_seq_keep(hs_context *c, int seq, int n)
 	 * below n, or starts over */
 	const int lost = lost_below(c, seq);
 	const int from = c->f.hp->n_recurrent ? ckpt_restore(c, seq, n) : window_held(c, lost, n) ? n : 0;
+	if (from < 0) { /* states half restored: the whole sequence goes; the copy's error is the answer */
+		(void)hs_context_seq_clear(c, seq);
+		return from;
+	}
 	int rc = hs__fwd_forget(&c->f, seq, from);
 	if (rc)
 		return rc;

@@ -165,7 +165,7 @@ int hs__fwd_forget_range(struct hs_fwd *f, int seq, int lo, int hi)
 	int cap = 0, rc = 0;
 
 	if (lo <= 0) /* from the start: the recurrent states start over (partial cuts are refused above) */
-		hs__q35_forget(f, seq);
+		rc = hs__q35_forget(f, seq);
 	for (int l = 0; l < f->hp->n_layers && !rc; l++) {
 		struct hs_kv_layer *K = &f->kv[l];
 		if (!K->n_cells)

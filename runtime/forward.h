@@ -15,6 +15,7 @@
 
 #include "cpu_kernels/attention.h"
 #include "cpu_kernels/dense.h"
+#include "device/device.h"
 #include "hotset.h"
 #include "model/whole.h"
 #include "planner/planner.h"
@@ -54,6 +55,8 @@ struct hs_fwd_be {
 	int (*add)(struct hs_fwd *f, float *y, const float *x, size_t n);
 	/* dense.h hs__swiglu: g[i] = silu(g[i]) * u[i], i < n */
 	int (*swiglu)(struct hs_fwd *f, float *g, const float *u, size_t n);
+	/* device/device.h's deltanet op on the backend's memory; NULL: the host forms (fwd-qwen35.c) */
+	int (*deltanet)(struct hs_fwd *f, const struct hs_dev_dn *d);
 	/* waits for everything queued */
 	int (*sync)(struct hs_fwd *f);
 };
@@ -156,21 +159,22 @@ void hs__fwd_dev_close(struct hs_fwd *f);
 
 /* ---- qwen35moe (fwd-qwen35.c) -------------------------------------------------
  * Its Gated DeltaNet layers, the output gate of its attention layers and
- * its shared expert, over the same backend ops: the products on the
- * backend, the convolution, the delta rule and the element-wise steps on
- * the host (the backend's buffers downloaded and uploaded around them;
- * the CPU backend's are host memory already).  Each sequence has, per
- * DeltaNet layer, a convolution state and a delta-rule state in host
- * memory: a fixed size whatever its length, and no way back to an earlier
- * position (hs__fwd_forget_exact says so). */
+ * its shared expert, over the same backend ops: the products and the
+ * DeltaNet mixer (the backend's deltanet op, or the host forms on the CPU
+ * backends) on the backend; the output gate and the shared expert's gate
+ * on the host (downloaded and uploaded around them).  Each sequence has,
+ * per DeltaNet layer, a convolution state and a delta-rule state in the
+ * backend's memory: a fixed size whatever its length, and no way back to
+ * an earlier position (hs__fwd_forget_exact says so).  forget and
+ * state_copy are 0 or the backend's copy error. */
 int hs__q35_init(struct hs_fwd *f);   /* nothing to do unless the model has DeltaNet layers */
 void hs__q35_free(struct hs_fwd *f);
 size_t hs__q35_scratch(struct hs_fwd *f); /* the backend scratch its products need */
-void hs__q35_forget(struct hs_fwd *f, int seq); /* the sequence's states back to zero */
+int hs__q35_forget(struct hs_fwd *f, int seq); /* the sequence's states back to zero */
 /* A sequence's states as one block of floats (a checkpoint): their count,
  * and a copy out of (save) or back into the context */
 size_t hs__q35_state_floats(const struct hs_fwd *f);
-void hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save);
+int hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save);
 /* Layer l's DeltaNet mixer: x += ssm_out(gated_norm(delta_rule(conv(qkv(rmsnorm(x)))))) */
 int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_start, const int32_t *seq);
 /* Gated attention: wq wrote query and gate rows into hs__q35_qg(f) (2 n_head head_dim a token);

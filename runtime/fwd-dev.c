@@ -5,6 +5,7 @@
  * them (the runtime frees them). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,13 @@ static int d_download(struct hs_fwd *f, void *host, const void *src, size_t byte
 		memcpy((uint8_t *)host + off, f->staging, b);
 	}
 	return 0;
+}
+
+static int d_deltanet(struct hs_fwd *f, const struct hs_dev_dn *d)
+{
+	if (!f->d->ops->deltanet)
+		return hs__error(ENOTSUP, "device %s has no DeltaNet op", f->d->ops->name);
+	return f->d->ops->deltanet(f->q_dev, d);
 }
 
 static int d_sync(struct hs_fwd *f)
@@ -143,6 +151,7 @@ const struct hs_fwd_be hs__fwd_dev = {
 	.attention = d_attention,
 	.add = d_add,
 	.swiglu = d_swiglu,
+	.deltanet = d_deltanet,
 	.sync = d_sync,
 };
 
@@ -222,6 +231,11 @@ static int upload_whole(struct hs_fwd *f)
 		    (rc = put_vec(f, &L->sinks, hp->n_head)) || (rc = put_vec(f, &L->q_norm, hp->head_dim)) ||
 		    (rc = put_vec(f, &L->k_norm, hp->head_dim)) || (rc = put_weight(f, &L->ffn_gate)) ||
 		    (rc = put_weight(f, &L->ffn_up)) || (rc = put_weight(f, &L->ffn_down)))
+			goto out_free;
+		struct hs_q35_layer *Q = &L->q35; /* qwen35moe's DeltaNet vectors (NULL elsewhere: nothing put) */
+		const int conv_ch = (2 * hp->ssm_nk + hp->ssm_nv) * hp->ssm_dh;
+		if ((rc = put_vec(f, &Q->conv, conv_ch * hp->ssm_conv)) || (rc = put_vec(f, &Q->dt_bias, hp->ssm_nv)) ||
+		    (rc = put_vec(f, &Q->a, hp->ssm_nv)) || (rc = put_vec(f, &Q->norm, hp->ssm_dh)))
 			goto out_free;
 		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
 		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)

@@ -1,12 +1,15 @@
 /* qwen35moe's parts of the forward pass (forward.h): the Gated DeltaNet
  * mixer with its per-sequence states, the sigmoid output gate of its full
  * attention layers and the gated shared expert.  Matrix products go
- * through the backend's matmul (weights in its memory); the convolution,
- * the delta rule and the element-wise steps run on the host, on the
- * runtime's pool (the reference backend: their double twins on this
- * thread).  A sequence's run of tokens in a ubatch goes through the delta
- * rule in chunks, a single token one step (cpu_kernels/deltanet.h: the same
- * numbers either way). */
+ * through the backend's matmul (weights in its memory).  The mixer
+ * (convolution, prep, delta rule, gated norm) runs where the backend's
+ * memory is: a device backend's deltanet op on the device, the CPU
+ * backend's forms on the runtime's pool, the reference backend's double
+ * twins on this thread; the states live in the backend's memory.  A
+ * sequence's run of tokens in a ubatch goes through the delta rule in
+ * chunks on the CPU, a single token one step (cpu_kernels/deltanet.h: the
+ * same numbers either way).  The output gate and the shared expert's gate
+ * stay on the host. */
 #include "config.h"
 
 #include <math.h>
@@ -24,11 +27,12 @@ struct hs_q35 {
 	int *dn_index;             /* [n_layers]: index among them, or -1 */
 	int conv_ch, val, fs;      /* convolution channels, value width nv dh, widest shared expert */
 	size_t conv_floats, ssm_floats; /* one sequence's states of one layer */
-	float *conv_state, *ssm_state;  /* [n_seq][n_dn][...], host */
 	/* backend buffers */
-	float *qkv, *z, *beta, *alpha, *dout, *qg, *sg, *su;
+	float *conv_state, *ssm_state;  /* [n_seq][n_dn][...] */
+	float *qkv, *conv, *z, *beta, *alpha, *g, *b, *dout, *qg, *sg, *su;
 	/* host buffers */
-	float *hqkv, *hconv, *hz, *hbeta, *halpha, *hg, *hb, *hout, *hq, *hgate, *hqg, *hsg, *hsu, *hsd;
+	float *zeros;              /* max(conv_floats, ssm_floats), for forgetting */
+	float *hq, *hgate, *hqg, *hsg, *hsu, *hsd;
 	float *dn_scratch;         /* hs__dn_scratch_floats(dh) per pool thread */
 };
 
@@ -81,18 +85,21 @@ int hs__q35_init(struct hs_fwd *f)
 	const size_t conv = (size_t)Q->conv_ch, val = (size_t)Q->val, nv = (size_t)hp->ssm_nv, fs = (size_t)Q->fs;
 	const size_t seqs = (size_t)f->n_seq * Q->n_dn;
 	const int nth = hs__pool_size(f->rt->pool);
-	if ((rc = bbuf(f, ub * conv, &Q->qkv)) || (rc = bbuf(f, ub * val, &Q->z)) || (rc = bbuf(f, ub * nv, &Q->beta)) ||
-	    (rc = bbuf(f, ub * nv, &Q->alpha)) || (rc = bbuf(f, ub * val, &Q->dout)) ||
+	if ((rc = bbuf(f, seqs * Q->conv_floats, &Q->conv_state)) || (rc = bbuf(f, seqs * Q->ssm_floats, &Q->ssm_state)) ||
+	    (rc = bbuf(f, ub * conv, &Q->qkv)) || (rc = bbuf(f, ub * conv, &Q->conv)) || (rc = bbuf(f, ub * val, &Q->z)) ||
+	    (rc = bbuf(f, ub * nv, &Q->beta)) || (rc = bbuf(f, ub * nv, &Q->alpha)) || (rc = bbuf(f, ub * nv, &Q->g)) ||
+	    (rc = bbuf(f, ub * nv, &Q->b)) || (rc = bbuf(f, ub * val, &Q->dout)) ||
 	    (rc = bbuf(f, ub * 2 * qd, &Q->qg)) || (rc = bbuf(f, ub * fs, &Q->sg)) || (rc = bbuf(f, ub * fs, &Q->su)))
 		return rc;
-	if (!(Q->conv_state = hbuf(seqs * Q->conv_floats)) || !(Q->ssm_state = hbuf(seqs * Q->ssm_floats)) ||
-	    !(Q->hqkv = hbuf(ub * conv)) || !(Q->hconv = hbuf(ub * conv)) || !(Q->hz = hbuf(ub * val)) ||
-	    !(Q->hbeta = hbuf(ub * nv)) || !(Q->halpha = hbuf(ub * nv)) || !(Q->hg = hbuf(ub * nv)) ||
-	    !(Q->hb = hbuf(ub * nv)) || !(Q->hout = hbuf(ub * val)) || !(Q->hq = hbuf(ub * qd)) ||
-	    !(Q->hgate = hbuf(ub * qd)) || !(Q->hqg = hbuf(ub * 2 * qd)) || !(Q->hsg = hbuf(ub * fs)) ||
-	    !(Q->hsu = hbuf(ub * fs)) || !(Q->hsd = hbuf(ub * d)) ||
+	const size_t most = Q->conv_floats > Q->ssm_floats ? Q->conv_floats : Q->ssm_floats;
+	if (!(Q->zeros = hbuf(most)) || !(Q->hq = hbuf(ub * qd)) || !(Q->hgate = hbuf(ub * qd)) ||
+	    !(Q->hqg = hbuf(ub * 2 * qd)) || !(Q->hsg = hbuf(ub * fs)) || !(Q->hsu = hbuf(ub * fs)) ||
+	    !(Q->hsd = hbuf(ub * d)) ||
 	    !(Q->dn_scratch = hbuf((size_t)(nth > 0 ? nth : 1) * (Q->n_dn ? hs__dn_scratch_floats(hp->ssm_dh) : 0))))
-		return hs__error(ENOMEM, "context: out of memory for the DeltaNet states and buffers");
+		return hs__error(ENOMEM, "context: out of memory for the DeltaNet buffers");
+	for (int s = 0; s < f->n_seq; s++)
+		if ((rc = hs__q35_forget(f, s)))
+			return rc;
 	f->kv_bytes += sizeof(float) * seqs * (Q->conv_floats + Q->ssm_floats);
 	return 0;
 }
@@ -102,12 +109,12 @@ void hs__q35_free(struct hs_fwd *f)
 	struct hs_q35 *Q = f->q35;
 	if (!Q)
 		return;
-	float *b[] = { Q->qkv, Q->z, Q->beta, Q->alpha, Q->dout, Q->qg, Q->sg, Q->su };
+	float *b[] = { Q->conv_state, Q->ssm_state, Q->qkv, Q->conv, Q->z,  Q->beta, Q->alpha,
+		       Q->g,	      Q->b,	    Q->dout, Q->qg,   Q->sg, Q->su };
 	for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
 		if (b[i])
 			f->be->free(f, b[i]);
-	float *h[] = { Q->conv_state, Q->ssm_state, Q->hqkv, Q->hconv, Q->hz,  Q->hbeta, Q->halpha, Q->hg, Q->hb,
-		       Q->hout,       Q->hq,        Q->hgate, Q->hqg,  Q->hsg, Q->hsu,   Q->hsd,    Q->dn_scratch };
+	float *h[] = { Q->zeros, Q->hq, Q->hgate, Q->hqg, Q->hsg, Q->hsu, Q->hsd, Q->dn_scratch };
 	for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
 		free(h[i]);
 	free(Q->dn_index);
@@ -129,13 +136,18 @@ size_t hs__q35_scratch(struct hs_fwd *f)
 	return need;
 }
 
-void hs__q35_forget(struct hs_fwd *f, int seq)
+int hs__q35_forget(struct hs_fwd *f, int seq)
 {
 	struct hs_q35 *Q = f->q35;
+	int rc = 0;
 	if (!Q || !Q->n_dn)
-		return;
-	memset(Q->conv_state + (size_t)seq * Q->n_dn * Q->conv_floats, 0, sizeof(float) * Q->n_dn * Q->conv_floats);
-	memset(Q->ssm_state + (size_t)seq * Q->n_dn * Q->ssm_floats, 0, sizeof(float) * Q->n_dn * Q->ssm_floats);
+		return 0;
+	for (size_t l = 0; l < (size_t)Q->n_dn && !rc; l++) {
+		const size_t si = (size_t)seq * Q->n_dn + l;
+		if (!(rc = f->be->upload(f, Q->conv_state + si * Q->conv_floats, Q->zeros, sizeof(float) * Q->conv_floats)))
+			rc = f->be->upload(f, Q->ssm_state + si * Q->ssm_floats, Q->zeros, sizeof(float) * Q->ssm_floats);
+	}
+	return rc;
 }
 
 size_t hs__q35_state_floats(const struct hs_fwd *f)
@@ -144,114 +156,62 @@ size_t hs__q35_state_floats(const struct hs_fwd *f)
 	return Q && Q->n_dn ? (size_t)Q->n_dn * (Q->conv_floats + Q->ssm_floats) : 0;
 }
 
-void hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save)
+int hs__q35_state_copy(struct hs_fwd *f, int seq, float *buf, int save)
 {
 	struct hs_q35 *Q = f->q35;
 	if (!Q || !Q->n_dn)
-		return;
+		return 0;
 	const size_t nc = (size_t)Q->n_dn * Q->conv_floats, ns = (size_t)Q->n_dn * Q->ssm_floats;
 	float *conv = Q->conv_state + (size_t)seq * nc, *ssm = Q->ssm_state + (size_t)seq * ns;
+	int rc;
 	if (save) {
-		memcpy(buf, conv, sizeof(float) * nc);
-		memcpy(buf + nc, ssm, sizeof(float) * ns);
-	} else {
-		memcpy(conv, buf, sizeof(float) * nc);
-		memcpy(ssm, buf + nc, sizeof(float) * ns);
+		if (!(rc = f->be->download(f, buf, conv, sizeof(float) * nc)))
+			rc = f->be->download(f, buf + nc, ssm, sizeof(float) * ns);
+	} else if (!(rc = f->be->upload(f, conv, buf, sizeof(float) * nc))) {
+		rc = f->be->upload(f, ssm, buf + nc, sizeof(float) * ns);
 	}
+	return rc;
 }
 
 /* ---- the DeltaNet mixer ------------------------------------------------------ */
 
 struct dn_ctx {
-	const struct hs_hparams *hp;
-	const struct hs_q35_layer *L; /* host vectors */
-	struct hs_q35 *Q;
+	const struct hs_dev_dn *d; /* host memory */
 	struct hs_pool *pool;
-	int a, m, ref;             /* tokens [a, a + m) of one sequence */
-	float *conv_state;
 	struct hs_dn_job job;
 };
-
-static double softplus(double x)
-{
-	return x > 20 ? x : log1p(exp(x)); /* ggml's threshold */
-}
-
-/* l2-normed q and k heads, the decay and beta of tokens [t0, t1) */
-static void dn_prep(struct dn_ctx *c, long t0, long t1)
-{
-	const struct hs_hparams *hp = c->hp;
-	const int dh = hp->ssm_dh, nv = hp->ssm_nv;
-	for (long t = t0; t < t1; t++) {
-		float *row = c->Q->hconv + (size_t)(c->a + t) * c->Q->conv_ch;
-		for (int h = 0; h < 2 * hp->ssm_nk; h++) { /* q heads, then k heads */
-			float *x = row + (size_t)h * dh;
-			double s = 0;
-			for (int i = 0; i < dh; i++)
-				s += (double)x[i] * x[i];
-			double r = sqrt(s);
-			const double scale = 1.0 / (r > hp->eps ? r : hp->eps);
-			for (int i = 0; i < dh; i++)
-				x[i] = (float)(x[i] * scale);
-		}
-		const size_t o = (size_t)(c->a + t) * nv;
-		for (int h = 0; h < nv; h++) {
-			c->Q->hg[o + h] = (float)(softplus((double)c->Q->halpha[o + h] + c->L->dt_bias[h]) * c->L->a[h]);
-			c->Q->hb[o + h] = (float)(1.0 / (1.0 + exp(-(double)c->Q->hbeta[o + h])));
-		}
-	}
-}
-
-/* out = rmsnorm(o) * ssm_norm * silu(z) for head rows [r0, r1) */
-static void dn_norm(struct dn_ctx *c, long r0, long r1)
-{
-	const int dh = c->hp->ssm_dh;
-	for (long r = r0; r < r1; r++) {
-		const size_t off = (size_t)c->a * c->Q->val + (size_t)r * dh;
-		float *o = c->Q->hout + off;
-		const float *z = c->Q->hz + off;
-		double s = 0;
-		for (int i = 0; i < dh; i++)
-			s += (double)o[i] * o[i];
-		const double inv = 1.0 / sqrt(s / dh + c->hp->eps);
-		for (int i = 0; i < dh; i++) {
-			const double zi = z[i];
-			o[i] = (float)(o[i] * inv * c->L->norm[i] * (zi / (1.0 + exp(-zi))));
-		}
-	}
-}
 
 static void dn_steps(void *ctx, int ith, int nth)
 {
 	struct dn_ctx *c = ctx;
-	struct hs_q35 *Q = c->Q;
-	const int C = Q->conv_ch;
+	const struct hs_dev_dn *d = c->d;
+	const int C = (2 * d->n_k_heads + d->n_v_heads) * d->head_dim;
 	long lo, hi;
 
-	hs__dn_conv(c->L->conv, C, c->hp->ssm_conv, c->conv_state, c->m, Q->hqkv + (size_t)c->a * C, C,
-		    Q->hconv + (size_t)c->a * C, C, ith, nth);
+	hs__dn_conv(d->conv_w, C, d->kc, d->conv_state, d->n, d->qkv, C, d->conv, C, ith, nth);
 	hs__pool_barrier(c->pool);
-	hs__share(c->m, ith, nth, &lo, &hi);
-	dn_prep(c, lo, hi);
+	hs__share(d->n, ith, nth, &lo, &hi);
+	hs__dn_prep(d->conv, C, d->n_k_heads, d->head_dim, d->alpha, d->beta, d->dt_bias, d->a, d->n_v_heads, d->eps,
+		    d->g, d->b, lo, hi);
 	hs__pool_barrier(c->pool);
-	if (c->m > 1)
+	if (d->n > 1)
 		hs__dn_chunk(&c->job, ith, nth);
 	else
 		hs__dn_step(&c->job, ith, nth);
 	hs__pool_barrier(c->pool);
-	hs__share((long)c->m * c->hp->ssm_nv, ith, nth, &lo, &hi);
-	dn_norm(c, lo, hi);
+	hs__share((long)d->n * d->n_v_heads, ith, nth, &lo, &hi);
+	hs__dn_gnorm(d->out, d->z, d->head_dim, d->norm, d->eps, lo, hi);
 }
 
 static void dn_ref(struct dn_ctx *c)
 {
-	struct hs_q35 *Q = c->Q;
-	const int C = Q->conv_ch;
-	hs__dn_conv_ref(c->L->conv, C, c->hp->ssm_conv, c->conv_state, c->m, Q->hqkv + (size_t)c->a * C, C,
-			Q->hconv + (size_t)c->a * C, C);
-	dn_prep(c, 0, c->m);
+	const struct hs_dev_dn *d = c->d;
+	const int C = (2 * d->n_k_heads + d->n_v_heads) * d->head_dim;
+	hs__dn_conv_ref(d->conv_w, C, d->kc, d->conv_state, d->n, d->qkv, C, d->conv, C);
+	hs__dn_prep(d->conv, C, d->n_k_heads, d->head_dim, d->alpha, d->beta, d->dt_bias, d->a, d->n_v_heads, d->eps,
+		    d->g, d->b, 0, d->n);
 	hs__dn_ref(&c->job);
-	dn_norm(c, 0, (long)c->m * c->hp->ssm_nv);
+	hs__dn_gnorm(d->out, d->z, d->head_dim, d->norm, d->eps, 0, (long)d->n * d->n_v_heads);
 }
 
 int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_start, const int32_t *seq)
@@ -259,7 +219,6 @@ int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_
 	const struct hs_fwd_be *be = f->be;
 	const struct hs_hparams *hp = f->hp;
 	const struct hs_dense_layer *L = &f->w->layers[l];
-	const struct hs_q35_layer *HL = &hs__model_whole(f->rt->m)->layers[l].q35;
 	struct hs_q35 *Q = f->q35;
 	const size_t d = hp->n_embd, C = Q->conv_ch, val = Q->val, nv = hp->ssm_nv, key = (size_t)hp->ssm_nk * hp->ssm_dh;
 	const int li = Q->dn_index[l];
@@ -269,31 +228,37 @@ int hs__q35_deltanet(struct hs_fwd *f, int l, int n, int n_groups, const int *g_
 	    (rc = be->matmul(f, &L->q35.qkv, NULL, n, f->h, d, Q->qkv, C)) ||
 	    (rc = be->matmul(f, &L->q35.z, NULL, n, f->h, d, Q->z, val)) ||
 	    (rc = be->matmul(f, &L->q35.beta, NULL, n, f->h, d, Q->beta, nv)) ||
-	    (rc = be->matmul(f, &L->q35.alpha, NULL, n, f->h, d, Q->alpha, nv)) ||
-	    (rc = be->download(f, Q->hqkv, Q->qkv, sizeof(float) * n * C)) ||
-	    (rc = be->download(f, Q->hz, Q->z, sizeof(float) * n * val)) ||
-	    (rc = be->download(f, Q->hbeta, Q->beta, sizeof(float) * n * nv)) ||
-	    (rc = be->download(f, Q->halpha, Q->alpha, sizeof(float) * n * nv)))
+	    (rc = be->matmul(f, &L->q35.alpha, NULL, n, f->h, d, Q->alpha, nv)))
 		return rc;
 	for (int g = 0; g < n_groups; g++) {
 		const int a = g_start[g], m = g_start[g + 1] - a, s = seq[a];
 		const size_t si = (size_t)s * Q->n_dn + li;
-		struct dn_ctx c = { .hp = hp, .L = HL, .Q = Q, .pool = f->rt->pool, .a = a, .m = m,
-				    .conv_state = Q->conv_state + si * Q->conv_floats };
+		/* the layer's vectors from f->w: the backend's copies */
+		const struct hs_dev_dn dn = {
+			.n = m, .n_k_heads = hp->ssm_nk, .n_v_heads = hp->ssm_nv, .head_dim = hp->ssm_dh, .kc = hp->ssm_conv,
+			.conv_w = L->q35.conv, .dt_bias = L->q35.dt_bias, .a = L->q35.a, .norm = L->q35.norm, .eps = hp->eps,
+			.qkv = Q->qkv + (size_t)a * C, .z = Q->z + (size_t)a * val, .alpha = Q->alpha + (size_t)a * nv,
+			.beta = Q->beta + (size_t)a * nv, .conv_state = Q->conv_state + si * Q->conv_floats,
+			.state = Q->ssm_state + si * Q->ssm_floats, .conv = Q->conv + (size_t)a * C,
+			.g = Q->g + (size_t)a * nv, .b = Q->b + (size_t)a * nv, .out = Q->dout + (size_t)a * val
+		};
+		if (be->deltanet) {
+			if ((rc = be->deltanet(f, &dn)))
+				return rc;
+			continue;
+		}
+		struct dn_ctx c = { .d = &dn, .pool = f->rt->pool };
 		c.job = (struct hs_dn_job){ .n = m, .n_k_heads = hp->ssm_nk, .n_v_heads = hp->ssm_nv, .dk = hp->ssm_dh,
-					    .dv = hp->ssm_dh, .q = Q->hconv + (size_t)a * C, .k = Q->hconv + (size_t)a * C + key,
-					    .qk_stride = C, .v = Q->hconv + (size_t)a * C + 2 * key, .v_stride = C,
-					    .g = Q->hg + (size_t)a * nv, .beta = Q->hb + (size_t)a * nv,
-					    .scale = 1.0f / sqrtf((float)hp->ssm_dh),
-					    .state = Q->ssm_state + si * Q->ssm_floats, .out = Q->hout + (size_t)a * val,
+					    .dv = hp->ssm_dh, .q = dn.conv, .k = dn.conv + key, .qk_stride = C,
+					    .v = dn.conv + 2 * key, .v_stride = C, .g = dn.g, .beta = dn.b,
+					    .scale = 1.0f / sqrtf((float)hp->ssm_dh), .state = dn.state, .out = dn.out,
 					    .out_stride = val, .scratch = Q->dn_scratch };
 		if (be->reference)
 			dn_ref(&c);
 		else
 			hs__pool_run(f->rt->pool, dn_steps, &c);
 	}
-	if ((rc = be->upload(f, Q->dout, Q->hout, sizeof(float) * n * val)) ||
-	    (rc = be->matmul(f, &L->q35.out, NULL, n, Q->dout, val, f->t, d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+	if ((rc = be->matmul(f, &L->q35.out, NULL, n, Q->dout, val, f->t, d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
 	return 0;
 }

@@ -27,7 +27,13 @@
  *  - K/V write and y += x: bit for bit (the same f16 rounding and the same
  *    Q8_0 quantizer, round half to even);
  *  - SwiGLU g = silu(g) u (glm4moe's dense FFNs): 1e-6 against the double
- *    twin (one expf, a division and two products in float).
+ *    twin (one expf, a division and two products in float);
+ *  - qwen35moe's DeltaNet mixer (convolution, prep, delta rule, gated
+ *    norm) from nonzero states: output and delta-rule state 1e-4 against
+ *    the double twins (a float recurrence over up to 70 tokens), the
+ *    convolution state bit for bit (it is copied inputs), and one call per
+ *    token against one call for all 1e-4 (the sim's step and chunk forms
+ *    differ in float order); refused arguments write nothing.
  * Every output is followed by guard bytes; strided outputs' gaps, cells not
  * written and values past n_rot must keep what was there.
  *
@@ -42,6 +48,7 @@
 #include <string.h>
 
 #include "cpu_kernels/attention.h"
+#include "cpu_kernels/deltanet.h"
 #include "cpu_kernels/dense.h"
 #include "device/device-cuda.h"
 #include "device/device.h"
@@ -55,7 +62,7 @@
 
 static int small;
 static double worst[16];
-enum { W_MMF, W_MMQT, W_MMQL, W_MMKT, W_MMKL, W_BLAS16, W_BLAS16L, W_NORM, W_ROPE, W_ATTN };
+enum { W_MMF, W_MMQT, W_MMQL, W_MMKT, W_MMKL, W_BLAS16, W_BLAS16L, W_NORM, W_ROPE, W_ATTN, W_DN };
 
 static void note(int k, double e)
 {
@@ -734,6 +741,205 @@ static void test_swiglu(void)
 	free(want);
 }
 
+/* ---- qwen35moe's DeltaNet mixer ------------------------------------------------------------ */
+
+struct dn_bufs {
+	float *conv_w, *dt_bias, *a, *norm, *qkv, *z, *alpha, *beta, *conv_state, *state, *conv, *g, *b, *out;
+};
+
+static void dn_alloc(struct dn_bufs *B, int n, int nk, int nv, int dh, int kc)
+{
+	const size_t C = (size_t)(2 * nk + nv) * dh, val = (size_t)nv * dh, m = n ? (size_t)n : 1;
+	B->conv_w = du_alloc(sizeof(float) * C * kc);
+	B->dt_bias = du_alloc(sizeof(float) * nv);
+	B->a = du_alloc(sizeof(float) * nv);
+	B->norm = du_alloc(sizeof(float) * dh);
+	B->qkv = du_alloc(sizeof(float) * m * C);
+	B->z = du_alloc(sizeof(float) * m * val);
+	B->alpha = du_alloc(sizeof(float) * m * nv);
+	B->beta = du_alloc(sizeof(float) * m * nv);
+	B->conv_state = du_alloc(sizeof(float) * C * (size_t)(kc > 1 ? kc - 1 : 1));
+	B->state = du_alloc(sizeof(float) * val * dh);
+	B->conv = du_alloc(sizeof(float) * m * C);
+	B->g = du_alloc(sizeof(float) * m * nv);
+	B->b = du_alloc(sizeof(float) * m * nv);
+	B->out = du_alloc(sizeof(float) * m * val);
+}
+
+static void dn_release(struct dn_bufs *B)
+{
+	float *p[] = { B->conv_w, B->dt_bias, B->a, B->norm, B->qkv, B->z, B->alpha,
+		       B->beta,	  B->conv_state, B->state, B->conv, B->g, B->b, B->out };
+	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+		free(p[i]);
+}
+
+static struct hs_dev_dn dn_args(const struct dn_bufs *B, int n, int nk, int nv, int dh, int kc)
+{
+	struct hs_dev_dn d = { .n = n, .n_k_heads = nk, .n_v_heads = nv, .head_dim = dh, .kc = kc,
+			       .conv_w = B->conv_w, .dt_bias = B->dt_bias, .a = B->a, .norm = B->norm, .eps = 1e-6f,
+			       .qkv = B->qkv, .z = B->z, .alpha = B->alpha, .beta = B->beta,
+			       .conv_state = B->conv_state, .state = B->state, .conv = B->conv, .g = B->g, .b = B->b,
+			       .out = B->out };
+	return d;
+}
+
+/* The op on tokens [t0, t0 + n) of the buffers: emulated, or on the device
+ * (the states copied there and back). */
+static int dn_run(const struct dn_bufs *B, int t0, int n, int nk, int nv, int dh, int kc)
+{
+	const size_t C = (size_t)(2 * nk + nv) * dh, val = (size_t)nv * dh;
+	struct hs_dev_dn d = dn_args(B, n, nk, nv, dh, kc);
+	d.qkv += (size_t)t0 * C, d.z += (size_t)t0 * val, d.alpha += (size_t)t0 * nv, d.beta += (size_t)t0 * nv;
+	d.conv += (size_t)t0 * C, d.g += (size_t)t0 * nv, d.b += (size_t)t0 * nv, d.out += (size_t)t0 * val;
+	if (!on_device)
+		return hs__cuda_deltanet_emulate(&d);
+	const size_t m = n ? (size_t)n : 1, cs = C * (size_t)(kc > 1 ? kc - 1 : 1), ss = val * dh;
+	struct hs_dev_dn e = d;
+	e.conv_w = up(d.conv_w, sizeof(float) * C * kc);
+	e.dt_bias = up(d.dt_bias, sizeof(float) * nv);
+	e.a = up(d.a, sizeof(float) * nv);
+	e.norm = up(d.norm, sizeof(float) * dh);
+	e.qkv = up(d.qkv, sizeof(float) * m * C);
+	e.z = up(d.z, sizeof(float) * m * val);
+	e.alpha = up(d.alpha, sizeof(float) * m * nv);
+	e.beta = up(d.beta, sizeof(float) * m * nv);
+	e.conv_state = up(d.conv_state, sizeof(float) * cs);
+	e.state = up(d.state, sizeof(float) * ss);
+	e.conv = up(d.conv, sizeof(float) * m * C);
+	e.g = up(d.g, sizeof(float) * m * nv);
+	e.b = up(d.b, sizeof(float) * m * nv);
+	e.out = up(d.out, sizeof(float) * m * val);
+	int rc = O->deltanet(q, &e);
+	if (!rc) {
+		down(d.conv_state, e.conv_state, sizeof(float) * cs);
+		down(d.state, e.state, sizeof(float) * ss);
+		down(d.out, e.out, sizeof(float) * m * val);
+	}
+	drop_all();
+	return rc;
+}
+
+/* Against the double twins (convolution, prep, recurrence, then the gated
+ * norm), from nonzero states: the output and both states; then the same
+ * tokens one call per token (decode) against one call for all. */
+static void ab_deltanet(int n, int nk, int nv, int dh, int kc)
+{
+	const size_t C = (size_t)(2 * nk + nv) * dh, val = (size_t)nv * dh, m = n ? (size_t)n : 1;
+	const size_t cs = C * (size_t)(kc > 1 ? kc - 1 : 1), ss = val * dh;
+	struct dn_bufs B, R;
+	dn_alloc(&B, n, nk, nv, dh, kc);
+	dn_alloc(&R, n, nk, nv, dh, kc);
+	du_fill(B.conv_w, C * kc, 0, 0.5f);
+	du_fill(B.dt_bias, nv, 0, 0.5f);
+	for (int h = 0; h < nv; h++)
+		B.a[h] = -expf(du_gauss()); /* -exp(A_log): decays in (0, 1) */
+	du_fill(B.norm, dh, 1, 0.2f);
+	du_fill(B.qkv, m * C, 0, 1);
+	du_fill(B.z, m * val, 0, 2);
+	du_fill(B.alpha, m * nv, 0, 2);
+	du_fill(B.beta, m * nv, 0, 2);
+	du_fill(B.conv_state, cs, 0, 1);
+	du_fill(B.state, ss, 0, 0.1f);
+	du_fill(B.out, m * val, 0, 1);
+	float *cs0 = malloc(sizeof(float) * cs), *ss0 = malloc(sizeof(float) * ss);
+	memcpy(cs0, B.conv_state, sizeof(float) * cs);
+	memcpy(ss0, B.state, sizeof(float) * ss);
+
+	/* the reference on copies */
+	memcpy(R.conv_w, B.conv_w, sizeof(float) * C * kc);
+	memcpy(R.dt_bias, B.dt_bias, sizeof(float) * nv);
+	memcpy(R.a, B.a, sizeof(float) * nv);
+	memcpy(R.norm, B.norm, sizeof(float) * dh);
+	memcpy(R.qkv, B.qkv, sizeof(float) * m * C);
+	memcpy(R.z, B.z, sizeof(float) * m * val);
+	memcpy(R.alpha, B.alpha, sizeof(float) * m * nv);
+	memcpy(R.beta, B.beta, sizeof(float) * m * nv);
+	memcpy(R.conv_state, cs0, sizeof(float) * cs);
+	memcpy(R.state, ss0, sizeof(float) * ss);
+	memcpy(R.out, B.out, sizeof(float) * m * val);
+	hs__dn_conv_ref(R.conv_w, (int)C, kc, R.conv_state, n, R.qkv, C, R.conv, C);
+	hs__dn_prep(R.conv, C, nk, dh, R.alpha, R.beta, R.dt_bias, R.a, nv, 1e-6f, R.g, R.b, 0, n);
+	const size_t key = (size_t)nk * dh;
+	struct hs_dn_job j = { .n = n, .n_k_heads = nk, .n_v_heads = nv, .dk = dh, .dv = dh, .q = R.conv,
+			       .k = R.conv + key, .qk_stride = C, .v = R.conv + 2 * key, .v_stride = C, .g = R.g,
+			       .beta = R.b, .scale = 1.0f / sqrtf((float)dh), .state = R.state, .out = R.out,
+			       .out_stride = val };
+	hs__dn_ref(&j);
+	hs__dn_gnorm(R.out, R.z, dh, R.norm, 1e-6f, 0, (long)n * nv);
+
+	CHECK(dn_run(&B, 0, n, nk, nv, dh, kc) == 0, "deltanet %d tokens: %s", n, hs_last_error());
+	int nan = 0;
+	const double eo = n ? du_rel_l2(B.out, R.out, (size_t)n * val, &nan) : 0;
+	const double es = du_rel_l2(B.state, R.state, ss, &nan);
+	const int conv_same = memcmp(B.conv_state, R.conv_state, sizeof(float) * cs) == 0;
+	note(W_DN, eo > es ? eo : es);
+	CHECK(eo <= 1e-4 && es <= 1e-4 && conv_same && !nan && du_guard_ok(B.out, sizeof(float) * m * val) &&
+		      du_guard_ok(B.state, sizeof(float) * ss) && (n || memcmp(B.state, ss0, sizeof(float) * ss) == 0),
+	      "deltanet %d tokens, %d/%d heads of %d, kernel %d: output %.3g, state %.3g (1e-4), conv state %s, %d NaN",
+	      n, nk, nv, dh, kc, eo, es, conv_same ? "equal" : "differs", nan);
+
+	/* one token a call from the same states: the decode path */
+	if (n > 1) {
+		float *whole = malloc(sizeof(float) * m * val), *wstate = malloc(sizeof(float) * ss);
+		memcpy(whole, B.out, sizeof(float) * m * val);
+		memcpy(wstate, B.state, sizeof(float) * ss);
+		memcpy(B.conv_state, cs0, sizeof(float) * cs);
+		memcpy(B.state, ss0, sizeof(float) * ss);
+		for (int t = 0; t < n; t++)
+			CHECK(dn_run(&B, t, 1, nk, nv, dh, kc) == 0, "deltanet token %d: %s", t, hs_last_error());
+		const double ed = du_rel_l2(B.out, whole, (size_t)n * val, &nan), eds = du_rel_l2(B.state, wstate, ss, &nan);
+		note(W_DN, ed > eds ? ed : eds);
+		CHECK(ed <= 1e-4 && eds <= 1e-4 && !nan,
+		      "deltanet %d tokens one at a time vs together: output %.3g, state %.3g (1e-4)", n, ed, eds);
+		free(whole);
+		free(wstate);
+	}
+	free(cs0);
+	free(ss0);
+	dn_release(&B);
+	dn_release(&R);
+}
+
+static void test_deltanet(void)
+{
+	if (on_device && !O->deltanet) {
+		printf("deltanet: device %s has none\n", O->name);
+		return;
+	}
+	/* tokens, key heads, value heads, head size, kernel: Qwen3.5's 128 and
+	 * 4, odd sizes for the thread tails, no taps of the past (kernel 1),
+	 * fewer tokens than the state holds, and none */
+	static const int cases[][5] = { { 1, 1, 1, 8, 4 },    { 7, 2, 4, 20, 4 }, { 70, 1, 2, 72, 3 },
+					{ 2, 2, 2, 33, 4 },   { 64, 2, 2, 32, 1 }, { 5, 1, 2, 128, 4 },
+					{ 0, 1, 1, 16, 4 } };
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const int *c = cases[i];
+		if (small && c[3] > 64)
+			continue;
+		ab_deltanet(c[0], c[1], c[2], c[3], c[4]);
+	}
+	/* arguments refused, nothing written */
+	struct dn_bufs B;
+	dn_alloc(&B, 1, 2, 3, 8, 4);
+	du_fill(B.out, 3 * 8, 0, 1);
+	float keep[24];
+	memcpy(keep, B.out, sizeof keep);
+	struct hs_dev_dn d = dn_args(&B, 1, 2, 3, 8, 4);
+	int rc = on_device ? O->deltanet(q, &d) : hs__cuda_deltanet_emulate(&d);
+	CHECK(rc == -EINVAL && strstr(hs_last_error(), "value heads"), "3 value heads over 2 key heads: %d %s", rc,
+	      hs_last_error());
+	d.n_v_heads = 2, d.head_dim = HS_DEV_DN_MAX_DIM + 1;
+	rc = on_device ? O->deltanet(q, &d) : hs__cuda_deltanet_emulate(&d);
+	CHECK(rc == -EINVAL, "head size %d: %d", HS_DEV_DN_MAX_DIM + 1, rc);
+	d.head_dim = 8, d.state = NULL;
+	rc = on_device ? O->deltanet(q, &d) : hs__cuda_deltanet_emulate(&d);
+	CHECK(rc == -EINVAL && strstr(hs_last_error(), "NULL"), "no state: %d %s", rc, hs_last_error());
+	CHECK(memcmp(keep, B.out, sizeof keep) == 0, "a refused call wrote its output");
+	dn_release(&B);
+	printf("deltanet: worst error %.3g (1e-4)\n", worst[W_DN]);
+}
+
 int main(void)
 {
 	small = du_sanitized();
@@ -757,6 +963,7 @@ int main(void)
 	test_attention();
 	test_add();
 	test_swiglu();
+	test_deltanet();
 	if (on_device) {
 		O->queue_destroy(q);
 		hs__device_close(dev);

@@ -1,7 +1,8 @@
 /* Checks the planner's VRAM count against what the device backend really
  * allocates: for whole models (the oracle files: gpt-oss with sliding
  * windows and sinks, Qwen3-MoE, GLM-4.5 MoE with a dense FFN layer and
- * shared experts on the device) under several context lengths, KV types,
+ * shared experts on the device, Qwen3.5 MoE with its DeltaNet states and
+ * buffers on the device) under several context lengths, KV types,
  * ubatch sizes, sequence counts and placements, a runtime and one context
  * are opened on the sim device with the plan, and the sim's used memory
  * must equal the plan's vram_bytes plus the sim's bookkeeping (256 bytes
@@ -107,7 +108,8 @@ static void preset_matches_file(void)
 			      a.dense_type == b.dense_type && a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim &&
 			      a.swa_window == b.swa_window && a.expert_bytes == b.expert_bytes && same_layers &&
 			      a.ffn_ff == b.ffn_ff && a.ffn_macs == b.ffn_macs && a.shared_expert_bytes == b.shared_expert_bytes &&
-			      a.full_attn_every == b.full_attn_every && a.recurrent_state_bytes == b.recurrent_state_bytes,
+			      a.full_attn_every == b.full_attn_every && a.recurrent_state_bytes == b.recurrent_state_bytes &&
+			      a.recurrent_ubatch_floats == b.recurrent_ubatch_floats,
 		      "%s: the file: %llu dense bytes in %d tensors, %d MoE layers, ffn %d / %llu MACs, shared %llu, attention "
 		      "every %d, state %llu; the preset: %llu in %d, %d, %d / %llu, %llu, %d, %llu", names[k],
 		      (unsigned long long)a.dense_device_bytes, a.dense_device_tensors, a.n_moe_layers, a.ffn_ff,
@@ -123,9 +125,10 @@ static void preset_matches_file(void)
 int main(void)
 {
 	static const char *const files[] = { "oracle/gptoss-l2-h256-swa128-f16.gguf", "oracle/gptoss-l4-h192-swa32-q8.gguf",
-					     "oracle/qwen3moe-l3-h256-e16k4-q8.gguf", "oracle/glm4moe-l4-h256-d1-e16k4-q8.gguf" };
+					     "oracle/qwen3moe-l3-h256-e16k4-q8.gguf", "oracle/glm4moe-l4-h256-d1-e16k4-q8.gguf",
+					     "oracle/qwen35moe-l8-h256-fa4-e16k4-q8.gguf" };
 	hs_test_profile(&pf, 4ull << 30);
-	for (int f = 0; f < 4; f++) {
+	for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
 		const char *path = hs_test_data(files[f]);
 		hs_model *m = NULL;
 		struct hs_model_desc md;

@@ -43,7 +43,10 @@ struct hs_model_desc {
 	 * cache, the others are Gated DeltaNet layers with a fixed state per sequence
 	 * (0 = every layer has attention) */
 	int full_attn_every;
-	uint64_t recurrent_state_bytes; /* those states for one sequence (host memory) */
+	uint64_t recurrent_state_bytes; /* those states for one sequence (where the dense part runs) */
+	/* its forward pass's buffers of the DeltaNet mixer and the gated attention (9 of them,
+	 * in the same memory): floats per ubatch token */
+	uint64_t recurrent_ubatch_floats;
 };
 
 /* Model descriptions of the known models (the shapes the `gen` presets
