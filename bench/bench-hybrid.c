@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 	hs__moe_layer_flat(&l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, D, F, E, K, w, NULL);
 	for (size_t r = 0; r < bytes; r += 17) /* small exponents: finite sums */
 		w[r] = (uint8_t)(118 + next() % 4);
-	if (hs__device_open("sim", 0, &d) || hs__pool_create(workers, NULL, 0, &pool)) {
+	if (hs__device_open("sim", 0, &d) || hs__pool_create(workers, NULL, 0, 0, &pool)) {
 		fprintf(stderr, "bench-hybrid: %s\n", hs_last_error());
 		return 1;
 	}

@@ -351,7 +351,8 @@ static int calibrate_layer(const struct hs_moe_layer *l, struct hs_device *d, in
 	out->read_Bps = hs__read_bandwidth(threads, (size_t)256 << 20, 4);
 	if (out->read_Bps <= 0)
 		return hs__error(ENOMEM, "calibrate: out of memory for the read-bandwidth buffer");
-	if ((rc = hs__pool_create(threads, NULL, 0, &pool)))
+	/* as the runtime makes it: without a device the caller runs a slice */
+	if ((rc = hs__pool_create(threads, NULL, 0, d == NULL, &pool)))
 		return rc;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->gate_b != NULL);
 	double t1 = 0, tb = 0;

@@ -26,7 +26,8 @@ struct worker {
 };
 
 struct hs_pool {
-	int n;
+	int n;                  /* slices of a job */
+	int joins;              /* slice 0 is the caller's: threads w[1..n-1] */
 	struct worker *w;
 	pthread_mutex_t mu;
 	pthread_cond_t wake, done_cv;
@@ -37,6 +38,7 @@ struct hs_pool {
 	void *ctx;
 	atomic_int bar_count, bar_sense;
 	double busy;
+	long runs;
 };
 
 static double now_s(void)
@@ -79,7 +81,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int hs__pool_create(int n_workers, const int *cpus, int n_cpus, struct hs_pool **out)
+int hs__pool_create(int n_workers, const int *cpus, int n_cpus, int caller_joins, struct hs_pool **out)
 {
 	struct hs_pool *p;
 	int rc = 0;
@@ -100,10 +102,11 @@ int hs__pool_create(int n_workers, const int *cpus, int n_cpus, struct hs_pool *
 	atomic_init(&p->stop, 0);
 	atomic_init(&p->bar_count, 0);
 	atomic_init(&p->bar_sense, 0);
-	for (int i = 0; i < n_workers; i++) {
+	p->joins = caller_joins != 0;
+	p->n = p->joins; /* what hs__pool_free joins on a failure: threads w[joins..n-1] */
+	for (int i = p->joins; i < n_workers; i++) {
 		p->w[i] = (struct worker){ p, 0, i, n_cpus > 0 ? cpus[i % n_cpus] : -1 };
 		if ((rc = pthread_create(&p->w[i].thread, NULL, worker_main, &p->w[i]))) {
-			p->n = i;
 			hs__pool_free(p);
 			return hs__error(EAGAIN, "pool: cannot start worker %d: %s", i, strerror(rc));
 		}
@@ -121,7 +124,7 @@ void hs__pool_free(struct hs_pool *p)
 	atomic_store(&p->stop, 1);
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
-	for (int i = 0; i < p->n; i++)
+	for (int i = p->joins; i < p->n; i++)
 		pthread_join(p->w[i].thread, NULL);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->done_cv);
@@ -141,11 +144,19 @@ void hs__pool_run(struct hs_pool *p, void (*fn)(void *ctx, int ith, int nth), vo
 
 	p->fn = fn;
 	p->ctx = ctx;
-	atomic_store_explicit(&p->remaining, p->n, memory_order_relaxed);
+	if (p->n == p->joins) { /* the caller alone */
+		fn(ctx, 0, 1);
+		p->busy += now_s() - t0;
+		p->runs++;
+		return;
+	}
+	atomic_store_explicit(&p->remaining, p->n - p->joins, memory_order_relaxed);
 	pthread_mutex_lock(&p->mu);
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
+	if (p->joins)
+		fn(ctx, 0, p->n);
 	/* the caller spins a little, then sleeps until the last worker signals */
 	for (int spins = 0; atomic_load_explicit(&p->remaining, memory_order_acquire) > 0 && spins < SPIN_ROUNDS; spins++)
 		;
@@ -156,6 +167,12 @@ void hs__pool_run(struct hs_pool *p, void (*fn)(void *ctx, int ith, int nth), vo
 		pthread_mutex_unlock(&p->mu);
 	}
 	p->busy += now_s() - t0;
+	p->runs++;
+}
+
+long hs__pool_runs(const struct hs_pool *p)
+{
+	return p->runs;
 }
 
 void hs__pool_barrier(struct hs_pool *p)

@@ -433,8 +433,10 @@ int hs_runtime_open(const char *model_path, const struct hs_runtime_opts *opts, 
 		if (!n_cpus)
 			hs__runtime_say(rt, "warning: node %d is not on this machine: CPU workers are not bound", rt->plan.cpu_node);
 		else
-			hs__runtime_say(rt, "CPU: %d workers bound to node %d's CPUs", threads, rt->plan.cpu_node);
-		if ((rc = hs__pool_create(threads, cpus, n_cpus, &rt->pool)))
+			hs__runtime_say(rt, "CPU: %d workers bound to node %d's CPUs%s", threads, rt->plan.cpu_node,
+					rt->d ? "" : " (the first is the calling thread, not bound)");
+		/* without a device no thread drives one: the caller runs a slice (pool.h) */
+		if ((rc = hs__pool_create(threads, cpus, n_cpus, rt->d == NULL, &rt->pool)))
 			goto out_close;
 		/* kept for hs_runtime_set_threads() */
 		if (n_cpus && !(rt->cpus = malloc(sizeof *rt->cpus * n_cpus))) {
@@ -813,7 +815,7 @@ int hs_runtime_set_threads(hs_runtime *rt, int n)
 		return hs__error(EINVAL, "set_threads: %d threads (1..%ld, the CPUs online)", n, online);
 	if (n == hs__pool_size(rt->pool))
 		return 0;
-	if ((rc = hs__pool_create(n, rt->cpus, rt->n_cpus, &p)))
+	if ((rc = hs__pool_create(n, rt->cpus, rt->n_cpus, rt->d == NULL, &p)))
 		return rc;
 	/* the layers' CPU sides run on the runtime's pool; nothing runs now */
 	for (int l = 0; l < rt->n_layers; l++)

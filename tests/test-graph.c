@@ -45,10 +45,14 @@ static void slice_job(void *ctx, int ith, int nth)
 static void pool_tests(void)
 {
 	static const int sizes[] = { 1, 2, 3, 5 };
-	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+	/* each size with its own threads, and with the caller running slice 0 */
+	const size_t ns = sizeof sizes / sizeof sizes[0];
+	for (size_t c = 0; c < 2 * ns; c++) {
 		struct hs_pool *p;
 		int cpus[1] = { 0 };
-		CHECK(hs__pool_create(sizes[k], cpus, 1, &p) == 0, "%s", hs_last_error());
+		const size_t k = c % ns;
+		const int joins = c >= ns;
+		CHECK(hs__pool_create(sizes[k], cpus, 1, joins, &p) == 0, "%s", hs_last_error());
 		if (!p)
 			continue;
 		CHECK(hs__pool_size(p) == sizes[k], "size");
@@ -60,8 +64,8 @@ static void pool_tests(void)
 			atomic_init(&s.wrong, 0);
 			hs__pool_run(p, slice_job, &s);
 			for (int i = 0; i < 64; i++)
-				CHECK(atomic_load(&s.hits[i]) == (i < s.n_items), "pool %d job %d: item %d ran %d times",
-				      sizes[k], job, i, atomic_load(&s.hits[i]));
+				CHECK(atomic_load(&s.hits[i]) == (i < s.n_items), "pool %d (caller joins %d) job %d: item %d ran %d times",
+				      sizes[k], joins, job, i, atomic_load(&s.hits[i]));
 			CHECK(atomic_load(&s.wrong) == 0, "pool %d job %d: barrier let a worker through early", sizes[k],
 			      job);
 			if (job % 50 == 49) { /* long enough for workers to go to sleep */
@@ -72,7 +76,7 @@ static void pool_tests(void)
 		hs__pool_free(p);
 	}
 	struct hs_pool *p;
-	CHECK(hs__pool_create(0, NULL, 0, &p) == -EINVAL, "0 workers accepted");
+	CHECK(hs__pool_create(0, NULL, 0, 1, &p) == -EINVAL, "0 workers accepted");
 }
 
 /* ---- graph ------------------------------------------------------------------ */

@@ -281,7 +281,7 @@ int main(void)
 		fprintf(stderr, "%s\n", hs_last_error());
 		return 1;
 	}
-	if (hs__pool_create(2, NULL, 0, &pool)) {
+	if (hs__pool_create(2, NULL, 0, 0, &pool)) {
 		fprintf(stderr, "%s\n", hs_last_error());
 		return 1;
 	}
