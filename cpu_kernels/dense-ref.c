@@ -107,8 +107,22 @@ static void attend_ref(const struct hs_attn_tile *t)
 	}
 }
 
+static uint64_t xor_read_ref(const void *p, size_t bytes)
+{
+	const uint64_t *w = p;
+	uint64_t a = 0, b = 0, c = 0, d = 0; /* four streams: loads in flight, not one chain */
+	for (size_t i = 0; i < bytes / 8; i += 4) {
+		a ^= w[i];
+		b ^= w[i + 1];
+		c ^= w[i + 2];
+		d ^= w[i + 3];
+	}
+	return a ^ b ^ c ^ d;
+}
+
 const struct hs_dense_ops hs__dense_ref = { "scalar reference", tile_f_ref, dequant_row_ref, rmsnorm_row_ref,
-					    rope_row_ref,       to_f16_ref, attend_ref,      hs__dn_chunk_c };
+					    rope_row_ref,       to_f16_ref, attend_ref,      hs__dn_chunk_c,
+					    xor_read_ref };
 
 const struct hs_dense_ops *hs__dense_best(void)
 {

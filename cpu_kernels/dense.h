@@ -49,6 +49,11 @@ struct hs_dense_ops {
 	void (*attend)(const struct hs_attn_tile *t);
 	/* Gated DeltaNet's chunked delta rule, thread ith's share (deltanet.h). */
 	void (*dn_chunk)(const struct hs_dn_job *j, int ith, int nth);
+	/* Every 8-byte word of p XORed together (p 32-byte aligned, bytes a
+	 * multiple of 128): the read-bandwidth probe's loop (measure/), with
+	 * the widest loads of the tier so that the probe finds the memory's
+	 * limit, not the core's. */
+	uint64_t (*xor_read)(const void *p, size_t bytes);
 };
 
 extern const struct hs_dense_ops hs__dense_ref;

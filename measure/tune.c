@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_kernels/dense.h"
 #include "cpu_kernels/formats.h"
 #include "model/arch.h"
 #include "cpu_kernels/kernels.h"
@@ -75,6 +76,7 @@ static void unbind_team(int threads)
  * them independent. */
 static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 {
+	const struct hs_dense_ops *dops = hs__dense_best(); /* the widest loads this CPU has */
 	double best = 0;
 
 	for (int r = 0; r < reps; r++) {
@@ -83,15 +85,8 @@ static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 #pragma omp parallel num_threads(threads) reduction(^ : total)
 		{
 			int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-			size_t lo = words * ith / nth / 4 * 4, hi = words * (ith + 1) / nth / 4 * 4;
-			uint64_t a = 0, b = 0, c = 0, d = 0;
-			for (size_t i = lo; i < hi; i += 4) {
-				a ^= buf[i];
-				b ^= buf[i + 1];
-				c ^= buf[i + 2];
-				d ^= buf[i + 3];
-			}
-			total ^= a ^ b ^ c ^ d;
+			size_t lo = words * ith / nth / 16 * 16, hi = words * (ith + 1) / nth / 16 * 16;
+			total ^= dops->xor_read(buf + lo, (hi - lo) * 8);
 		}
 		double t = now_s() - t0;
 		if (total == 0x5eed) /* keeps the loop; practically never true */
@@ -104,7 +99,8 @@ static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 
 double hs__read_bandwidth(int threads, size_t bytes, int reps)
 {
-	uint64_t *buf = malloc(bytes);
+	bytes = (bytes + 127) & ~(size_t)127;
+	uint64_t *buf = aligned_alloc(64, bytes);
 	if (!buf)
 		return 0;
 	memset(buf, 0x5a, bytes); /* places the pages */

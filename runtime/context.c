@@ -766,7 +766,21 @@ int hs_context_stats(const hs_context *c, struct hs_context_stats *o)
 	o->attn_s = c->f.t_attn;
 	o->moe_s = c->f.t_moe;
 	o->other_s = c->f.t_other;
+	for (int i = 0; i < HS_CONTEXT_STEPS; i++) {
+		o->step_s[i] = c->f.step_s[i];
+		o->step_bytes[i] = c->f.step_bytes[i];
+		o->step_dispatches[i] = c->f.step_runs[i];
+	}
 	return 0;
+}
+
+const char *hs_context_step_name(int step)
+{
+	static const char *const names[HS_CONTEXT_STEPS] = {
+		"embeddings", "norms", "q/k/v products", "rope, KV write", "attention", "attention output",
+		"DeltaNet mixer", "router", "experts", "dense FFN, shared expert", "MoE in/out", "logits"
+	};
+	return step >= 0 && step < HS_CONTEXT_STEPS ? names[step] : NULL;
 }
 
 void hs_context_stats_reset(hs_context *c)
@@ -776,6 +790,9 @@ void hs_context_stats_reset(hs_context *c)
 	c->prompt_tokens = c->decode_tokens = 0;
 	c->prompt_s = c->decode_s = 0;
 	c->f.t_attn = c->f.t_moe = c->f.t_other = 0;
+	memset(c->f.step_s, 0, sizeof c->f.step_s);
+	memset(c->f.step_bytes, 0, sizeof c->f.step_bytes);
+	memset(c->f.step_runs, 0, sizeof c->f.step_runs);
 }
 
 /* ---- sampling ------------------------------------------------------------------ */

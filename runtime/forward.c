@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/moe.h"
 #include "cpu_kernels/router.h"
 #include "model/model.h"
 #include "runtime/forward.h"
@@ -22,6 +24,44 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct hs_step_mark hs__step_begin(const struct hs_fwd *f)
+{
+	struct hs_step_mark m = { now_s(), f->rt && f->rt->pool ? hs__pool_runs(f->rt->pool) : 0 };
+	return m;
+}
+
+void hs__step_end(struct hs_fwd *f, int step, struct hs_step_mark m, double bytes)
+{
+	f->step_s[step] += now_s() - m.t;
+	f->step_bytes[step] += bytes;
+	f->step_runs[step] += (f->rt && f->rt->pool ? hs__pool_runs(f->rt->pool) : 0) - m.runs;
+}
+
+double hs__weight_bytes(const struct hs_weight *w)
+{
+	return w && w->data ? (double)w->rows * (double)w->row_bytes : 0;
+}
+
+/* The bytes of the distinct experts n tokens' ids route to (masked ids read nothing). */
+static double expert_bytes(const struct hs_moe_layer *ml, int n, const int32_t *ids)
+{
+	uint64_t seen[HS_SEL_MAX_EXPERTS / 64] = { 0 };
+	long distinct = 0;
+	for (int i = 0; i < n * ml->n_used; i++) {
+		const int e = ids[i];
+		if (e < 0 || e >= ml->n_experts || e >= HS_SEL_MAX_EXPERTS || seen[e / 64] >> (e % 64) & 1)
+			continue;
+		seen[e / 64] |= 1ull << (e % 64);
+		distinct++;
+	}
+	const double E = ml->n_embd, F = ml->n_ff;
+	const double one = F * (double)hs__type_row_bytes(ml->type[HS_GATE], (uint64_t)ml->n_embd) +
+			   F * (double)hs__type_row_bytes(ml->type[HS_UP], (uint64_t)ml->n_embd) +
+			   E * (double)hs__type_row_bytes(ml->type[HS_DOWN], (uint64_t)ml->n_ff) +
+			   (ml->gate_b ? 4 * (2 * F + E) : 0);
+	return distinct * one;
 }
 
 static size_t align64(size_t b)
@@ -371,16 +411,24 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 	const int32_t *cells = L->swa ? f->cells_swa : f->cells_full;
 	int rc;
 
-	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->attn_norm, hp->eps)) ||
-	    (rc = be->matmul(f, &L->wq, L->bq, n, f->h, d, L->attn_gate ? hs__q35_qg(f) : f->q,
+	struct hs_step_mark m = hs__step_begin(f);
+	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->attn_norm, hp->eps)))
+		return rc;
+	hs__step_end(f, HS_STEP_NORM, m, 0);
+	m = hs__step_begin(f);
+	if ((rc = be->matmul(f, &L->wq, L->bq, n, f->h, d, L->attn_gate ? hs__q35_qg(f) : f->q,
 			     L->attn_gate ? 2 * qd : qd)) ||
 	    (L->attn_gate && (rc = hs__q35_split_q(f, n))) ||
 	    (rc = be->matmul(f, &L->wk, L->bk, n, f->h, d, f->k, kvd)) ||
 	    (rc = be->matmul(f, &L->wv, L->bv, n, f->h, d, f->v, kvd)))
 		return rc;
+	hs__step_end(f, HS_STEP_QKV, m, hs__weight_bytes(&L->wq) + hs__weight_bytes(&L->wk) + hs__weight_bytes(&L->wv));
+	m = hs__step_begin(f);
 	if (L->q_norm && ((rc = be->rmsnorm(f, f->q, qd, f->q, qd, n, hp->n_head, hp->head_dim, L->q_norm, hp->eps)) ||
 			  (rc = be->rmsnorm(f, f->k, kvd, f->k, kvd, n, hp->n_head_kv, hp->head_dim, L->k_norm, hp->eps))))
 		return rc;
+	hs__step_end(f, HS_STEP_NORM, m, 0);
+	m = hs__step_begin(f);
 	if ((rc = be->rope(f, f->q, qd, n, hp->n_head, hp->head_dim, hp->n_rot, f->cs)) ||
 	    (rc = be->rope(f, f->k, kvd, n, hp->n_head_kv, hp->head_dim, hp->n_rot, f->cs)) ||
 	    (rc = be->kv_store(f, f->kv_type, f->k, kvd, n, hp->n_head_kv, hp->head_dim, cells, K->k, cell_bytes,
@@ -388,6 +436,9 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 	    (rc = be->kv_store(f, f->kv_type, f->v, kvd, n, hp->n_head_kv, hp->head_dim, cells, K->v, cell_bytes,
 			       f->kv_row_bytes, NULL, NULL)))
 		return rc;
+	hs__step_end(f, HS_STEP_ROPE_KV, m, 0);
+	m = hs__step_begin(f);
+	double kv_read = 0;
 	for (int g = 0; g < n_groups; g++) {
 		const int a = g_start[g], b = g_start[g + 1], s = seq[a];
 		const size_t base = (size_t)s * K->n_cells;
@@ -404,10 +455,14 @@ static int layer_attention(struct hs_fwd *f, int l, int n, int n_groups, const i
 					   .out_stride = qd };
 		if ((rc = be->attention(f, &job)))
 			return rc;
+		kv_read += 2.0 * job.n_cells * cell_bytes;
 	}
+	hs__step_end(f, HS_STEP_ATTN, m, kv_read);
+	m = hs__step_begin(f);
 	if ((L->attn_gate && (rc = hs__q35_gate_out(f, n))) || (rc = be->matmul(f, &L->wo, L->bo, n, f->o, qd, f->t, d)) ||
 	    (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
+	hs__step_end(f, HS_STEP_ATTN_OUT, m, hs__weight_bytes(&L->wo));
 	return 0;
 }
 
@@ -419,12 +474,15 @@ static int layer_ffn(struct hs_fwd *f, const struct hs_dense_layer *L, int n)
 	const size_t d = f->hp->n_embd, ff = (size_t)L->ffn_gate.rows;
 	int rc;
 
+	struct hs_step_mark m = hs__step_begin(f);
 	if ((rc = be->matmul(f, &L->ffn_gate, NULL, n, f->h, d, f->fg, ff)) ||
 	    (rc = be->matmul(f, &L->ffn_up, NULL, n, f->h, d, f->fu, ff)) ||
 	    (rc = be->swiglu(f, f->fg, f->fu, (size_t)n * ff)) ||
 	    (rc = be->matmul(f, &L->ffn_down, NULL, n, f->fg, ff, f->t, d)) ||
 	    (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
+	hs__step_end(f, HS_STEP_FFN, m,
+		     hs__weight_bytes(&L->ffn_gate) + hs__weight_bytes(&L->ffn_up) + hs__weight_bytes(&L->ffn_down));
 	return 0;
 }
 
@@ -436,26 +494,42 @@ static int layer_moe(struct hs_fwd *f, int l, int n)
 	const size_t d = hp->n_embd;
 	int rc;
 
+	struct hs_step_mark m = hs__step_begin(f);
 	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, L->ffn_norm, hp->eps)))
 		return rc;
+	hs__step_end(f, HS_STEP_NORM, m, 0);
 	if (L->ffn_dense)
 		return layer_ffn(f, L, n);
-	if ((rc = be->download(f, f->hh, f->h, sizeof(float) * n * d)) ||
-	    (L->ffn_gate.data && (rc = layer_ffn(f, L, n)))) /* the shared expert: x += its output */
+	m = hs__step_begin(f);
+	if ((rc = be->download(f, f->hh, f->h, sizeof(float) * n * d)))
 		return rc;
+	hs__step_end(f, HS_STEP_MOE_ADD, m, 0);
+	if (L->ffn_gate.data && (rc = layer_ffn(f, L, n))) /* the shared expert: x += its output */
+		return rc;
+	const struct hs_moe_layer *ml = hs__model_layer(f->rt->m, l);
 	if (be->reference) { /* the oracle's MoE: routed and computed in double */
-		const struct hs_moe_layer *ml = hs__model_layer(f->rt->m, l);
 		if ((rc = hs__moe_route_ref(ml, n, f->hh, f->hids, f->hw)) ||
 		    (rc = hs__moe_forward_ref(ml, n, f->hh, f->hids, f->hw, f->hy)))
 			return rc;
-	} else if ((rc = route(f, l, n)) || (rc = hs__runtime_moe(f->rt, l, n, f->hh, f->hids, f->hw, f->hy))) {
-		return rc;
+	} else {
+		m = hs__step_begin(f);
+		if ((rc = route(f, l, n)))
+			return rc;
+		hs__step_end(f, HS_STEP_ROUTER, m,
+			     (double)ml->n_experts * (double)hs__type_row_bytes(ml->router_type, (uint64_t)ml->n_embd));
+		m = hs__step_begin(f);
+		if ((rc = hs__runtime_moe(f->rt, l, n, f->hh, f->hids, f->hw, f->hy)))
+			return rc;
+		hs__step_end(f, HS_STEP_EXPERTS, m, expert_bytes(ml, n, f->hids));
 	}
+	m = hs__step_begin(f);
 	if (f->q35 && (rc = hs__q35_shared(f, l, n)))
 		return rc;
-	if (
-	    (rc = be->upload(f, f->t, f->hy, sizeof(float) * n * d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
+	hs__step_end(f, HS_STEP_FFN, m, f->q35 ? hs__q35_shared_bytes(f, l) : 0);
+	m = hs__step_begin(f);
+	if ((rc = be->upload(f, f->t, f->hy, sizeof(float) * n * d)) || (rc = be->add(f, f->x, f->t, (size_t)n * d)))
 		return rc;
+	hs__step_end(f, HS_STEP_MOE_ADD, m, 0);
 	return 0;
 }
 
@@ -499,14 +573,24 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 		return rc;
 	t1 = now_s();
 	f->t_other += t1 - t0;
+	f->step_s[HS_STEP_EMBED] += t1 - t0;
+	f->step_bytes[HS_STEP_EMBED] += (double)n * hw->tok_embd.row_bytes;
 	for (int l = 0; l < hp->n_layers; l++) {
 		if (f->abort && f->abort(f->abort_ctx))
 			return hs__error(ECANCELED, "decode: cancelled by the abort callback (before layer %d)", l);
 		double a = now_s();
-		rc = f->w->layers[l].q35.recurrent ? hs__q35_deltanet(f, l, n, n_groups, g_start, seq)
-						   : layer_attention(f, l, n, n_groups, g_start, seq);
-		if (rc || (rc = be->sync(f)))
+		struct hs_step_mark m = hs__step_begin(f);
+		if (f->w->layers[l].q35.recurrent) {
+			if ((rc = hs__q35_deltanet(f, l, n, n_groups, g_start, seq)))
+				return rc;
+			hs__step_end(f, HS_STEP_DELTANET, m, hs__q35_mixer_bytes(f, l));
+		} else if ((rc = layer_attention(f, l, n, n_groups, g_start, seq))) {
 			return rc;
+		}
+		m = hs__step_begin(f);
+		if ((rc = be->sync(f)))
+			return rc;
+		hs__step_end(f, HS_STEP_ATTN_OUT, m, 0);
 		double b = now_s();
 		if ((rc = layer_moe(f, l, n)))
 			return rc;
@@ -517,24 +601,30 @@ int hs__fwd_ubatch(struct hs_fwd *f, int n, const int32_t *tokens, const int32_t
 	/* logits of the wanted rows: runs of consecutive ones through the
 	 * output matrix together, at most max_logits rows at a time */
 	int j = 0;
+	struct hs_step_mark m = hs__step_begin(f);
 	if ((rc = be->rmsnorm(f, f->x, d, f->h, d, n, 1, hp->n_embd, f->w->output_norm, hp->eps)))
 		return rc;
+	hs__step_end(f, HS_STEP_NORM, m, 0);
+	m = hs__step_begin(f);
+	double out_bytes = 0;
 	for (int t = 0; t < n;) {
 		if (!want[t]) {
 			t++;
 			continue;
 		}
-		int m = 1;
-		while (t + m < n && want[t + m] && m < f->max_logits)
-			m++;
-		if ((rc = be->matmul(f, &f->w->output, NULL, m, f->h + (size_t)t * d, d, f->logits, hp->n_vocab)))
+		int rows = 1;
+		while (t + rows < n && want[t + rows] && rows < f->max_logits)
+			rows++;
+		if ((rc = be->matmul(f, &f->w->output, NULL, rows, f->h + (size_t)t * d, d, f->logits, hp->n_vocab)))
 			return rc;
-		for (int i = 0; i < m; i++, j++)
+		out_bytes += hs__weight_bytes(&f->w->output);
+		for (int i = 0; i < rows; i++, j++)
 			if ((rc = be->download(f, logits_rows[j], f->logits + (size_t)i * hp->n_vocab,
 					       sizeof(float) * hp->n_vocab)))
 				return rc;
-		t += m;
+		t += rows;
 	}
+	hs__step_end(f, HS_STEP_OUTPUT, m, out_bytes);
 	f->t_other += now_s() - t0;
 	return 0;
 }

@@ -63,6 +63,32 @@ struct hs_fwd_be {
 
 extern const struct hs_fwd_be hs__fwd_cpu, hs__fwd_dev, hs__fwd_ref;
 
+/* The steps of the time breakdown (hs_context_stats), in hs_context_step_name's order. */
+enum {
+	HS_STEP_EMBED,     /* embeddings looked up, the ubatch's tables uploaded */
+	HS_STEP_NORM,      /* every RMSNorm */
+	HS_STEP_QKV,       /* the q, k, v products */
+	HS_STEP_ROPE_KV,   /* rotations and the K/V write */
+	HS_STEP_ATTN,      /* attention over the cache */
+	HS_STEP_ATTN_OUT,  /* the output projection (and gated attention's gate), its residual add */
+	HS_STEP_DELTANET,  /* qwen35moe's DeltaNet mixer, its products and residual add */
+	HS_STEP_ROUTER,
+	HS_STEP_EXPERTS,   /* the routed experts (the hybrid runtime) */
+	HS_STEP_FFN,       /* dense FFNs and shared experts */
+	HS_STEP_MOE_ADD,   /* the MoE output back to the backend, its residual add */
+	HS_STEP_OUTPUT     /* the logits' product and download */
+};
+/* A step's start (time and pool dispatches so far) and end, adding its
+ * time, dispatches and the bytes it read to f's breakdown. */
+struct hs_step_mark {
+	double t;
+	long runs;
+};
+struct hs_step_mark hs__step_begin(const struct hs_fwd *f);
+void hs__step_end(struct hs_fwd *f, int step, struct hs_step_mark m, double bytes);
+/* The bytes of a matrix (0 when absent). */
+double hs__weight_bytes(const struct hs_weight *w);
+
 /* KV cache of one layer for all sequences: seq s, cell c, kv head h at
  * k + (s * n_cells + c) * cell_bytes + h * head_bytes.  Full-attention
  * layers have n_ctx cells and keep position p in cell p; sliding-window
@@ -102,6 +128,9 @@ struct hs_fwd {
 	size_t staging_bytes;
 	/* time spent (seconds) */
 	double t_attn, t_moe, t_other;
+	/* by step (HS_STEP_*): seconds, bytes of weights and cache read, pool dispatches */
+	double step_s[HS_CONTEXT_STEPS], step_bytes[HS_CONTEXT_STEPS];
+	long step_runs[HS_CONTEXT_STEPS];
 	/* asked before every layer of a ubatch: nonzero stops it with -ECANCELED */
 	hs_abort_fn abort;
 	void *abort_ctx;
@@ -185,5 +214,8 @@ int hs__q35_gate_out(struct hs_fwd *f, int n);
 /* The shared expert of layer l on f->h (the pre-MoE norm), times its sigmoid gate, added to f->hy
  * (host), after the routed output there is scaled by expert_weights_scale. */
 int hs__q35_shared(struct hs_fwd *f, int l, int n);
+/* Bytes of layer l's DeltaNet matrices, and of its shared expert with its gate (breakdown). */
+double hs__q35_mixer_bytes(const struct hs_fwd *f, int l);
+double hs__q35_shared_bytes(const struct hs_fwd *f, int l);
 
 #endif

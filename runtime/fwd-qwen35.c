@@ -340,3 +340,18 @@ int hs__q35_shared(struct hs_fwd *f, int l, int n)
 	}
 	return 0;
 }
+
+double hs__q35_mixer_bytes(const struct hs_fwd *f, int l)
+{
+	const struct hs_q35_layer *L = &f->w->layers[l].q35;
+	return hs__weight_bytes(&L->qkv) + hs__weight_bytes(&L->z) + hs__weight_bytes(&L->beta) +
+	       hs__weight_bytes(&L->alpha) + hs__weight_bytes(&L->out);
+}
+
+double hs__q35_shared_bytes(const struct hs_fwd *f, int l)
+{
+	const struct hs_q35_layer *L = &f->w->layers[l].q35;
+	return L->sh_up.data ? hs__weight_bytes(&L->sh_gate) + hs__weight_bytes(&L->sh_up) +
+				       hs__weight_bytes(&L->sh_down) + 4.0 * f->hp->n_embd
+			     : 0;
+}

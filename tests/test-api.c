@@ -711,7 +711,34 @@ static void test_context(void)
 		BAD_PTR(hs_context_logits(c, 1));
 		BAD_PTR(hs_context_logits(c, -1));
 		OK(hs_context_stats(c, &st));
+		/* the step breakdown: named, a part of the total time, bytes where weights were read */
+		double steps = 0;
+		int named = 1, idx[4] = { -1, -1, -1, -1 };
+		static const char *const want[4] = { "q/k/v products", "experts", "logits", "norms" };
+		for (int i = 0; i < HS_CONTEXT_STEPS; i++) {
+			const char *nm = hs_context_step_name(i);
+			named &= nm != NULL && st.step_s[i] >= 0 && st.step_bytes[i] >= 0 && st.step_dispatches[i] >= 0;
+			steps += st.step_s[i];
+			for (int k = 0; nm && k < 4; k++)
+				if (strcmp(nm, want[k]) == 0)
+					idx[k] = i;
+		}
+		CHECK(named && !hs_context_step_name(-1) && !hs_context_step_name(HS_CONTEXT_STEPS), "step names");
+		CHECK(idx[0] >= 0 && idx[1] >= 0 && idx[2] >= 0 && idx[3] >= 0, "steps q/k/v, experts, logits, norms named");
+		CHECK(steps > 0 && steps <= st.attn_s + st.moe_s + st.other_s + 1e-9, "steps %.3g s of %.3g", steps,
+		      st.attn_s + st.moe_s + st.other_s);
+		if (idx[0] >= 0 && idx[1] >= 0 && idx[2] >= 0 && idx[3] >= 0)
+			CHECK(st.step_bytes[idx[0]] > 0 && st.step_bytes[idx[1]] > 0 && st.step_bytes[idx[2]] > 0 &&
+				      (st.step_dispatches[idx[3]] > 0) == (strcmp(st.dense, "cpu") == 0),
+			      "bytes of q/k/v %.0f, experts %.0f, logits %.0f; norm dispatches %ld (pool work only with the "
+			      "dense part on the CPU)", st.step_bytes[idx[0]],
+			      st.step_bytes[idx[1]], st.step_bytes[idx[2]], idx[3] >= 0 ? st.step_dispatches[idx[3]] : 0);
 		hs_context_stats_reset(c);
+		OK(hs_context_stats(c, &st));
+		double left = 0;
+		for (int i = 0; i < HS_CONTEXT_STEPS; i++)
+			left += st.step_s[i] + st.step_bytes[i] + (double)st.step_dispatches[i];
+		CHECK(left == 0, "the breakdown after a reset: %g", left);
 
 		hs_sampler *s = NULL;
 		const int nv = hs_runtime_model_info(rt)->n_vocab;

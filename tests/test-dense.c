@@ -336,6 +336,30 @@ static void test_rmsnorm(void)
 	printf("rmsnorm: worst error %.3g (bound 1e-5)\n", worst);
 }
 
+/* ---- the read-bandwidth probe's loop --------------------------------------------- */
+
+/* Every word counts once: the XOR of random words, 128-byte multiples from
+ * 128 bytes to 64 KiB (the probe cuts its threads' shares to those). */
+static void test_xor_read(void)
+{
+	const size_t most = 65536;
+	uint64_t *w = aligned_alloc(64, most);
+	uint64_t s = 0x2545f4914f6cdd1dull;
+	for (size_t i = 0; i < most / 8; i++) {
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		w[i] = s;
+	}
+	for (size_t bytes = 128; bytes <= most; bytes = bytes * 3 / 256 * 128 + 128) {
+		const uint64_t a = hs__dense_ref.xor_read(w, bytes), b = fast->xor_read(w, bytes);
+		uint64_t want = 0;
+		for (size_t i = 0; i < bytes / 8; i++)
+			want ^= w[i];
+		CHECK(a == want && b == want, "xor_read of %zu bytes: %s %016llx, reference %016llx, want %016llx", bytes,
+		      fast->name, (unsigned long long)b, (unsigned long long)a, (unsigned long long)want);
+	}
+	free(w);
+}
+
 /* ---- RoPE -------------------------------------------------------------------------- */
 
 /* ggml's way, written from its definition: theta accumulated by float
@@ -712,6 +736,7 @@ int main(void)
 		test_rope_ab();
 		test_kv_store();
 		test_router();
+		test_xor_read();
 	}
 	test_gating();
 	test_gating_sel();

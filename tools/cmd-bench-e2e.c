@@ -39,6 +39,8 @@ static void help(void)
 	       "  --modes LIST    expert modes on a device: cpu, stream, hybrid, auto (default auto)\n"
 	       "  --pp N          prompt tokens (default 512)     --tg N   generated tokens (default 128)\n"
 	       "  --reps R        repetitions (default 3)         --threads N  CPU workers\n"
+	       "  -v, --verbose   after each row, where a generated token's time went step by step\n"
+	       "                  (ms, share, weight and cache MB read, GB/s, worker-pool dispatches)\n"
 	       "  -q, --quiet     no progress\n");
 }
 
@@ -57,7 +59,7 @@ static int cmp_d(const void *a, const void *b)
 
 struct opts {
 	const char *model, *preset, *devices, *modes;
-	int layers, experts, vocab, pp, tg, reps, threads, quiet;
+	int layers, experts, vocab, pp, tg, reps, threads, quiet, verbose;
 };
 
 /* The generated model: made once, kept in the cache directory. */
@@ -102,6 +104,7 @@ struct result {
 	double pp[64], tg[64];
 	double attn, moe, other; /* tg shares */
 	double hit;
+	struct hs_context_stats st; /* the last repetition's tg */
 };
 
 static const char *mode_label(const char *device, enum hs_mode m)
@@ -174,6 +177,7 @@ static int measure(const struct opts *o, const char *model, const char *device, 
 	r->attn = all > 0 ? st.attn_s / all : 0;
 	r->moe = all > 0 ? st.moe_s / all : 0;
 	r->other = all > 0 ? st.other_s / all : 0;
+	r->st = st;
 	long pairs = 0, hits = 0;
 	for (int l = 0; l < hs_runtime_model_info(rt)->n_layers; l++) {
 		struct hs_layer_report lr;
@@ -189,6 +193,29 @@ out:
 	hs_context_free(c);
 	hs_runtime_close(rt);
 	return rc;
+}
+
+/* A generated token's time step by step (the last repetition's tg). */
+static void print_steps(const struct hs_context_stats *st, int tokens, double read_gbps)
+{
+	double all = 0, bytes = 0;
+	long runs = 0;
+	for (int i = 0; i < HS_CONTEXT_STEPS; i++)
+		all += st->step_s[i], bytes += st->step_bytes[i], runs += st->step_dispatches[i];
+	if (all <= 0)
+		return;
+	printf("  %-26s %9s %7s %10s %8s %8s %11s\n", "tg step", "ms/token", "share", "MB/token", "GB/s", "of read",
+	       "dispatches");
+	for (int i = 0; i < HS_CONTEXT_STEPS; i++) {
+		if (st->step_s[i] <= 0 && st->step_dispatches[i] == 0)
+			continue;
+		const double gbps = st->step_s[i] > 0 ? st->step_bytes[i] / st->step_s[i] / 1e9 : 0;
+		printf("  %-26s %9.3f %6.1f%% %10.2f %8.1f %8.2f %11.1f\n", hs_context_step_name(i),
+		       1e3 * st->step_s[i] / tokens, 100 * st->step_s[i] / all, st->step_bytes[i] / tokens / 1048576.0,
+		       gbps, gbps / read_gbps, (double)st->step_dispatches[i] / tokens);
+	}
+	printf("  %-26s %9.3f %6.1f%% %10.2f %8.1f %8.2f %11.1f\n", "all", 1e3 * all / tokens, 100.0,
+	       bytes / tokens / 1048576.0, bytes / all / 1e9, bytes / all / 1e9 / read_gbps, (double)runs / tokens);
 }
 
 /* median, and the range as "lo-hi" */
@@ -210,6 +237,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		{ "pp", required_argument, NULL, 'p' },     { "tg", required_argument, NULL, 't' },
 		{ "reps", required_argument, NULL, 'r' },   { "threads", required_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .preset = "gpt-oss-120b", .layers = 2, .experts = 32, .vocab = 1024, .modes = "auto",
@@ -218,7 +246,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "qh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qvh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'e': break;
 		case 'm': o.model = optarg; break;
@@ -233,6 +261,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		case 'r': if (hs_cli_parse_int("bench", "--reps", optarg, 1, 64, &o.reps)) return 1; break;
 		case 'j': if (hs_cli_parse_int("bench", "--threads", optarg, 1, 4096, &o.threads)) return 1; break;
 		case 'q': o.quiet = 1; break;
+		case 'v': o.verbose = 1; break;
 		case 'h': help(); return 0;
 		default: return hs_cli_usage_error("bench");
 		}
@@ -284,7 +313,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		return hs_cli_fail("bench", "%s: not a whole model (--e2e runs token to token)", path);
 	/* the machine's limit, measured now: read bandwidth with the workers' thread count */
 	int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	double read_gbps = hs__read_bandwidth(threads, (size_t)512 << 20, 5) / 1e9;
+	double read_gbps = hs__read_bandwidth(threads, (size_t)1 << 30, 5) / 1e9;
 	const double token_bytes = (double)in.layer_token_bytes * in.n_moe_layers + (double)in.dense_bytes;
 
 	printf("# hotset bench --e2e: the whole model, measured (tokens per second; median [range] of %d runs)\n",
@@ -314,6 +343,8 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		printf("%-6s %-7s %16s %22s %9.2f %9.2f %22s %6.0f%%\n", runs[k].dev, mode_label(runs[k].dev, runs[k].mode),
 		       ppb, tgb, tg * token_bytes / 1e9,
 		       tg * token_bytes / 1e9 / read_gbps, sh, 100 * r.hit);
+		if (o.verbose)
+			print_steps(&r.st, o.tg, read_gbps);
 		fflush(stdout);
 	}
 	printf("\npp: prompt of %d tokens in one ubatch; tg: %d tokens one at a time from an empty context.\n", o.pp,

@@ -122,6 +122,7 @@ int hs_context_seq_load(hs_context *c, int seq, const char *path, int32_t *token
  * removes it.  -EINVAL when c is NULL. */
 int hs_context_set_abort(hs_context *c, hs_abort_fn fn, void *ctx);
 
+#define HS_CONTEXT_STEPS 12 /* the forward pass's steps in hs_context_stats */
 struct hs_context_stats {
 	int n_ctx, n_seq, n_ubatch;
 	enum hs_kv_type kv_type;
@@ -135,8 +136,18 @@ struct hs_context_stats {
 	double prompt_s, decode_s;
 	double attn_s, moe_s, other_s; /* where the time went (attention incl. its projections,
 					  router + experts, the rest) */
+	/* the same time step by step (hs_context_step_name(i)), the bytes of weights and cache
+	 * each step's data hold that it read, and its CPU worker-pool dispatches (each one a
+	 * wake-up and a wait for the slowest worker).  With the dense part on a device the steps'
+	 * times are the host's (launches queue asynchronously); their sum is still the total. */
+	double step_s[HS_CONTEXT_STEPS];
+	double step_bytes[HS_CONTEXT_STEPS];
+	long step_dispatches[HS_CONTEXT_STEPS];
 };
 int hs_context_stats(const hs_context *c, struct hs_context_stats *out);
+/* The name of step i of hs_context_stats' breakdown ("q/k/v products", ...); NULL outside
+ * 0..HS_CONTEXT_STEPS-1. */
+const char *hs_context_step_name(int step);
 void hs_context_stats_reset(hs_context *c);
 
 /* Sampling a token from a row of logits: top-k, top-p, min-p, temperature,

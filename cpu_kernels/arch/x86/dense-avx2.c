@@ -330,9 +330,24 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~7)
 #include "cpu_kernels/arch/x86/dense-attend.h"
 
+uint64_t hs__xor_read_avx2(const void *p, size_t bytes)
+{
+	const __m256i *v = p;
+	__m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+	for (size_t i = 0; i < bytes / 32; i += 4) {
+		a = _mm256_xor_si256(a, _mm256_load_si256(v + i));
+		b = _mm256_xor_si256(b, _mm256_load_si256(v + i + 1));
+		c = _mm256_xor_si256(c, _mm256_load_si256(v + i + 2));
+		d = _mm256_xor_si256(d, _mm256_load_si256(v + i + 3));
+	}
+	a = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
+	return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 1) ^
+	       (uint64_t)_mm256_extract_epi64(a, 2) ^ (uint64_t)_mm256_extract_epi64(a, 3);
+}
+
 static const struct hs_dense_ops avx2_ops = {
 	"AVX2",          hs__tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2,
-	hs__to_f16_avx2, hs__attend_avx2, hs__dn_chunk_avx2
+	hs__to_f16_avx2, hs__attend_avx2, hs__dn_chunk_avx2,    hs__xor_read_avx2
 };
 
 const struct hs_dense_ops *hs__dense_avx2(void)

@@ -259,6 +259,7 @@ static void attend_avx512(const struct hs_attn_tile *t)
 static const struct hs_dense_ops avx512_ops = {
 	"AVX-512",         tile_f_avx512,   hs__dequant_row_avx2, hs__rmsnorm_row_avx2,
 	hs__rope_row_avx2, hs__to_f16_avx2, attend_avx512,        hs__dn_chunk_avx2,
+	hs__xor_read_avx2,
 };
 
 const struct hs_dense_ops *hs__dense_avx512(void)
