@@ -465,10 +465,12 @@ def check_stopping():
     """Run by the script around SIGTERM: a kept connection opened before
     asks again after the signal and gets 503 with Retry-After."""
     import threading
-    # a long stream keeps the server draining (--grace) while we ask
-    stream = threading.Thread(target=lambda: request("POST", "/v1/completions", {
-        "prompt": "Hi", "max_tokens": 4000, "ignore_eos": True, "stream": True}), daemon=True)
-    stream.start()
+    # long streams keep the server draining (--grace) while we ask: three
+    # of 8000 tokens in one batch (one alone ended within the second after
+    # the signal once the tiny model's decode got faster)
+    for _ in range(3):
+        threading.Thread(target=lambda: request("POST", "/v1/completions", {
+            "prompt": "Hi", "max_tokens": 8000, "ignore_eos": True, "stream": True}), daemon=True).start()
     c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30 * SLOW)
     r, _ = request("GET", "/health", conn=c)
     time.sleep(0.5)

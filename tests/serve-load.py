@@ -151,8 +151,10 @@ def client(seed):
 
 
 def drop(k):
-    """A stream of n = 3 whose client leaves after the first event."""
-    body = {"prompt": PROMPTS[k], "max_tokens": 64, "temperature": 0, "ignore_eos": True, "n": 3, "stream": True}
+    """A stream of n = 3 whose client leaves after the first event (long
+    enough that the server sees it go before the tokens run out: at 64 a
+    fast decode of the tiny model once finished one as 'length')."""
+    body = {"prompt": PROMPTS[k], "max_tokens": 512, "temperature": 0, "ignore_eos": True, "n": 3, "stream": True}
     c, r = post(body)
     if r.status == 200:
         r.readline()
