@@ -22,7 +22,7 @@
 static void help(void)
 {
 	printf("usage: hotset bench --e2e [--model FILE | --preset NAME] [--layers L] [--experts E] [--vocab V]\n"
-	       "                    [--devices LIST] [--modes LIST] [--pp N] [--tg N] [--reps R] [--threads N] [-q]\n\n"
+	       "                    [--devices LIST] [--modes LIST] [--pp N] [--tg N] [--reps R] [--threads N] [-v] [-q]\n\n"
 	       "Runs the whole model as llama-bench does: ppN is a prompt of N tokens in one ubatch,\n"
 	       "tgN is N tokens generated one at a time from an empty context; tokens per second\n"
 	       "(median and range over R repetitions, after a warm-up), where the time went\n"
