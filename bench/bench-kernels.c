@@ -216,15 +216,23 @@ static struct result run_case(const struct hs_kernel_ops *ops, struct bench_laye
 			struct hs_ffn_job j = { .layer = &b->l, .ops = ops, .n = n, .x = x, .ids = ids,
 						.weights = w, .y = y, .scratch = sc };
 			memset(y, 0, sizeof *y * (size_t)n * s->D);
-			hs__ffn_run_omp(&j, threads);
+			if (hs__ffn_run_omp(&j, threads) != 0) {
+				fprintf(stderr, "bench-kernels: expert FFN: %s\n", hs_last_error());
+				exit(1);
+			}
 		} else {
-			/* the gate matrices: plain, or inside the packed blocks */
+			/* the gate matrices: plain, or inside the packed blocks (where
+			 * the type is not row-interleaved, plain rows there too) */
 			struct hs_mmid_job j = { .ops = ops, .type = s->type, .rows = s->F, .cols = s->D,
-						 .n_experts = s->E, .n = n, .k = k, .packed = b->pool != NULL,
+						 .n_experts = s->E, .n = n, .k = k,
+						 .packed = b->pool != NULL && hs__pack_supported(s->type, s->F, s->D),
 						 .w = b->pool ? b->pool + b->l.pack.gate : b->l.gate,
 						 .stride = b->pool ? b->l.pool_stride : b->l.gate_stride,
 						 .x = x, .ids = ids, .out = out, .scratch = sc };
-			hs__mmid_run_omp(&j, threads);
+			if (hs__mmid_run_omp(&j, threads) != 0) {
+				fprintf(stderr, "bench-kernels: mul_mat_id: %s\n", hs_last_error());
+				exit(1);
+			}
 		}
 		double t = now() - t0;
 		if (step < 0)

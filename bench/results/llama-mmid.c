@@ -1,12 +1,15 @@
 /* llama-mmid: times llama.cpp's CPU mul_mat_id (ggml, built separately,
- * not part of hotset) on the gpt-oss-120b expert shape, for the side-by-side
- * run of bench/results/llama-vs-hotset.sh.  hotset's own code, written
+ * not part of hotset) on the gpt-oss-120b expert shape (MXFP4) or, with
+ * --type, the Qwen3-30B-A3B one (2048 x 768, 8 of 128) in another block
+ * type, for the side-by-side run of bench/run-llama-compare.sh.  hotset's own code, written
  * against ggml's public headers; it prints one line per case in the format
  * of bench-kernels' table.
  *
  * What it measures, and how it matches bench-kernels --ops mmid:
  *   - weights: 128 experts of 2880 x 2880 MXFP4 (as in ggml: [2880, 2880,
- *     128]), random bytes with E8M0 exponents 118..121, in ggml's CPU_REPACK
+ *     128]), random bytes with E8M0 exponents 118..121 (other types: 8
+ *     experts quantized by ggml from random values in [-1, 1], copied
+ *     over the 128; speed does not depend on the values), in ggml's CPU_REPACK
  *     buffer (rows repacked at load into its mxfp4_8x8 layout) or, with
  *     --plain, a plain CPU buffer; the buffer's pages are advised to 2 MiB
  *     pages as hotset's host copy is;
@@ -21,7 +24,7 @@
  *     `seconds`, after one warm-up step.
  *
  * build: cc -O2 -I$LLAMA/ggml/include llama-mmid.c -L$BUILD/bin -lggml -lggml-base -lggml-cpu -Wl,-rpath,$BUILD/bin
- * usage: llama-mmid [--threads 1,2] [--ns 1,8,32,128,512] [--seconds S] [--plain] */
+ * usage: llama-mmid [--threads 1,2] [--ns 1,8,32,128,512] [--seconds S] [--plain] [--type q4_K] */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdint.h>
@@ -36,7 +39,8 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
-enum { D = 2880, F = 2880, E = 128, K = 4, BLOCK_BYTES = 17 };
+enum { E = 128, BLOCK_BYTES = 17 };
+static int D = 2880, F = 2880, K = 4; /* --type other than mxfp4: 2048, 768, 8 */
 
 static double now(void)
 {
@@ -105,6 +109,22 @@ static ggml_backend_buffer_type_t repack_buft(void)
 	return NULL;
 }
 
+/* The repack buffer marks the tensors it has a layout for (extra is that
+ * layout, chosen by type and shape); llama.cpp keeps the others in a plain
+ * buffer.  Probed on a tensor of the weights' shape (its pages untouched). */
+static int has_repack(ggml_backend_buffer_type_t buft, enum ggml_type type)
+{
+	struct ggml_init_params p = { ggml_tensor_overhead() * 2, NULL, true };
+	struct ggml_context *ctx = ggml_init(p);
+	struct ggml_tensor *t = ggml_new_tensor_3d(ctx, type, D, F, E);
+	ggml_backend_buffer_t b = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+	int yes = b && t->extra;
+	if (b)
+		ggml_backend_buffer_free(b);
+	ggml_free(ctx);
+	return yes;
+}
+
 static int int_list(char *arg, int *v, int max)
 {
 	int n = 0;
@@ -120,9 +140,11 @@ int main(int argc, char **argv)
 					      { "ns", required_argument, NULL, 'n' },
 					      { "seconds", required_argument, NULL, 's' },
 					      { "plain", no_argument, NULL, 'p' },
+					      { "type", required_argument, NULL, 'y' },
 					      { NULL, 0, NULL, 0 } };
 	int thr[8] = { 1, 2 }, nthr = 2, ns[16] = { 1, 8, 32, 128, 512 }, nn = 5, plain = 0, c;
 	double secs = 1.0;
+	enum ggml_type type = GGML_TYPE_MXFP4;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -130,6 +152,17 @@ int main(int argc, char **argv)
 		case 'n': nn = int_list(optarg, ns, 16); break;
 		case 's': secs = atof(optarg); break;
 		case 'p': plain = 1; break;
+		case 'y':
+			for (c = 0; c < GGML_TYPE_COUNT; c++)
+				if (ggml_get_type_traits(c)->type_name && strcmp(ggml_get_type_traits(c)->type_name, optarg) == 0 &&
+				    ggml_get_type_traits(c)->blck_size > 1)
+					break;
+			if (c == GGML_TYPE_COUNT) {
+				fprintf(stderr, "llama-mmid: --type %s: not a ggml block type\n", optarg);
+				return 2;
+			}
+			type = (enum ggml_type)c;
+			break;
 		default: return 2;
 		}
 	}
@@ -142,8 +175,22 @@ int main(int argc, char **argv)
 	/* weights */
 	struct ggml_init_params wp = { ggml_tensor_overhead() * 4, NULL, true };
 	struct ggml_context *wctx = ggml_init(wp);
-	struct ggml_tensor *as = ggml_new_tensor_3d(wctx, GGML_TYPE_MXFP4, D, F, E);
+	if (type != GGML_TYPE_MXFP4) {
+		D = 2048;
+		F = 768;
+		K = 8;
+	}
+	const char *shape = type == GGML_TYPE_MXFP4 ? "gpt-oss-120b 2880x2880" : "qwen3-30b-a3b 2048x768";
+	struct ggml_tensor *as = ggml_new_tensor_3d(wctx, type, D, F, E);
+	if (!plain && !has_repack(buft, type)) {
+		plain = 1;
+		buft = ggml_backend_cpu_buffer_type();
+	}
 	ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
+	if (!wbuf) {
+		fprintf(stderr, "llama-mmid: cannot allocate the weights\n");
+		return 1;
+	}
 	madvise(ggml_backend_buffer_get_base(wbuf), ggml_backend_buffer_get_size(wbuf), MADV_HUGEPAGE);
 	const size_t bytes = ggml_nbytes(as), expert_bytes = bytes / E;
 	uint8_t *host = malloc(bytes);
@@ -151,14 +198,26 @@ int main(int argc, char **argv)
 		uint64_t v = next();
 		memcpy(host + i, &v, 8);
 	}
-	for (size_t b = 0; b < bytes / BLOCK_BYTES; b++)
-		host[b * BLOCK_BYTES] = (uint8_t)(118 + next() % 4);
+	if (type == GGML_TYPE_MXFP4) {
+		for (size_t b = 0; b < bytes / BLOCK_BYTES; b++)
+			host[b * BLOCK_BYTES] = (uint8_t)(118 + next() % 4);
+	} else {
+		float *f = malloc(sizeof(float) * (size_t)D * F);
+		for (int e = 0; e < 8; e++) {
+			for (size_t i = 0; i < (size_t)D * F; i++)
+				f[i] = (float)((int)(next() % 2001) - 1000) / 1000.0f;
+			ggml_quantize_chunk(type, f, host + e * expert_bytes, 0, F, D, NULL);
+		}
+		for (int e = 8; e < E; e++)
+			memcpy(host + e * expert_bytes, host + (e % 8) * expert_bytes, expert_bytes);
+		free(f);
+	}
 	ggml_backend_tensor_set(as, host, 0, bytes); /* the repack happens here */
 	free(host);
 
 	ggml_backend_t be = ggml_backend_cpu_init();
 	printf("llama.cpp ggml %s, CPU buffer %s, weights %s\n", ggml_version(), ggml_backend_buft_name(buft),
-	       plain ? "plain MXFP4 rows" : "repacked at load (CPU_REPACK)");
+	       plain ? "plain rows" : "repacked at load (CPU_REPACK, where ggml has a layout for the type)");
 	for (int ni = 0; ni < nn; ni++) {
 		const int n = ns[ni];
 		struct ggml_init_params gp = { ggml_tensor_overhead() * 8 + ggml_graph_overhead(), NULL, true };
@@ -190,7 +249,7 @@ int main(int argc, char **argv)
 				steps++;
 				wbytes += (double)distinct(iv, K * n) * expert_bytes;
 			}
-			printf("%-24s %-5s %-6s %5d %4d %-13s %9.2f %8.2f %9.1f\n", "gpt-oss-120b 2880x2880", "mxfp4", "mmid", n,
+			printf("%-24s %-5s %-6s %5d %4d %-13s %9.2f %8.2f %9.1f\n", shape, ggml_type_name(type), "mmid", n,
 			       thr[t], plain ? "llama-plain" : "llama-repack", t_run / steps * 1e3, wbytes / t_run / 1e9,
 			       2.0 * K * n * (double)D * F * steps / t_run / 1e9);
 			fflush(stdout);
