@@ -88,27 +88,30 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
 		const int five = type == HS_TYPE_Q5_K;
 		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + (five ? 48 : 16) + 32 * (j / 2)));
 		q = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
-		if (five) {
+		if (five) { /* bit j of the high-bit bytes moved to bit 4 (within each byte) */
 			__m256i h = _mm256_loadu_si256((const __m256i *)(blk + 16));
-			h = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
-			q = _mm256_or_si256(q, _mm256_slli_epi16(h, 4));
+			h = j <= 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+			q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
 		}
 		return q;
 	}
 	case HS_TYPE_Q6_K: {
 		__m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32 * (k & 1)));
 		lo = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+		/* bits 2k, 2k + 1 of the high-bit bytes moved to bits 4, 5 (within each byte) */
 		__m256i hi = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
-		hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * k)), m3);
-		return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)); /* + 32 */
+		hi = k <= 2 ? _mm256_slli_epi16(hi, 4 - 2 * k) : _mm256_srli_epi16(hi, 2 * k - 4);
+		return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30))); /* + 32 */
 	}
 	case HS_TYPE_Q3_K: {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * n));
 		q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), m3);
+		/* the high bit, bit 4n + k of the hmask byte, moved to bit 2 (a
+		 * 16-bit shift by at most 5 keeps each byte's bits in the byte) */
 		__m256i h = _mm256_loadu_si256((const __m256i *)blk);
-		const __m256i bit = _mm256_set1_epi8((char)(1u << (4 * n + k)));
-		__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
-		return _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(4))); /* + 4 */
+		const int sh = 4 * n + k - 2;
+		h = sh >= 0 ? _mm256_srli_epi16(h, sh) : _mm256_slli_epi16(h, -sh);
+		return _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(4))); /* + 4 */
 	}
 	case HS_TYPE_Q2_K: {
 		__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * n));
