@@ -2,7 +2,9 @@
 # Sets `hotset plan`'s whole-model prediction beside a measurement in the
 # same run: measures this machine (`hotset tune`), plans each model without a
 # GPU from that profile, then runs `hotset bench --e2e` on the CPU on the
-# same files.  Raw output with the machine and the commit goes to
+# same files; and what the same profile with its MXFP4 figures alone (as
+# profiles were before they had a figure per expert type) predicts.  Raw
+# output with the machine and the commit goes to
 # bench/results/plan-check-DATE-COMMIT.txt.
 # usage: bench/run-plan-check.sh BUILD_DIR [MODEL.gguf ...]
 #   (default: the two generated e2e models, vocabulary 1024 and 201088)
@@ -26,6 +28,17 @@ prof="$out.profile.json"
 	echo "## hotset tune"
 	"$build/hotset" tune -o "$prof" 2>&1
 } >>"$out.txt"
+# the same profile with the MXFP4 figures only: what a plan priced every
+# type with before profiles had a figure per type
+prof1="$out.mxfp4-only.json"
+python3 -c 'import json,sys
+p=json.load(open(sys.argv[1]))
+for n in p["nodes"]: n["kernel"]=[k for k in n["kernel"] if k.get("type","mxfp4")=="mxfp4"]
+json.dump(p,open(sys.argv[2],"w"),indent=1)' "$prof" "$prof1"
+predict() { # profile model -> "decode prefill" of the whole model
+	"$build/hotset" plan --gpu none --profile "$1" --model "$2" --json |
+		python3 -c 'import json,sys; w=json.load(sys.stdin)["predicted"]["whole_model"]; print("%.1f %.0f" % (w["decode_tok_s"], w["prefill_tok_s"]))'
+}
 summary=""
 for m in "$@"; do
 	{
@@ -37,14 +50,16 @@ for m in "$@"; do
 	} >>"$out.txt"
 	"$build/hotset" bench --e2e --devices cpu -q --model "$m" >"$out.round" 2>&1
 	cat "$out.round" >>"$out.txt"
-	pd=$("$build/hotset" plan --gpu none --profile "$prof" --model "$m" --json |
-		python3 -c 'import json,sys; w=json.load(sys.stdin)["predicted"]["whole_model"]; print("%.1f %.0f" % (w["decode_tok_s"], w["prefill_tok_s"]))')
+	pd=$(predict "$prof" "$m")
+	p1=$(predict "$prof1" "$m")
 	mtg=$(awk '$1 == "cpu" {print $5}' "$out.round")
 	mpp=$(awk '$1 == "cpu" {print $3}' "$out.round")
-	summary="$summary$(basename "$m"): tg predicted ${pd% *} measured $mtg, ratio $(awk -v a="$mtg" -v b="${pd% *}" 'BEGIN { printf "%.2f", a / b }'); pp512 predicted ${pd#* } measured $mpp, ratio $(awk -v a="$mpp" -v b="${pd#* }" 'BEGIN { printf "%.2f", a / b }')
+	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+	summary="$summary$(basename "$m"): tg predicted ${pd% *} measured $mtg, ratio $(ratio "$mtg" "${pd% *}"); pp512 predicted ${pd#* } measured $mpp, ratio $(ratio "$mpp" "${pd#* }")
+  with the MXFP4 figures alone: tg predicted ${p1% *}, ratio $(ratio "$mtg" "${p1% *}"); pp512 predicted ${p1#* }, ratio $(ratio "$mpp" "${p1#* }")
 "
 done
-rm -f "$out.round" # the profile stays beside the raw output
+rm -f "$out.round" # the profiles stay beside the raw output
 {
 	echo
 	echo "## summary (measured / predicted, same run)"

@@ -1,6 +1,7 @@
 /* `hotset tune`: measures the facts the planner needs on this machine.
- * Per NUMA node: read bandwidth of its cores from every node's memory and
- * the CPU expert kernel's speed per thread count; per CUDA device: memory,
+ * Per NUMA node: read bandwidth of its cores from every node's memory, the
+ * CPU expert kernel's speed per thread count (MXFP4) and per expert type
+ * (all cores); per CUDA device: memory,
  * copy bandwidths (pinned from every node, pageable) and device memory
  * bandwidth.  Threads are bound to the node they measure. */
 #include "config.h"
@@ -109,11 +110,23 @@ double hs__read_bandwidth(int threads, size_t bytes, int reps)
 	return b;
 }
 
-/* ---- the CPU kernel on a synthetic gpt-oss-120b layer ------------------- */
+/* ---- the CPU kernel on synthetic layers ---------------------------------- */
 
+/* MXFP4: gpt-oss-120b's experts (the curve over thread counts); every other
+ * type: Qwen3-30B-A3B's (2048 x 768, 8 of 128), whose sizes are multiples
+ * of every block, as in the files people run with those types. */
 #define KD 2880
 #define KF 2880
 #define KK 4
+#define QD 2048
+#define QF 768
+#define QK 8
+
+/* The types measured on the Qwen3 shape: every quantized expert type hotset
+ * computes (the float types take a float path nobody picks for experts). */
+static const int typed[] = { HS_TYPE_Q8_0, HS_TYPE_Q6_K, HS_TYPE_Q5_K, HS_TYPE_Q4_K, HS_TYPE_Q3_K, HS_TYPE_Q2_K,
+			     HS_TYPE_IQ4_XS, HS_TYPE_IQ4_NL, HS_TYPE_Q5_1, HS_TYPE_Q5_0, HS_TYPE_Q4_1, HS_TYPE_Q4_0 };
+#define N_TYPED ((int)(sizeof typed / sizeof typed[0]))
 
 struct synth {
 	struct hs_moe_layer l;  /* packed blocks in mem, as the runtime's host copy */
@@ -134,6 +147,17 @@ static void synth_fill(uint8_t *p, size_t bytes, uint64_t *s)
 			*s = *s * 6364136223846793005ull + 1442695040888963407ull;
 			p[g + i] = i < HS_PACK_ROWS ? (uint8_t)(118 + (*s >> 40) % 4) : (uint8_t)(*s >> 56);
 		}
+}
+
+/* s->l: n experts of d x f, k used, one packed block each in s->mem. */
+static void synth_pool(struct synth *s, const struct hs_moe_arch *arch, int type, int d, int f, int n, int k,
+		       const struct hs_expert_pack *pack)
+{
+	hs__moe_layer_flat(&s->l, arch, type, d, f, n, k, NULL, NULL);
+	s->l.pool = s->mem;
+	s->l.pool_stride = pack->bytes;
+	s->l.slot_of = s->slot_of;
+	s->l.pack = *pack;
 }
 
 static int synth_make(struct synth *s, int os_node, int n_experts)
@@ -158,23 +182,73 @@ static int synth_make(struct synth *s, int os_node, int n_experts)
 		synth_fill(b + pack.down, (size_t)KD * rout, &seed);
 		s->slot_of[e] = e;
 	}
-	hs__moe_layer_flat(&s->l, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, NULL, NULL);
-	s->l.pool = s->mem;
-	s->l.pool_stride = pack.bytes;
-	s->l.slot_of = s->slot_of;
-	s->l.pack = pack;
+	synth_pool(s, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, &pack);
 	return 0;
 }
 
-/* Decode: steps of one token with KK experts, walking through the experts
+/* A Qwen3-shaped layer of `type` in the host copy's layout, at least
+ * `bytes` of experts (so decode walks past the last-level cache): one
+ * expert quantized from random values, packed as the runtime packs it, and
+ * copied into every slot (the kernels' speed does not depend on the
+ * values). */
+static int synth_make_typed(struct synth *s, int os_node, int type, size_t bytes)
+{
+	const struct hs_expert_pack pack = hs__expert_pack_layout1(type, QD, QF, 0);
+	struct hs_moe_layer one;
+	size_t wb = hs__moe_layer_flat(&one, &hs__arch_qwen3moe, type, QD, QF, 1, QK, NULL, NULL);
+	float *v = malloc(sizeof *v * (size_t)QD * QF);
+	uint8_t *w = malloc(wb);
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	int n = (int)((bytes + pack.bytes - 1) / pack.bytes + QK - 1) / QK * QK;
+
+	memset(s, 0, sizeof *s);
+	if (n < 4 * QK)
+		n = 4 * QK;
+	if (n > (int)(sizeof s->slot_of / sizeof s->slot_of[0]))
+		n = (int)(sizeof s->slot_of / sizeof s->slot_of[0]);
+	if (!v || !w) {
+		free(v);
+		free(w);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < (size_t)QD * QF; i++) { /* the scale of trained weights */
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		v[i] = (float)((int)(r >> 53) - 1024) / 1024.0f * 0.05f;
+	}
+	hs__moe_layer_flat(&one, &hs__arch_qwen3moe, type, QD, QF, 1, QK, w, NULL);
+	/* gate and up are QF rows of QD values, down QD rows of QF: the same count */
+	hs__quantize_row_ref(type, v, w, (size_t)QD * QF);
+	hs__quantize_row_ref(type, v, w + one.up_stride, (size_t)QD * QF);
+	hs__quantize_row_ref(type, v, w + 2 * one.up_stride, (size_t)QD * QF);
+	s->expert_bytes = one.gate_stride + one.up_stride + one.down_stride;
+	s->bytes = pack.bytes * (size_t)n;
+	s->node = os_node;
+	s->mem = hs__numa_alloc_on(os_node, s->bytes);
+	if (s->mem) {
+		hs__expert_pack(&one, 0, &pack, s->mem);
+		for (int e = 0; e < n; e++) {
+			if (e)
+				memcpy(s->mem + (size_t)e * pack.bytes, s->mem, pack.bytes);
+			s->slot_of[e] = e;
+		}
+	}
+	free(v);
+	free(w);
+	if (!s->mem)
+		return -ENOMEM;
+	synth_pool(s, &hs__arch_qwen3moe, type, QD, QF, n, QK, &pack);
+	return 0;
+}
+
+/* Decode: steps of one token with K experts, walking through the experts
  * in order so that no step finds its weights in the cache.  Prefill: 512
  * tokens with random ids.  Returns bytes/s and FLOP/s. */
 static int kernel_speed(struct synth *s, int threads, double secs, struct hs_kernel_speed *out)
 {
-	const int E = s->l.n_experts, NP = 512;
-	float *x = malloc(sizeof *x * (size_t)NP * KD), *y = malloc(sizeof *y * (size_t)NP * KD);
-	float *w = malloc(sizeof *w * NP * KK);
-	int32_t *ids = malloc(sizeof *ids * NP * KK);
+	const int E = s->l.n_experts, NP = 512, K = s->l.n_used, D = s->l.n_embd, F = s->l.n_ff;
+	float *x = malloc(sizeof *x * (size_t)NP * D), *y = malloc(sizeof *y * (size_t)NP * D);
+	float *w = malloc(sizeof *w * NP * K);
+	int32_t *ids = malloc(sizeof *ids * NP * K);
 	size_t scratch = hs__ffn_scratch_bytes(&s->l, NP);
 	void *sc = aligned_alloc(64, (scratch + 63) & ~(size_t)63);
 	uint64_t r = 12345;
@@ -184,28 +258,29 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 		rc = hs__error(ENOMEM, "tune: no memory for the kernel test");
 		goto out_free;
 	}
-	for (int i = 0; i < NP * KD; i++) {
+	for (int i = 0; i < NP * D; i++) {
 		r = r * 6364136223846793005ull + 1;
 		x[i] = (float)((int)(r >> 53) - 512) / 512.0f;
 	}
-	for (int i = 0; i < NP * KK; i++)
+	for (int i = 0; i < NP * K; i++)
 		w[i] = 0.25f;
 	out->threads = threads;
+	out->type = s->l.pack.type[0];
 	for (int phase = 0; phase < 2; phase++) {
 		int n = phase ? NP : 1;
 		double t_run = 0, work = 0;
 		for (int step = -1; step < 3 || t_run < secs; step++) {
 			for (int tok = 0; tok < n; tok++)
-				for (int j = 0; j < KK; j++) {
+				for (int j = 0; j < K; j++) {
 					r = r * 6364136223846793005ull + 1442695040888963407ull;
-					/* decode: experts step*KK.. in turn; prefill: random, distinct per token */
-					int e = phase ? (int)((r >> 33) % (uint64_t)(E / KK)) * KK + j
-						      : ((step + 1) * KK + j) % E;
-					ids[tok * KK + j] = e;
+					/* decode: experts step*K.. in turn; prefill: random, distinct per token */
+					int e = phase ? (int)((r >> 33) % (uint64_t)(E / K)) * K + j
+						      : ((step + 1) * K + j) % E;
+					ids[tok * K + j] = e;
 				}
 			struct hs_ffn_job job = { .layer = &s->l, .ops = hs__kernels_best(), .n = n, .x = x,
 						  .ids = ids, .weights = w, .y = y, .scratch = sc };
-			memset(y, 0, sizeof *y * (size_t)n * KD);
+			memset(y, 0, sizeof *y * (size_t)n * D);
 			double t0 = now_s();
 			if ((rc = hs__ffn_run_omp(&job, threads)))
 				goto out_free;
@@ -213,7 +288,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 			if (step < 0)
 				continue; /* warm-up: thread start, page faults */
 			t_run += t;
-			work += phase ? 2.0 * 3 * KD * KF * (double)n * KK : (double)KK * s->expert_bytes;
+			work += phase ? 2.0 * 3 * D * F * (double)n * K : (double)K * s->expert_bytes;
 		}
 		if (phase)
 			out->prefill_gflops = work / t_run / 1e9;
@@ -225,6 +300,69 @@ out_free:
 	free(y);
 	free(w);
 	free(ids);
+	free(sc);
+	return rc;
+}
+
+/* A dense matrix-vector product of `type`, as the attention and output
+ * matrices run at decode (MXFP4 and Q8_0 in the row-interleaved layout the
+ * runtime repacks them into, the others in plain rows): rows of QD values
+ * filling `bytes` (one block of rows quantized from random values, copied),
+ * one token, bytes of the matrix per second. */
+static int dense_speed(int type, int os_node, int threads, size_t bytes, double secs, double *gbps)
+{
+	const int rows_q = 64;
+	const size_t rb = hs__type_row_bytes(type, QD);
+	const int rows = (int)(bytes / rb / rows_q * rows_q);
+	const size_t wb = (size_t)rows * rb;
+	uint8_t *w = hs__numa_alloc_on(os_node, wb);
+	float *v = malloc(sizeof *v * (size_t)rows_q * QD), x[QD];
+	float *y = malloc(sizeof *y * (size_t)rows);
+	uint8_t *plain = malloc((size_t)rows_q * rb);
+	size_t scratch = hs__matmul_scratch_bytes(type, QD, 1);
+	void *sc = aligned_alloc(64, (scratch + 63) & ~(size_t)63);
+	uint64_t r = 0x2545f4914f6cdd1dull;
+	int rc = 0;
+
+	if (!w || !v || !y || !plain || !sc) {
+		rc = hs__error(ENOMEM, "tune: no memory for the dense product test");
+		goto out;
+	}
+	for (int i = 0; i < rows_q * QD; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		v[i] = (float)((int)(r >> 53) - 1024) / 1024.0f * 0.05f;
+		if (i < QD)
+			x[i] = (float)((int)(r >> 43) % 2001 - 1000) / 1000.0f;
+	}
+	/* a packed matrix's row groups lie one after the other: the packed
+	 * block of rows, copied, is the packed matrix of the copies */
+	const int packed = hs__pack_supported(type, rows, QD);
+	hs__quantize_row_ref(type, v, packed ? plain : w, (size_t)rows_q * QD);
+	if (packed)
+		hs__pack_matrix(type, rows_q, QD, plain, rb, w);
+	for (int i = rows_q; i < rows; i += rows_q)
+		memcpy(w + (size_t)i * rb, w, (size_t)rows_q * rb);
+	double t_run = 0;
+	int runs = 0;
+	for (int step = -1; step < 3 || t_run < secs; step++) {
+		struct hs_matmul_job job = { .ops = hs__kernels_best(), .dops = hs__dense_best(), .type = type,
+					     .rows = rows, .cols = QD, .w = w, .row_bytes = rb, .packed = packed, .n = 1, .x = x,
+					     .x_stride = QD, .y = y, .y_stride = (size_t)rows, .scratch = sc };
+		double t0 = now_s();
+		if ((rc = hs__matmul_run_omp(&job, threads)))
+			goto out;
+		if (step >= 0) { /* the first: thread start, page faults */
+			t_run += now_s() - t0;
+			runs++;
+		}
+	}
+	*gbps = (double)wb * runs / t_run / 1e9;
+out:
+	if (w)
+		hs__numa_free(w, wb);
+	free(v);
+	free(y);
+	free(plain);
 	free(sc);
 	return rc;
 }
@@ -299,8 +437,44 @@ static void machine_name(char *buf, size_t n)
 	snprintf(buf, n, "%.40s (%.80s)", host, model[0] ? model : "unknown CPU");
 }
 
-int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progress_fn progress, void *ctx,
-		       struct hs_profile *p)
+/* The types a `types` argument of hs_profile_measure names, in typed[]'s
+ * order; their count, or -EINVAL naming the first name it does not know. */
+static int parse_types(const char *types, int out[N_TYPED])
+{
+	int n = 0, want[N_TYPED] = { 0 };
+
+	if (!types || strcmp(types, "all") == 0) {
+		memcpy(out, typed, sizeof typed);
+		return N_TYPED;
+	}
+	if (strcmp(types, "none") == 0)
+		return 0;
+	for (const char *c = types; *c;) {
+		size_t len = strcspn(c, ",");
+		char name[16];
+		int k = -1, ty;
+		snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), c);
+		ty = len < sizeof name ? hs__type_from_name(name) : -1;
+		for (int i = 0; i < N_TYPED; i++)
+			if (typed[i] == ty)
+				k = i;
+		if (k < 0 && ty != HS_TYPE_MXFP4)
+			return hs__error(EINVAL,
+					 "tune: type '%.*s' is not one the CPU kernels are measured on (all, none, or of: "
+					 "mxfp4, q8_0, q6_K, q5_K, q4_K, q3_K, q2_K, iq4_xs, iq4_nl, q5_1, q5_0, q4_1, q4_0)",
+					 (int)(len < 40 ? len : 40), c);
+		if (k >= 0)
+			want[k] = 1; /* mxfp4: its curve is always measured */
+		c += len + (c[len] == ',');
+	}
+	for (int i = 0; i < N_TYPED; i++)
+		if (want[i])
+			out[n++] = typed[i];
+	return n;
+}
+
+int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const char *types, hs_progress_fn progress,
+		       void *ctx, struct hs_profile *p)
 {
 	struct tune tu = { t, progress, ctx, 0, 0 };
 	size_t bytes = level == HS_TUNE_QUICK ? 128u << 20 : level == HS_TUNE_DEFAULT ? 512u << 20 : 1024u << 20;
@@ -313,6 +487,9 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progre
 	if ((unsigned)level > HS_TUNE_THOROUGH)
 		return hs__error(EINVAL, "tune: level %d (HS_TUNE_QUICK %d .. HS_TUNE_THOROUGH %d)", (int)level,
 				 HS_TUNE_QUICK, HS_TUNE_THOROUGH);
+	int ty[N_TYPED], n_ty = parse_types(types, ty);
+	if (n_ty < 0)
+		return n_ty;
 	if (!hs_topology_is_this_system(t))
 		return hs__error(EINVAL, "tune: the topology is %s, not this machine: tune measures only this machine",
 				 hs_topology_source(t));
@@ -341,7 +518,7 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progre
 			counts[i][c++] = cores;
 		}
 		n_counts[i] = c;
-		tu.steps += p->n_nodes + c;
+		tu.steps += p->n_nodes + c + n_ty;
 	}
 	tu.steps += hs__cuda_probe() * (1 + p->n_nodes);
 
@@ -376,6 +553,25 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progre
 			}
 			p->nodes[i].n_kernel = n_counts[i];
 			hs__numa_free(s.mem, s.bytes);
+			if (!rc) /* the dense product with all cores, as for the other types */
+				rc = dense_speed(HS_TYPE_MXFP4, node->os_index, threads, bytes > (256u << 20) ? bytes : 256u << 20,
+						 ksecs, &p->nodes[i].kernel[n_counts[i] - 1].dense_gbps);
+		}
+		/* the other types with all the node's cores: what the planner prices a
+		 * model of that type with (the MXFP4 curve says how it scales) */
+		for (int k = 0; k < n_ty && !rc && p->nodes[i].n_kernel < HS_MAX_KSPEED; k++) {
+			say(&tu, "node %d: CPU expert kernel, %s, %d thread%s", node->os_index, hs__type_name(ty[k]),
+			    threads, threads == 1 ? "" : "s");
+			if ((rc = bind_team(node, threads)) ||
+			    (rc = synth_make_typed(&s, node->os_index, ty[k], bytes > (256u << 20) ? bytes : 256u << 20)))
+				break;
+			struct hs_kernel_speed *ks = &p->nodes[i].kernel[p->nodes[i].n_kernel];
+			rc = kernel_speed(&s, threads, ksecs, ks);
+			hs__numa_free(s.mem, s.bytes);
+			if (!rc)
+				rc = dense_speed(ty[k], node->os_index, threads, bytes > (256u << 20) ? bytes : 256u << 20,
+						 ksecs, &ks->dense_gbps);
+			p->nodes[i].n_kernel += !rc;
 		}
 		unbind_team(threads);
 	}

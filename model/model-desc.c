@@ -239,6 +239,33 @@ static int key_u32(const struct hs_gguf *g, const char *arch, const char *suffix
 	return 0;
 }
 
+/* The expert weight bytes of one more matrix of `type`; a type past the
+ * HS_MAX_MIX-th counts with the last one kept. */
+static void mix_add(struct hs_model_desc *d, int type, uint64_t bytes)
+{
+	int i = 0;
+	while (i < d->n_mix && d->mix_type[i] != type)
+		i++;
+	if (i == HS_MAX_MIX)
+		i = HS_MAX_MIX - 1;
+	else if (i == d->n_mix)
+		d->mix_type[d->n_mix++] = type;
+	d->mix_bytes[i] += bytes;
+}
+
+static void mix_sort(struct hs_model_desc *d)
+{
+	for (int i = 1; i < d->n_mix; i++)
+		for (int j = i; j > 0 && d->mix_bytes[j] > d->mix_bytes[j - 1]; j--) {
+			uint64_t b = d->mix_bytes[j];
+			int t = d->mix_type[j];
+			d->mix_bytes[j] = d->mix_bytes[j - 1];
+			d->mix_type[j] = d->mix_type[j - 1];
+			d->mix_bytes[j - 1] = b;
+			d->mix_type[j - 1] = t;
+		}
+}
+
 int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
 {
 	HS_NEED(m, -EINVAL);
@@ -269,7 +296,13 @@ int hs_model_desc_from_model(const hs_model *m, struct hs_model_desc *out)
 			largest = hs__model_expert_weight_bytes(l);
 			memcpy(out->slot_types, l->type, sizeof out->slot_types);
 		}
+		for (int p = 0; p < 3; p++) {
+			uint64_t rows = p == HS_DOWN ? (uint64_t)l->n_embd : (uint64_t)l->n_ff;
+			uint64_t cols = p == HS_DOWN ? (uint64_t)l->n_ff : (uint64_t)l->n_embd;
+			mix_add(out, l->type[p], rows * hs__type_row_bytes(l->type[p], cols) * (uint64_t)l->n_experts);
+		}
 	}
+	mix_sort(out);
 	out->file_bytes = in->file_bytes;
 	out->nonexpert_bytes = in->non_expert_bytes;
 

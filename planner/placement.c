@@ -231,7 +231,7 @@ static void whole_model(const struct ctx *c, struct hs_plan *p, double t_dec, do
 
 	if (!m->dense_device_bytes || m->n_head <= 0 || m->head_dim <= 0 || t_dec <= 0 || t_pre <= 0)
 		return;
-	const double B = c->g ? c->Bg : c->Bc[c->cpu_node], F = c->g ? c->Fg : c->Fc[c->cpu_node];
+	const double B = c->g ? c->Bg : c->Bd[c->cpu_node], F = c->g ? c->Fg : c->Fd[c->cpu_node];
 	if (B <= 0 || F <= 0)
 		return;
 	const double D = m->n_embd, Q = (double)m->n_head * m->head_dim, KV = (double)m->n_head_kv * m->head_dim;

@@ -25,8 +25,9 @@ struct ctx {
 	int staging;                    /* staging slots of a host layer (the runtime's 2k) */
 	int cpu_node;                   /* profile index */
 	double Br[HS_MAX_NODES];        /* node j's cores reading node j's memory */
-	double Bc[HS_MAX_NODES];        /* CPU kernel on node j */
+	double Bc[HS_MAX_NODES];        /* CPU kernel on node j, on the experts' types */
 	double Fc[HS_MAX_NODES];        /* CPU GFLOP/s on node j (as FLOP/s) */
+	double Bd[HS_MAX_NODES], Fd[HS_MAX_NODES]; /* the same for the dense part's matrices */
 	double Bp[HS_MAX_NODES];        /* pinned copies from node j */
 	double Bg, Fg;                  /* GPU memory B/s, GPU FLOP/s */
 	double *cum;                    /* [L][E + 1] cumulative routing share of the s hottest */

@@ -57,6 +57,12 @@ static int model_desc_check(const struct hs_model_desc *m)
 	for (int i = 0; i < m->n_moe_layers && i < HS_MAX_LAYERS; i++)
 		if (m->moe_layer[i] < 0)
 			return hs__error(EINVAL, "model description: MoE layer %d has block index %d", i, m->moe_layer[i]);
+	if (m->n_mix < 0 || m->n_mix > HS_MAX_MIX)
+		return hs__error(EINVAL, "model description: n_mix %d (0..%d)", m->n_mix, HS_MAX_MIX);
+	for (int i = 0; i < m->n_mix; i++)
+		if (!hs__type_supported(m->mix_type[i]))
+			return hs__error(EINVAL, "model description: mix_type[%d] %d is not a type hotset computes", i,
+					 m->mix_type[i]);
 	return 0;
 }
 
@@ -87,15 +93,21 @@ const char *hs_mode_name(enum hs_mode m)
 	return "?";
 }
 
-static void assume(struct hs_plan *p, const char *fmt, double v)
+static void assume_text(struct hs_plan *p, const char *buf)
 {
-	char buf[128];
 	size_t n = strlen(p->assumptions);
 
-	snprintf(buf, sizeof buf, fmt, v);
 	if (strstr(p->assumptions, buf))
 		return;
 	snprintf(p->assumptions + n, sizeof p->assumptions - n, "%s%s", n ? "; " : "", buf);
+}
+
+static void assume(struct hs_plan *p, const char *fmt, double v)
+{
+	char buf[128];
+
+	snprintf(buf, sizeof buf, fmt, v);
+	assume_text(p, buf);
 }
 
 static void warn(struct hs_plan *p, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -127,42 +139,118 @@ static const char *pf_kind(const struct hs_profile *pf)
 	return strcmp(pf->source, "topology") == 0 ? "topology" : "profile";
 }
 
-/* The kernel speed point with the most threads not above `threads`. */
-static const struct hs_kernel_speed *kernel_at(const struct hs_profile_node *n, int threads)
+/* The kernel speed point of `type` with the most threads not above
+ * `threads`; NULL when the profile has none. */
+static const struct hs_kernel_speed *kernel_at(const struct hs_profile_node *n, int threads, int type)
 {
 	const struct hs_kernel_speed *best = NULL;
 	for (int i = 0; i < n->n_kernel; i++)
-		if (n->kernel[i].threads <= threads && (!best || n->kernel[i].threads > best->threads))
+		if (hs__kspeed_type(&n->kernel[i]) == type && n->kernel[i].threads <= threads &&
+		    (!best || n->kernel[i].threads > best->threads))
 			best = &n->kernel[i];
 	return best;
 }
 
-/* Bandwidths and speeds for the cost model, with the assumptions named. */
+/* A point's bytes/s at 1 token: the expert FFN's, or for dense matrices
+ * the dense product's where measured (else the expert FFN's). */
+static double point_Bps(const struct hs_kernel_speed *k, int dense)
+{
+	if (!k)
+		return 0;
+	return (dense && k->dense_gbps > 0 ? k->dense_gbps : k->decode_gbps) * 1e9;
+}
+
+/* Node j's CPU kernel on matrices of `type` (experts, or dense matrices),
+ * bytes/s at 1 token (*B) and FLOP/s on a batch (*F): the profile's figure
+ * for the type; a type it lacks (or a float type, never measured) takes
+ * MXFP4's, named as an assumption; neither: a share of the read bandwidth
+ * and a rate per core. */
+static void type_rate(struct ctx *c, int j, int type, int dense, double *B, double *F)
+{
+	const struct hs_profile_node *n = &c->pf->nodes[j];
+	struct hs_plan *p = c->out;
+	const int cores = n->n_cores > 0 ? n->n_cores : 1;
+	const struct hs_kernel_speed *ks = kernel_at(n, cores, type), *mx = kernel_at(n, cores, HS_TYPE_MXFP4);
+	char buf[128];
+
+	*B = point_Bps(ks, dense);
+	*F = ks && ks->prefill_gflops > 0 ? ks->prefill_gflops * 1e9 : 0;
+	if ((*B <= 0 || *F <= 0) && type != HS_TYPE_MXFP4 && mx && (mx->decode_gbps > 0 || mx->prefill_gflops > 0)) {
+		snprintf(buf, sizeof buf, "CPU kernel on %s at MXFP4's speed", hs__type_name(type));
+		assume_text(p, buf);
+		if (*B <= 0)
+			*B = point_Bps(mx, dense);
+		if (*F <= 0)
+			*F = mx->prefill_gflops * 1e9;
+	}
+	if (*B <= 0) {
+		*B = ASSUME_KERNEL_SHARE * c->Br[j];
+		assume(p, "CPU kernel at %.2f of read bandwidth", ASSUME_KERNEL_SHARE);
+	}
+	if (*B > c->Br[j]) /* a kernel cannot read faster than memory */
+		*B = c->Br[j];
+	if (*F <= 0) {
+		*F = ASSUME_CPU_GFLOPS_CORE * 1e9 * cores;
+		assume(p, "CPU prefill %.0f GFLOP/s per core", ASSUME_CPU_GFLOPS_CORE);
+	}
+}
+
+/* Rates of a mix of types: the bytes of each type at that type's rate,
+ * times added (*B); its values (one multiply-add per token each) at its
+ * FLOP rate likewise (*F).  0 when nothing is given. */
+static void mix_rate(struct ctx *c, int j, int dense, int n, const int *type, const double *bytes, double *B,
+		     double *F)
+{
+	double tb = 0, tf = 0, all_b = 0, all_v = 0;
+	for (int i = 0; i < n; i++) {
+		if (!(bytes[i] > 0) || !hs__type_supported(type[i]))
+			continue;
+		double b, f, v = bytes[i] * (double)hs__type_block_values(type[i]) / (double)hs__type_block_bytes(type[i]);
+		type_rate(c, j, type[i], dense, &b, &f);
+		tb += bytes[i] / b;
+		tf += v / f;
+		all_b += bytes[i];
+		all_v += v;
+	}
+	*B = tb > 0 ? all_b / tb : 0;
+	*F = tf > 0 ? all_v / tf : 0;
+}
+
+/* Bandwidths and speeds for the cost model, with the assumptions named:
+ * the CPU kernel's rates for the experts' types (weighted by their bytes)
+ * and for the dense matrices' (the attention's and the output's). */
 static void figures(struct ctx *c)
 {
 	const struct hs_profile *pf = c->pf;
+	const struct hs_model_desc *m = c->m;
 	struct hs_plan *p = c->out;
 
 	for (int j = 0; j < pf->n_nodes; j++) {
 		const struct hs_profile_node *n = &pf->nodes[j];
-		int cores = n->n_cores > 0 ? n->n_cores : 1;
 		c->Br[j] = n->read_gbps[j] * 1e9;
 		if (c->Br[j] <= 0) {
 			c->Br[j] = ASSUME_READ_GBPS * 1e9;
 			assume(p, "host read bandwidth %.0f GB/s per node", ASSUME_READ_GBPS);
 		}
-		const struct hs_kernel_speed *ks = kernel_at(n, cores);
-		c->Bc[j] = ks && ks->decode_gbps > 0 ? ks->decode_gbps * 1e9 : 0;
-		if (c->Bc[j] <= 0) {
-			c->Bc[j] = ASSUME_KERNEL_SHARE * c->Br[j];
-			assume(p, "CPU kernel at %.2f of read bandwidth", ASSUME_KERNEL_SHARE);
+		int types[HS_MAX_MIX] = { m->expert_type };
+		double bytes[HS_MAX_MIX] = { 1 };
+		for (int i = 0; i < m->n_mix; i++) {
+			types[i] = m->mix_type[i];
+			bytes[i] = (double)m->mix_bytes[i];
 		}
-		if (c->Bc[j] > c->Br[j]) /* a kernel cannot read faster than memory */
-			c->Bc[j] = c->Br[j];
-		c->Fc[j] = ks && ks->prefill_gflops > 0 ? ks->prefill_gflops * 1e9 : 0;
-		if (c->Fc[j] <= 0) {
-			c->Fc[j] = ASSUME_CPU_GFLOPS_CORE * 1e9 * cores;
-			assume(p, "CPU prefill %.0f GFLOP/s per core", ASSUME_CPU_GFLOPS_CORE);
+		mix_rate(c, j, 0, m->n_mix ? m->n_mix : 1, types, bytes, &c->Bc[j], &c->Fc[j]);
+		if (c->Bc[j] <= 0) /* an expert type hotset does not know: MXFP4's rates */
+			type_rate(c, j, HS_TYPE_MXFP4, 0, &c->Bc[j], &c->Fc[j]);
+		/* the dense part: the output matrix in its type, the rest in the attention's */
+		const double out_b = hs__type_supported(m->output_type) && m->n_vocab > 0
+					     ? (double)m->n_vocab * (double)hs__type_row_bytes(m->output_type, (uint64_t)m->n_embd)
+					     : 0;
+		const int dt[2] = { m->dense_type, m->output_type };
+		const double db[2] = { fmax((double)m->dense_device_bytes - out_b, 0), out_b };
+		mix_rate(c, j, 1, 2, dt, db, &c->Bd[j], &c->Fd[j]);
+		if (c->Bd[j] <= 0) { /* no dense part described */
+			c->Bd[j] = c->Bc[j];
+			c->Fd[j] = c->Fc[j];
 		}
 	}
 	if (!c->g)

@@ -78,6 +78,8 @@ int hs__plan_device_buffers(const struct hs_model_desc *m, const struct hs_plan_
  * the field and the limit. */
 int hs__plan_check(const struct hs_plan *p);
 int hs__profile_check(const struct hs_profile *p);
+/* The expert type a kernel speed point was measured with (0 reads as MXFP4). */
+int hs__kspeed_type(const struct hs_kernel_speed *k);
 
 /* Whether the char array a (of sizeof a bytes) holds its NUL. */
 #define HS_STR_ENDED(a) (memchr((a), 0, sizeof(a)) != NULL)

@@ -14,6 +14,8 @@
 #include "hotset.h"
 #include "base/error.h"
 #include "base/jsonio.h"
+#include "cpu_kernels/formats.h"
+#include "cpu_kernels/kernels.h"
 #include "planner/planner.h"
 
 int hs__profile_check(const struct hs_profile *p)
@@ -25,10 +27,15 @@ int hs__profile_check(const struct hs_profile *p)
 	if (!HS_STR_ENDED(p->machine) || !HS_STR_ENDED(p->source) || !HS_STR_ENDED(p->note) ||
 	    !HS_STR_ENDED(p->created) || !HS_STR_ENDED(p->cpu_kernels))
 		return hs__error(EINVAL, "profile: a text field is not NUL-terminated within its array");
-	for (int i = 0; i < p->n_nodes; i++)
+	for (int i = 0; i < p->n_nodes; i++) {
 		if (p->nodes[i].n_kernel < 0 || p->nodes[i].n_kernel > HS_MAX_KSPEED)
 			return hs__error(EINVAL, "profile: node %d has %d kernel speeds (0..%d)", i, p->nodes[i].n_kernel,
 					 HS_MAX_KSPEED);
+		for (int j = 0; j < p->nodes[i].n_kernel; j++)
+			if (!hs__kernel_type_quantized(hs__kspeed_type(&p->nodes[i].kernel[j])))
+				return hs__error(EINVAL, "profile: node %d kernel speed %d: type %d is not a quantized type hotset computes",
+						 i, j, p->nodes[i].kernel[j].type);
+	}
 	for (int i = 0; i < p->n_gpus; i++) {
 		const struct hs_profile_gpu *g = &p->gpus[i];
 		if (g->n_numa_nodes < 0 || g->n_numa_nodes > HS_MAX_NODES || !HS_STR_ENDED(g->name) ||
@@ -37,6 +44,11 @@ int hs__profile_check(const struct hs_profile *p)
 					 g->n_numa_nodes, HS_MAX_NODES);
 	}
 	return 0;
+}
+
+int hs__kspeed_type(const struct hs_kernel_speed *k)
+{
+	return k->type ? k->type : HS_TYPE_MXFP4;
 }
 
 int hs_profile_from_topology(const hs_topology *t, struct hs_profile *out)
@@ -217,9 +229,10 @@ char *hs_profile_to_json(const struct hs_profile *p)
 		const struct hs_profile_node *n = &p->nodes[i];
 		json_t *k = json_array();
 		for (int j = 0; j < n->n_kernel; j++)
-			json_array_append_new(k, json_pack("{s:i, s:f, s:f}", "threads", n->kernel[j].threads,
+			json_array_append_new(k, json_pack("{s:i, s:s, s:f, s:f, s:f}", "threads", n->kernel[j].threads,
+							   "type", hs__type_name(hs__kspeed_type(&n->kernel[j])),
 							   "decode_gbps", n->kernel[j].decode_gbps, "prefill_gflops",
-							   n->kernel[j].prefill_gflops));
+							   n->kernel[j].prefill_gflops, "dense_gbps", n->kernel[j].dense_gbps));
 		json_array_append_new(nodes, json_pack("{s:i, s:i, s:i, s:I, s:I, s:o, s:o}", "os_index", n->os_index,
 						       "cores", n->n_cores, "cpus", n->n_cpus, "memory_bytes",
 						       (json_int_t)n->memory_bytes, "available_bytes",
@@ -339,11 +352,22 @@ static int parse_profile(struct hs_json_in *in, json_t *root, struct hs_profile 
 		for (int j = 0; j < pn->n_kernel; j++) {
 			json_t *e = json_array_get(k, j);
 			struct hs_kernel_speed *ks = &pn->kernel[j];
+			char type[16] = "mxfp4";
 			if ((rc = hs__json_int(in, e, "threads", "nodes[].kernel[]", 1, 1 << 16, 1, &ks->threads)) ||
+			    (rc = hs__json_str(in, e, "type", "nodes[].kernel[]", type, sizeof type, 0)) ||
 			    (rc = hs__json_num(in, e, "decode_gbps", "nodes[].kernel[]", 0, 1e5, 0, &ks->decode_gbps)) ||
 			    (rc = hs__json_num(in, e, "prefill_gflops", "nodes[].kernel[]", 0, 1e7, 0,
-					       &ks->prefill_gflops)))
+					       &ks->prefill_gflops)) ||
+			    (rc = hs__json_num(in, e, "dense_gbps", "nodes[].kernel[]", 0, 1e5, 0, &ks->dense_gbps)))
 				return rc;
+			ks->type = hs__type_from_name(type);
+			if (!hs__kernel_type_quantized(ks->type))
+				return hs__json_bad(in, "nodes[].kernel[].type", "\"%s\" is not a quantized type hotset computes (%s)",
+						    type, "mxfp4, q8_0, q2_K .. q6_K, iq4_xs, iq4_nl, q4_0, q4_1, q5_0, q5_1");
+			for (int m = 0; m < j; m++)
+				if (pn->kernel[m].threads == ks->threads && pn->kernel[m].type == ks->type)
+					return hs__json_bad(in, "nodes[].kernel[]", "%s with %d threads appears twice",
+							    hs__type_name(ks->type), ks->threads);
 		}
 	}
 	gpus = json_object_get(root, "gpus");

@@ -77,15 +77,26 @@ expect_grep "GPU memory message" "^hotset plan: topology '[^']*32em64t-2n8c2t-pc
 expect_ok "cpu only" "$HOTSET" plan --profile dual-ddr5-1gpu --gpu none --preset qwen3-30b-a3b
 expect_grep "cpu only" '\[no_gpu\]'
 
-# tune here (about 4 s; 25 s under ASan), then plan on what it measured
-# (the README's main command)
-expect_ok "tune" "$HOTSET" tune --quick -q
+# tune here, MXFP4 and one other type (about 6 s; 35 s under ASan), then
+# plan on what it measured (the README's main command)
+expect_fail "tune types" "$HOTSET" tune --quick -q --types q4_K,q9_K
+expect_grep "tune types says" "^hotset tune: tune: type 'q9_K' is not one the CPU kernels are measured on" "$TMP/err"
+[ -s "$TMP/out" ] && fail "tune measured before refusing a type"
+expect_ok "tune" "$HOTSET" tune --quick -q --types q4_K
 expect_grep "tune saved" "^saved: $HOME/.cache/hotset/profile.json"
 expect_grep "tune read" 'read GB/s: from node 0 [0-9]+\.[0-9]'
-expect_grep "tune kernel" 'CPU kernel \([^)]*\), [0-9]+ threads?: [0-9.]+ GB/s at 1 token'
+expect_grep "tune kernel" 'CPU kernel \([^)]*\), mxfp4 +[0-9]+ threads?: +[0-9.]+ GB/s at 1 token'
+expect_grep "tune q4_K" 'CPU kernel \([^)]*\), q4_K +[0-9]+ threads?: +[0-9.]+ GB/s at 1 token'
+expect_grep "tune q4_K saved" '"type": "q4_K"' "$HOME/.cache/hotset/profile.json"
 [ ! -e "$HOME/.cache/hotset/profile.json.part" ] || fail "tune left a .part file"
 expect_ok "plan on measured" "$HOTSET" plan --preset gpt-oss-120b
 expect_grep "plan on measured" "^profile: $HOME/.cache/hotset/profile.json \(measured\)"
+# a Q4_K_M-like file (q4_K, down q6_K): q4_K at its own figure, q6_K at MXFP4's, said so
+expect_ok "gen q4_K" "$HOTSET" gen -q --arch qwen3moe --layers 1 --experts 8 --used 2 --embd 256 --ff 256 \
+	--type q4_K --down-type q6_K -o "$TMP/q4km.gguf"
+expect_ok "plan q4_K" "$HOTSET" plan --gpu none --model "$TMP/q4km.gguf"
+expect_grep "plan q4_K assumes q6_K" "CPU kernel on q6_K at MXFP4's speed"
+grep -q "CPU kernel on q4_K" "$TMP/out" && fail "plan q4_K: q4_K assumed though measured"
 expect_fail "wait without a GPU" "$HOTSET" plan --preset gpt-oss-20b --wait=1
 expect_grep "wait message" '--wait needs a GPU of this machine' "$TMP/err"
 

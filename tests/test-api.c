@@ -106,11 +106,17 @@ static void test_topology(void)
 	struct hs_profile *out = malloc(sizeof *out);
 	BAD(hs_profile_on_topology(&pf, NULL, out));
 	BAD(hs_profile_on_topology(&pf, t, NULL));
-	BAD(hs_profile_measure(NULL, HS_TUNE_QUICK, NULL, NULL, out));
-	BAD(hs_profile_measure(t, HS_TUNE_QUICK, NULL, NULL, NULL));
+	BAD(hs_profile_measure(NULL, HS_TUNE_QUICK, NULL, NULL, NULL, out));
+	BAD(hs_profile_measure(t, HS_TUNE_QUICK, NULL, NULL, NULL, NULL));
 	hs_topology *here = NULL;
-	if (hs_topology_open(NULL, &here) == 0) /* refused before measuring anything */
-		BAD(hs_profile_measure(here, (enum hs_tune_level)7, NULL, NULL, out));
+	if (hs_topology_open(NULL, &here))
+		here = NULL;
+	if (here) { /* refused before measuring anything */
+		BAD(hs_profile_measure(here, (enum hs_tune_level)7, NULL, NULL, NULL, out));
+		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "q4_K,q9_K", NULL, NULL, out));
+		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "f16", NULL, NULL, out));
+		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "q4_Kxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", NULL, NULL, out));
+	}
 	hs_topology_free(here);
 	free(out);
 	hs_topology_free(t);

@@ -16,6 +16,7 @@
 #include "hotset.h"
 #include "planner/planner.h"
 #include "tests/hs-test.h"
+#include "tests/plan-util.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 #define MiB (1024.0 * 1024.0)
@@ -427,6 +428,12 @@ static void bad_input(void)
 		{ "{\"hotset_profile\": 1, \"machine\": \"x\", \"source\": \"measured\", \"nodes\": [{\"os_index\": 0, "
 		  "\"cores\": 2, \"memory_bytes\": 10}], \"gpus\": [{\"memory_total_bytes\": 10, \"memory_free_bytes\": 11}]}",
 		  "memory_free_bytes" },
+		{ "{\"hotset_profile\": 1, \"machine\": \"x\", \"source\": \"measured\", \"nodes\": [{\"os_index\": 0, "
+		  "\"cores\": 2, \"memory_bytes\": 10, \"kernel\": [{\"threads\": 2, \"type\": \"f16\"}]}]}",
+		  "\"f16\" is not a quantized type" },
+		{ "{\"hotset_profile\": 1, \"machine\": \"x\", \"source\": \"measured\", \"nodes\": [{\"os_index\": 0, "
+		  "\"cores\": 2, \"memory_bytes\": 10, \"kernel\": [{\"threads\": 2}, {\"threads\": 2, \"type\": \"MXFP4\"}]}]}",
+		  "mxfp4 with 2 threads appears twice" },
 	};
 	char path[64];
 	snprintf(path, sizeof path, "/tmp/hs-test-profile-%d.json", (int)getpid());
@@ -452,9 +459,16 @@ static void bad_input(void)
 		mkdir(path, 0755);
 		*s = '/';
 	}
+	struct hs_profile_node *pn = &prof.nodes[0];
+	pn->kernel[pn->n_kernel++] = (struct hs_kernel_speed){ .threads = 1, .decode_gbps = 11, .prefill_gflops = 90 };
+	pn->kernel[pn->n_kernel++] = (struct hs_kernel_speed){ .threads = pn->n_cores, .type = 12 /* q4_K */,
+								.decode_gbps = 20.5, .prefill_gflops = 300 };
 	CHECK(hs_profile_save(&prof, path) == 0, "%s", hs_last_error());
 	static struct hs_profile back;
 	CHECK(hs_profile_load(path, &back) == 0, "%s", hs_last_error());
+	CHECK(back.nodes[0].n_kernel == pn->n_kernel && back.nodes[0].kernel[pn->n_kernel - 1].type == 12 &&
+		      back.nodes[0].kernel[pn->n_kernel - 2].type == 39 /* mxfp4: a point without a type */,
+	      "kernel types after a round trip");
 	char *a = hs_profile_to_json(&prof), *b = hs_profile_to_json(&back);
 	CHECK(a && b && strcmp(a, b) == 0, "profile round trip");
 	free(a);
@@ -627,6 +641,64 @@ static void cost_model(void)
 	      "stream with %g misses and 8 staging slots: %g s", fc.miss_experts, fc.t[HS_MODE_PCIE_STREAM]);
 }
 
+/* The CPU kernel's rate for a model's types: each type's own figure from
+ * the profile, a quantization mix priced by the sum of its types' times, a
+ * type the profile lacks at MXFP4's figure with the assumption named. */
+static void type_rates(void)
+{
+	struct hs_model_desc m;
+	struct hs_plan_opts o = defaults();
+	const int Q4K = 12, Q6K = 14, F16 = 1; /* ggml type ids */
+
+	hs_test_profile(&prof, 1ull << 33);
+	prof.nodes[0].read_gbps[0] = 40;
+	prof.nodes[0].n_kernel = 3;
+	prof.nodes[0].kernel[0] = (struct hs_kernel_speed){ .threads = 2, .decode_gbps = 30, .prefill_gflops = 200 };
+	prof.nodes[0].kernel[1] = (struct hs_kernel_speed){ .threads = 2, .type = Q4K, .decode_gbps = 10, .prefill_gflops = 100 };
+	prof.nodes[0].kernel[2] = (struct hs_kernel_speed){ .threads = 2, .type = Q6K, .decode_gbps = 20, .prefill_gflops = 50 };
+	o.gpu = -1;
+	CHECK(hs_model_desc_preset("qwen3-30b-a3b", &m) == 0, "%s", hs_last_error());
+	m.expert_type = Q4K;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(fabs(plan.predicted.cpu_kernel_gbps - 10) < 1e-9, "q4_K experts priced at %g GB/s, want 10",
+	      plan.predicted.cpu_kernel_gbps);
+	CHECK(!strstr(plan.assumptions, "q4_K"), "q4_K assumed though measured: %s", plan.assumptions);
+	/* Q4_K_M's experts: three quarters of the bytes q4_K, one quarter q6_K */
+	m.n_mix = 2;
+	m.mix_type[0] = Q4K, m.mix_bytes[0] = 3 << 20;
+	m.mix_type[1] = Q6K, m.mix_bytes[1] = 1 << 20;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(fabs(plan.predicted.cpu_kernel_gbps - 4 / (3 / 10.0 + 1 / 20.0)) < 1e-9, "mix priced at %g GB/s, want %g",
+	      plan.predicted.cpu_kernel_gbps, 4 / (3 / 10.0 + 1 / 20.0));
+	double mixed = plan.predicted.decode_tok_s;
+	/* without a q6_K figure: MXFP4's, said so */
+	prof.nodes[0].n_kernel = 2;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(fabs(plan.predicted.cpu_kernel_gbps - 4 / (3 / 10.0 + 1 / 30.0)) < 1e-9, "q6_K at MXFP4's: %g GB/s",
+	      plan.predicted.cpu_kernel_gbps);
+	CHECK(strstr(plan.assumptions, "q6_K at MXFP4's speed") && has_warning(&plan, "assumed"), "assumptions: %s",
+	      plan.assumptions);
+	CHECK(plan.predicted.decode_tok_s > mixed, "a faster q6_K must predict faster decode");
+	/* the figure with the most threads up to the cores: not a 4-thread one on 2 cores */
+	prof.nodes[0].kernel[2] = (struct hs_kernel_speed){ .threads = 4, .type = Q4K, .decode_gbps = 39, .prefill_gflops = 400 };
+	prof.nodes[0].n_kernel = 3;
+	m.n_mix = 0;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == 0, "%s", hs_last_error());
+	CHECK(fabs(plan.predicted.cpu_kernel_gbps - 10) < 1e-9, "4-thread figure used on 2 cores: %g",
+	      plan.predicted.cpu_kernel_gbps);
+	/* bad values: one line, no plan */
+	m.n_mix = HS_MAX_MIX + 1;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == -EINVAL && strstr(hs_last_error(), "n_mix"), "%s", hs_last_error());
+	m.n_mix = 1;
+	m.mix_type[0] = -3;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == -EINVAL && strstr(hs_last_error(), "mix_type"), "%s",
+	      hs_last_error());
+	m.n_mix = 0;
+	prof.nodes[0].kernel[1].type = F16;
+	CHECK(hs_plan_make(&m, &prof, &o, &plan) == -EINVAL && strstr(hs_last_error(), "not a quantized type"), "%s",
+	      hs_last_error());
+}
+
 int main(void)
 {
 	cost_model();
@@ -639,5 +711,6 @@ int main(void)
 	bad_input();
 	vram_wait();
 	from_file();
+	type_rates();
 	return hs_test_end();
 }

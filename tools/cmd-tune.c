@@ -8,21 +8,26 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cpu_kernels/formats.h"
 #include "tools/tools.h"
 
 static void help(void)
 {
-	printf("usage: hotset tune [-o FILE] [--quick | --thorough] [-q]\n\n"
+	printf("usage: hotset tune [-o FILE] [--quick | --thorough] [--types LIST] [-q]\n\n"
 	       "Measures this machine and saves a profile (JSON, docs/profile-json.md) that\n"
 	       "`hotset plan` reads: per NUMA node the read bandwidth of its cores from each\n"
 	       "node's memory, the CPU expert kernel's speed (GB/s at 1 token, GFLOP/s at 512\n"
-	       "tokens, MXFP4 2880 x 2880 experts) per thread count, the memory available now;\n"
-	       "per CUDA GPU its free and total memory, pinned copy bandwidth from each node,\n"
-	       "pageable copy bandwidth and device memory bandwidth, next to hwloc's view of\n"
-	       "its PCIe link.  Takes well under a minute by default.\n\n"
+	       "tokens) on MXFP4 2880 x 2880 experts per thread count and on each other expert\n"
+	       "type (2048 x 768 experts) with all cores, the memory available now; per CUDA\n"
+	       "GPU its free and total memory, pinned copy bandwidth from each node, pageable\n"
+	       "copy bandwidth and device memory bandwidth, next to hwloc's view of its PCIe\n"
+	       "link.  Takes about a minute by default.\n\n"
 	       "  -o FILE      where to save (default $XDG_CACHE_HOME/hotset/profile.json)\n"
-	       "  --quick      smaller buffers, all cores only (a few seconds)\n"
+	       "  --quick      smaller buffers, shorter runs, all cores only\n"
 	       "  --thorough   larger buffers, longer runs, thread counts 1, 2, 4, ... cores\n"
+	       "  --types LIST the expert types besides MXFP4: all (default), none, or ggml\n"
+	       "               names separated by commas (q4_K,q6_K: a Q4_K_M file's); a model\n"
+	       "               of a type the profile lacks is planned at MXFP4's speed\n"
 	       "  -q, --quiet  no progress lines\n"
 	       "  -h, --help   this text\n");
 }
@@ -50,12 +55,13 @@ int hs_cmd_tune(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "quick", no_argument, NULL, 'Q' }, { "thorough", no_argument, NULL, 'T' },
-		{ "quiet", no_argument, NULL, 'q' }, { "help", no_argument, NULL, 'h' },
+		{ "types", required_argument, NULL, 'Y' }, { "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum hs_tune_level level = HS_TUNE_DEFAULT;
 	struct progress pr = { 0, now_s() };
-	const char *out = NULL;
+	const char *out = NULL, *types = NULL;
 	char def[1024];
 	int c, rc = 1;
 	hs_topology *t = NULL;
@@ -69,6 +75,7 @@ int hs_cmd_tune(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'Q': level = HS_TUNE_QUICK; break;
 		case 'T': level = HS_TUNE_THOROUGH; break;
+		case 'Y': types = optarg; break;
 		case 'q': pr.quiet = 1; break;
 		case 'h': help(); free(p); return 0;
 		default: free(p); return hs_cli_usage_error("tune");
@@ -101,7 +108,7 @@ int hs_cmd_tune(int argc, char **argv)
 	/* before the seconds of measuring, not after */
 	if (hs_cli_check_output("tune", out == def ? "profile" : "-o", out))
 		goto out_free;
-	if (hs_topology_open(NULL, &t) || hs_profile_measure(t, level, show, &pr, p) || hs_profile_save(p, out)) {
+	if (hs_topology_open(NULL, &t) || hs_profile_measure(t, level, types, show, &pr, p) || hs_profile_save(p, out)) {
 		hs_cli_fail("tune", "%s", hs_last_error());
 		goto out_free;
 	}
@@ -113,12 +120,18 @@ int hs_cmd_tune(int argc, char **argv)
 		for (int j = 0; j < p->n_nodes; j++)
 			printf(" from node %d %.1f", p->nodes[j].os_index, n->read_gbps[j]);
 		printf("\n");
-		for (int k = 0; k < n->n_kernel; k++)
-			printf("  CPU kernel (%s), %d thread%s: %.1f GB/s at 1 token (%.2f of local read), "
-			       "%.0f GFLOP/s at 512\n",
-			       p->cpu_kernels, n->kernel[k].threads, n->kernel[k].threads == 1 ? "" : "s",
-			       n->kernel[k].decode_gbps, n->read_gbps[i] > 0 ? n->kernel[k].decode_gbps / n->read_gbps[i] : 0,
-			       n->kernel[k].prefill_gflops);
+		for (int k = 0; k < n->n_kernel; k++) {
+			const struct hs_kernel_speed *ks = &n->kernel[k];
+			const double rd = n->read_gbps[i] > 0 ? n->read_gbps[i] : 0;
+			printf("  CPU kernel (%s), %-6s %d thread%s: %5.1f GB/s at 1 token (%.2f of local read), "
+			       "%4.0f GFLOP/s at 512",
+			       p->cpu_kernels, hs__type_name(ks->type ? ks->type : HS_TYPE_MXFP4), ks->threads,
+			       ks->threads == 1 ? "" : "s", ks->decode_gbps, rd > 0 ? ks->decode_gbps / rd : 0,
+			       ks->prefill_gflops);
+			if (ks->dense_gbps > 0)
+				printf("; dense rows %5.1f GB/s (%.2f)", ks->dense_gbps, rd > 0 ? ks->dense_gbps / rd : 0);
+			printf("\n");
+		}
 	}
 	for (int i = 0; i < p->n_gpus; i++) {
 		const struct hs_profile_gpu *g = &p->gpus[i];

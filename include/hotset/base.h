@@ -68,7 +68,8 @@ struct hs_profile;
  * arrays of these sizes, no allocation, easy to copy. */
 #define HS_MAX_NODES 16
 #define HS_MAX_GPUS 16
-#define HS_MAX_KSPEED 16
+#define HS_MAX_KSPEED 32
+#define HS_MAX_MIX 4
 #define HS_MAX_LAYERS 256
 #define HS_MAX_WARNINGS 24
 #define HS_MAX_SEQ 256

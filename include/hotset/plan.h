@@ -19,6 +19,13 @@ struct hs_model_desc {
 				     a quantization mix gives layers other types) */
 	int slot_types[3];        /* ggml types of gate, up and down in the layer with the largest
 				     experts: what a device cache slot must hold (0s: expert_type) */
+	/* the expert matrices' types over all MoE layers, most bytes first (a quantization
+	 * mix has several, Q4_K_M: q4_K and q6_K): what the CPU kernel's speed is priced
+	 * with (n_mix 0: all expert_type) */
+	int n_mix;
+	int mix_type[HS_MAX_MIX];
+	uint64_t mix_bytes[HS_MAX_MIX]; /* weight bytes of that type (a type past the
+					   HS_MAX_MIX-th counts with the last) */
 	uint64_t nonexpert_bytes; /* every other tensor (kept on the GPU) */
 	uint64_t file_bytes;
 	int n_head_kv, head_dim;  /* 0 = unknown: no KV cache is counted */

@@ -6,12 +6,18 @@
 #error "include <hotset.h>, which includes this header"
 #endif
 
-/* The CPU expert kernel's speed with `threads` threads on one node:
- * MXFP4 2880 x 2880 experts, fused FFN (0 = not measured). */
+/* The CPU expert kernel's speed (the fused FFN) with `threads` threads on
+ * one node, for experts of one type: MXFP4 on gpt-oss-120b's shape (2880 x
+ * 2880, 4 of 128), every other type on Qwen3-30B-A3B's (2048 x 768, 8 of
+ * 128).  Figures of 0 = not measured. */
 struct hs_kernel_speed {
 	int threads;
+	int type;               /* ggml type id of the experts; 0 (F32, never measured) reads as
+				   MXFP4, the one type of profiles written before types */
 	double decode_gbps;     /* expert bytes per second at 1 token */
 	double prefill_gflops;  /* at 512 tokens */
+	double dense_gbps;      /* one large matrix of the type in plain rows (an attention or
+				   output matrix) times one token, bytes per second */
 };
 
 struct hs_profile_node {
@@ -23,7 +29,8 @@ struct hs_profile_node {
 	 * GB/s (1e9 B/s); 0 = unknown */
 	double read_gbps[HS_MAX_NODES];
 	int n_kernel;
-	struct hs_kernel_speed kernel[HS_MAX_KSPEED];  /* ascending threads */
+	/* MXFP4 at ascending thread counts, then other types (`hotset tune`: with all cores) */
+	struct hs_kernel_speed kernel[HS_MAX_KSPEED];
 };
 
 struct hs_profile_gpu {
@@ -73,12 +80,15 @@ int hs_profile_on_topology(const struct hs_profile *rates, const hs_topology *t,
 enum hs_tune_level { HS_TUNE_QUICK, HS_TUNE_DEFAULT, HS_TUNE_THOROUGH };
 
 /* Measures this machine (t must describe this system): per node the read
- * bandwidth from every node, the CPU kernel's speed per thread count, and
- * per CUDA device its memory, copy and memory bandwidths.  Binds the
- * calling thread while it measures and restores it.  -EINVAL for a
- * topology of another machine. */
-int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, hs_progress_fn progress, void *ctx,
-		       struct hs_profile *out);
+ * bandwidth from every node, the CPU kernel's speed on MXFP4 experts per
+ * thread count and on each of `types` with all the node's cores, and per
+ * CUDA device its memory, copy and memory bandwidths.  types: NULL or
+ * "all" = every quantized type hotset computes, "none" = MXFP4 only, else
+ * ggml names separated by commas ("q4_K,q6_K").  Binds the calling thread
+ * while it measures and restores it.  -EINVAL for a topology of another
+ * machine or a type name hotset does not compute. */
+int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const char *types, hs_progress_fn progress,
+		       void *ctx, struct hs_profile *out);
 
 /* Reads a profile JSON file (docs/profile-json.md).  -EIO with a message
  * naming the file, the field and the limit. */
