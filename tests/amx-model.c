@@ -124,3 +124,14 @@ int hs__amx_model_tile(int type, const uint8_t *w, int r0, int r1, int ncols, co
 	*n_products = products;
 	return faults;
 }
+
+int hs__amx_model_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			  const struct hs_block_q8_0 *const *x, int nt, float *const *out, int *n_products)
+{
+	faults = products = 0;
+	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+	if (configured)
+		fault("tiles left configured");
+	*n_products = products;
+	return faults;
+}

@@ -2,6 +2,7 @@
 #ifndef HS_TEST_AMX_MODEL_H
 #define HS_TEST_AMX_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu_kernels/formats.h"
@@ -10,5 +11,8 @@
  * the hardware would have raised, *n_products the tile products made. */
 int hs__amx_model_tile(int type, const uint8_t *w, int r0, int r1, int ncols, const struct hs_block_q8_0 *const *x,
 		       int nt, float *const *out, int *n_products);
+/* amx_tile_qx() (plain rows of the K-quants, IQ4, Q4_0..Q5_1) likewise. */
+int hs__amx_model_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			  const struct hs_block_q8_0 *const *x, int nt, float *const *out, int *n_products);
 
 #endif

@@ -1,8 +1,9 @@
 /* Checks the AMX-INT8 tier's data movement where no AMX is at hand: its
- * tile (amx-body.h) runs on a scalar model of the tile unit that faults
- * where the hardware would, and must match the packed scalar twin for both
- * types, odd shapes, row sub-ranges, 1..16 tokens and rows longer than one
- * chunk of 64 blocks.  The model test needs AVX-512 (the tile's scaling is
+ * tiles (amx-body.h) run on a scalar model of the tile unit that faults
+ * where the hardware would, and must match the scalar twins: the packed
+ * tile for MXFP4 and Q8_0, the plain-row tile for the other eleven block
+ * types, over odd shapes, row sub-ranges, 1..70 tokens and rows longer
+ * than one chunk of 64 blocks.  The model test needs AVX-512 (the tile's scaling is
  * AVX-512 code): SKIP on CPUs without it.  (tests/kernels-amx.sh runs the
  * real tier where the CPU has AMX.) */
 #include "config.h"
@@ -73,5 +74,58 @@ int main(void)
 			free(pw);
 		}
 	printf("AMX tile on the tile model vs the packed scalar twin: worst normalised error %.3g (bound 1e-5)\n", worst);
+
+	/* plain rows of the other block types: rows not a multiple of 16, row
+	 * sub-ranges, 8..70 tokens, rows longer than a chunk of 64 blocks */
+	static const int qtypes[] = { HS_TYPE_Q4_K, HS_TYPE_Q5_K, HS_TYPE_Q6_K, HS_TYPE_Q3_K, HS_TYPE_Q2_K, HS_TYPE_IQ4_XS,
+				      HS_TYPE_IQ4_NL, HS_TYPE_Q4_0, HS_TYPE_Q4_1, HS_TYPE_Q5_0, HS_TYPE_Q5_1 };
+	const int qcols[3] = { 256, 2304, 4096 }, qnts[5] = { 8, 16, 17, 33, 70 }, QR = 37;
+	worst = 0;
+	for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++)
+		for (int c = 0; c < 3; c++) {
+			const int C = qcols[c], nb = C / HS_QK, type = qtypes[t];
+			const size_t rb = hs__type_row_bytes(type, C);
+			uint8_t *w = malloc(rb * QR);
+			float *v = malloc(sizeof *v * (size_t)C * QR);
+			for (size_t i = 0; i < (size_t)C * QR; i++)
+				v[i] = frand();
+			hs__quantize_row_ref(type, v, w, (size_t)C * QR); /* valid blocks, sane scales */
+			for (int k = 0; k < 5; k++) {
+				const int nt = qnts[k], r0 = k % 2 ? 5 : 0, r1 = k == 2 ? QR - 3 : QR;
+				struct hs_block_q8_0 *xq = malloc(sizeof *xq * nb * nt);
+				const struct hs_block_q8_0 *xs[70];
+				float *oa[70], *ob[70];
+				int products;
+				for (int j = 0; j < nt; j++) {
+					for (int i = 0; i < C; i++)
+						v[i] = frand();
+					hs__kernels_ref.quantize_q8_0(v, xq + j * nb, C);
+					xs[j] = xq + j * nb;
+					oa[j] = malloc(sizeof(float) * (r1 - r0));
+					ob[j] = malloc(sizeof(float) * (r1 - r0 + 1));
+					ob[j][r1 - r0] = 12345.0f; /* guard */
+				}
+				hs__kernels_ref.tile_q(type, w, rb, r0, r1, C, xs, nt, oa);
+				int faults = hs__amx_model_tile_qx(type, w, rb, r0, r1, C, xs, nt, ob, &products);
+				CHECK(faults == 0, "%s cols %d nt %d: %d faults", hs__type_name(type), C, nt, faults);
+				const int per_block = (type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_Q2_K) ? 2 : 1;
+				CHECK(products == (nt + 15) / 16 * ((r1 - r0 + 15) / 16) * nb * per_block,
+				      "%s cols %d nt %d: %d tile products", hs__type_name(type), C, nt, products);
+				for (int j = 0; j < nt; j++) {
+					double e = rel_l2(ob[j], oa[j], (size_t)(r1 - r0));
+					CHECK(e <= 1e-5 && !isnan(e), "%s cols %d rows %d..%d nt %d token %d: error %.3g",
+					      hs__type_name(type), C, r0, r1, nt, j, e);
+					CHECK(ob[j][r1 - r0] == 12345.0f, "%s: wrote past the output", hs__type_name(type));
+					worst = e > worst ? e : worst;
+					free(oa[j]);
+					free(ob[j]);
+				}
+				free(xq);
+			}
+			free(w);
+			free(v);
+		}
+	printf("AMX tile of plain K-quant/IQ4/Q4_0..Q5_1 rows on the tile model vs the scalar twin: worst %.3g (bound 1e-5)\n",
+	       worst);
 	return hs_test_end();
 }

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu_kernels/arch/x86/avx512-vnni/avx512.h"
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/repack.h"
 
@@ -148,6 +149,131 @@ static void amx_tile(int type, const uint8_t *w, int r0, int r1, int ncols, cons
 						amx_group(type, w + (size_t)g * gstride, b0, kb, a[t], dx[t], n_t,
 							  out + j00 + t * AMX_TOKENS, g * HS_PACK_ROWS - r0, b0 == 0);
 				}
+		}
+	}
+	AMX_RELEASE();
+}
+
+/* ---- plain rows of the other block types ----------------------------------
+ * The K-quants, IQ4_XS/NL and Q4_0..Q5_1 in plain rows (dense matrices,
+ * experts read in the file's layout) against 8 or more tokens.  The roles
+ * swap: A is 16 weight rows x the 32 values of one block, decoded once to
+ * their true integers (hs__avx512_qx_decode16: the AVX-512 tier's
+ * unpacking), B the block's 16 tokens in units (row k4: each token's values
+ * 4 k4 .. 4 k4 + 3), built once per chunk for every row; C[row][token].
+ * The 16-value types (Q6_K, Q3_K, Q2_K) take a product per half (A 16
+ * bytes wide, B 4 rows) for their halves' scales.  Per row and block (or
+ * half): one convert and one FMA over the 16 tokens with the row's scale
+ * times the tokens' dx, and one FMA for the mins with the tokens' dx sum(x)
+ * (value = s q - m).  The same integer dots and float scalings as the
+ * scalar twin; only the order of the float additions differs. */
+#define TILE_QA 3
+#define TILE_QB 4
+#define TILE_QC 5
+
+static void amx_cfg_qx(struct amx_cfg *c, int halves)
+{
+	memset(c, 0, sizeof *c);
+	c->palette = 1;
+	c->rows[TILE_QA] = AMX_TOKENS;
+	c->colsb[TILE_QA] = halves ? HS_QK / 2 : HS_QK;
+	c->rows[TILE_QB] = halves ? HS_QK / 8 : HS_QK / 4;
+	c->colsb[TILE_QB] = 4 * AMX_TOKENS;
+	c->rows[TILE_QC] = 16;
+	c->colsb[TILE_QC] = 4 * AMX_TOKENS;
+}
+
+/* Block k's tokens j0 .. j0 + jn - 1 (jn <= 16; the rest zeros with scale
+ * 0) into tb (8 units of 64 bytes), dx and the sums xh (per half). */
+static void amx_qx_tokens(const struct hs_block_q8_0 *const *x, int j0, int jn, int b, int8_t *tb, float *dx,
+			  float *xh, int halves)
+{
+	for (int j = 0; j < AMX_TOKENS; j++) {
+		const struct hs_block_q8_0 *xb = j < jn ? &x[j0 + j][b] : NULL;
+		int sum[2] = { 0, 0 };
+		for (int k4 = 0; k4 < HS_QK / 4; k4++) {
+			int8_t *dst = tb + k4 * 4 * AMX_TOKENS + 4 * j;
+			if (!xb) {
+				memset(dst, 0, 4);
+				continue;
+			}
+			memcpy(dst, xb->qs + 4 * k4, 4);
+			sum[k4 >= HS_QK / 8] += xb->qs[4 * k4] + xb->qs[4 * k4 + 1] + xb->qs[4 * k4 + 2] + xb->qs[4 * k4 + 3];
+		}
+		const float d = xb ? _cvtsh_ss(xb->d) : 0.0f;
+		dx[j] = d;
+		xh[j] = d * (float)(halves ? sum[0] : sum[0] + sum[1]);
+		xh[AMX_TOKENS + j] = d * (float)sum[1];
+	}
+}
+
+static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK, flags = hs__avx512_qx_flags(type);
+	const int halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS, nh = 1 + halves;
+	_Alignas(64) int8_t tb[AMX_MAX_TILES][CHUNK * HS_QK * AMX_TOKENS]; /* [block][k4][token][4] */
+	_Alignas(64) int8_t wq[CHUNK * 16 * HS_QK];                        /* [block][row][value] */
+	_Alignas(64) float sc[CHUNK * 2 * 16], mn[CHUNK * 2 * 16];
+	_Alignas(64) float dx[AMX_MAX_TILES][CHUNK * AMX_TOKENS], xh[AMX_MAX_TILES][CHUNK * 2 * AMX_TOKENS];
+	_Alignas(64) int32_t ct[16 * AMX_TOKENS];
+	_Alignas(64) float at[16 * AMX_TOKENS];
+	struct amx_cfg cfg;
+
+	amx_cfg_qx(&cfg, halves);
+	AMX_CONFIG(&cfg);
+	/* up to AMX_MAX_TILES token tiles share each decoded group of rows */
+	for (int j00 = 0; j00 < nt; j00 += AMX_MAX_TILES * AMX_TOKENS) {
+		const int jall = nt - j00 < AMX_MAX_TILES * AMX_TOKENS ? nt - j00 : AMX_MAX_TILES * AMX_TOKENS;
+		const int tiles = (jall + AMX_TOKENS - 1) / AMX_TOKENS;
+		for (int b0 = 0; b0 < nb; b0 += CHUNK) {
+			const int kb = nb - b0 < CHUNK ? nb - b0 : CHUNK;
+			for (int t = 0; t < tiles; t++) {
+				const int jn = jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+				for (int k = 0; k < kb; k++)
+					amx_qx_tokens(x, j00 + t * AMX_TOKENS, jn, b0 + k, tb[t] + (size_t)k * HS_QK * AMX_TOKENS,
+						      dx[t] + k * AMX_TOKENS, xh[t] + k * 2 * AMX_TOKENS, halves);
+			}
+			for (int r = r0; r < r1; r += 16) {
+				const int nr = r1 - r < 16 ? r1 - r : 16;
+				hs__avx512_qx_decode16(type, w, row_bytes, r, nr, b0, kb, wq, sc, mn);
+				for (int t = 0; t < tiles; t++) {
+					const int j0 = j00 + t * AMX_TOKENS;
+					const int jn = jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+					__m512 acc[16];
+					/* the sums of the chunks before, kept in out[token][row] */
+					for (int i = 0; i < 16; i++)
+						for (int j = 0; j < AMX_TOKENS; j++)
+							at[16 * i + j] = b0 && i < nr && j < jn ? out[j0 + j][r - r0 + i] : 0.0f;
+					for (int i = 0; i < 16; i++)
+						acc[i] = _mm512_load_ps(at + 16 * i);
+					for (int k = 0; k < kb; k++)
+						for (int h = 0; h < nh; h++) {
+							AMX_LOAD(TILE_QA, wq + (size_t)k * 16 * HS_QK + (HS_QK / 2) * h, HS_QK);
+							AMX_LOAD(TILE_QB,
+								 tb[t] + ((size_t)k * HS_QK / 4 + (HS_QK / 8) * h) * 4 * AMX_TOKENS,
+								 4 * AMX_TOKENS);
+							AMX_ZERO(TILE_QC);
+							AMX_DPBSSD(TILE_QC, TILE_QA, TILE_QB);
+							AMX_STORE(TILE_QC, ct, 4 * AMX_TOKENS);
+							const __m512 d = _mm512_load_ps(dx[t] + k * AMX_TOKENS);
+							const __m512 xs = _mm512_load_ps(xh[t] + (k * 2 + h) * AMX_TOKENS);
+							const float *s = sc + (k * 2 + h) * 16, *m = mn + (k * 2 + h) * 16;
+							for (int i = 0; i < 16; i++) {
+								const __m512 c =
+									_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(ct + 16 * i)));
+								acc[i] = _mm512_fmadd_ps(c, _mm512_mul_ps(d, _mm512_set1_ps(s[i])), acc[i]);
+								if (mins)
+									acc[i] = _mm512_fnmadd_ps(xs, _mm512_set1_ps(m[i]), acc[i]);
+							}
+						}
+					for (int i = 0; i < 16; i++)
+						_mm512_store_ps(at + 16 * i, acc[i]);
+					for (int i = 0; i < nr; i++)
+						for (int j = 0; j < jn; j++)
+							out[j0 + j][r - r0 + i] = at[16 * i + j];
+				}
+			}
 		}
 	}
 	AMX_RELEASE();

@@ -1,5 +1,6 @@
-/* The AMX-INT8 tier: prefill tiles of row-interleaved experts on the tile
- * unit (amx-body.h), everything else from the AVX-512 VNNI tier.  The tier
+/* The AMX-INT8 tier: prefill tiles of row-interleaved experts and of plain
+ * K-quant/IQ4/Q4_0..Q5_1 rows on the tile unit (amx-body.h), everything
+ * else from the AVX-512 VNNI tier.  The tier
  * is chosen only where CPUID, XCR0 bits 17/18 and the kernel's grant of the
  * tile data state all say yes (cpu-features.h); besides, every call checks
  * that its own thread may run tiles (hs__amx_thread_ok asks the kernel once
@@ -46,15 +47,29 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
 		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
 }
 
-static struct hs_kernel_ops ops = { "AMX-INT8", NULL, NULL, tile_q_packed_amx };
+/* Plain rows: the K-quants, IQ4 and Q4_0..Q5_1 on tiles from 8 tokens on
+ * (amx_tile_qx); MXFP4 and Q8_0 rows, fewer tokens and refused threads the
+ * AVX-512 tier's way. */
+static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	if (nt < AMX_MIN_TOKENS || hs__avx512_qx_flags(type) < 0 || !hs__amx_thread_ok()) {
+		hs__avx512_tile_q(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+		return;
+	}
+	const int on_tiles = nt % AMX_TOKENS >= AMX_MIN_TOKENS ? nt : nt / AMX_TOKENS * AMX_TOKENS;
+	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, on_tiles, out);
+	if (on_tiles < nt)
+		hs__avx512_tile_q(type, w, row_bytes, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
+}
+
+static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx };
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
-/* quantization and plain rows are the AVX-512 tier's */
+/* quantization is the AVX-512 tier's */
 static void fill_ops(void)
 {
-	const struct hs_kernel_ops *base = hs__kernels_avx512_vnni();
-	ops.quantize_q8_0 = base->quantize_q8_0;
-	ops.tile_q = base->tile_q;
+	ops.quantize_q8_0 = hs__kernels_avx512_vnni()->quantize_q8_0;
 }
 
 const struct hs_kernel_ops *hs__kernels_amx(void)

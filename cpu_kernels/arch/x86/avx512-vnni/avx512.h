@@ -1,6 +1,6 @@
 /* What the AVX-512 VNNI tier lends the AMX tier (built only where both
- * are): its row-interleaved tile, for the token counts and threads where
- * tiles do not run. */
+ * are): its tiles, for the token counts and threads where AMX tiles do
+ * not run, and the K-quant decoding the AMX tile of plain rows reads. */
 #ifndef HS_X86_AVX512_H
 #define HS_X86_AVX512_H
 
@@ -10,5 +10,23 @@
 
 void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+/* The tile a plain-row matrix of the other block types (the K-quants, IQ4,
+ * Q4_0..Q5_1) takes where tiles do not run. */
+void hs__avx512_tile_q(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+/* Rows r .. r + nr - 1 (nr <= 16) of such a matrix, 32-value blocks b0 ..
+ * b0 + kb - 1 (b0 at a scale unit's start), decoded for the AMX tile:
+ * wq[(k * 16 + row) * 32 + i] the true integer of value i of block b0 + k
+ * (int8), sc[(k * 2 + h) * 16 + row] the scale of half h (the 16-value
+ * types' two, else h = 0), mn the same for the mins (value = s q - m; 0
+ * where the type has none); rows past nr are zeros. */
+void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r, int nr, int b0, int kb, int8_t *wq,
+			    float *sc, float *mn);
+/* What hs__avx512_qx_decode16 gives for a type: HS_QX_HALVES (two
+ * scales a block), HS_QX_MINS (mins not all zero); -1 for a type it does
+ * not decode (MXFP4, Q8_0, the float types). */
+#define HS_QX_HALVES 1
+#define HS_QX_MINS 2
+int hs__avx512_qx_flags(int type);
 
 #endif

@@ -450,6 +450,80 @@ static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int
 		rows8_q8_exact(w, row_bytes, r0, r1, ncols / HS_QK, x[j], out[j]);
 }
 
+void hs__avx512_tile_q(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	tile_q_512(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+}
+
+int hs__avx512_qx_flags(int type)
+{
+	if (type == HS_TYPE_MXFP4 || type == HS_TYPE_Q8_0 || !hs__kernel_type_quantized(type))
+		return -1;
+	return (qx_halves(type) ? HS_QX_HALVES : 0) | (qx_has_min(type) && !qx_offset(type) ? HS_QX_MINS : 0);
+}
+
+/* One row's blocks for hs__avx512_qx_decode16, for a type known at compile
+ * time (qx_values and qx_unit_scales specialise on it). */
+static inline __attribute__((always_inline)) void qx_decode_row(int type, const uint8_t *row, int ri, int b0, int kb,
+								 int8_t *wq, float *sc, float *mn)
+{
+	const __m256i iq4 = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hs__iq4nl_values)),
+					    _mm256_set1_epi8((char)qx_offset(type)));
+	const int uv = qx_unit_values(type) / HS_QK, halves = qx_halves(type);
+	const int mins = qx_has_min(type) && !qx_offset(type);
+	const size_t ub = qx_unit_bytes(type);
+
+	for (int k0 = 0; k0 < kb; k0 += uv) {
+		const uint8_t *blk = row + (size_t)((b0 + k0) / uv) * ub;
+		_Alignas(32) float s[QX_MAX_UNIT] = { 0 }, m[QX_MAX_UNIT] = { 0 };
+		qx_unit_scales(type, blk, s, m);
+		_Pragma("GCC unroll 8") for (int j = 0; j < uv; j++) { /* kb is a multiple of uv */
+			const int k = k0 + j;
+			__m256i wv = qx_values(type, blk, j, iq4);
+			if (qx_offset(type))
+				wv = _mm256_sub_epi8(wv, _mm256_set1_epi8((char)qx_offset(type)));
+			_mm256_storeu_si256((__m256i *)(wq + ((size_t)k * 16 + ri) * 32), wv);
+			for (int h = 0; h < 1 + halves; h++) {
+				sc[(k * 2 + h) * 16 + ri] = s[halves ? 2 * j + h : j];
+				mn[(k * 2 + h) * 16 + ri] = mins ? m[halves ? 2 * j + h : j] : 0.0f;
+			}
+		}
+	}
+}
+
+#define QX_DECODE_ROW(TYPE) qx_decode_row(TYPE, row, ri, b0, kb, wq, sc, mn)
+
+void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r, int nr, int b0, int kb, int8_t *wq,
+			    float *sc, float *mn)
+{
+	for (int ri = 0; ri < 16; ri++) {
+		if (ri >= nr) { /* rows past the matrix: zeros, which the tile multiplies harmlessly */
+			for (int k = 0; k < kb; k++) {
+				memset(wq + ((size_t)k * 16 + ri) * 32, 0, 32);
+				sc[(k * 2) * 16 + ri] = sc[(k * 2 + 1) * 16 + ri] = 0;
+				mn[(k * 2) * 16 + ri] = mn[(k * 2 + 1) * 16 + ri] = 0;
+			}
+			continue;
+		}
+		const uint8_t *row = w + (size_t)(r + ri) * row_bytes;
+		switch (type) {
+		case HS_TYPE_Q4_K: QX_DECODE_ROW(HS_TYPE_Q4_K); break;
+		case HS_TYPE_Q5_K: QX_DECODE_ROW(HS_TYPE_Q5_K); break;
+		case HS_TYPE_Q6_K: QX_DECODE_ROW(HS_TYPE_Q6_K); break;
+		case HS_TYPE_Q3_K: QX_DECODE_ROW(HS_TYPE_Q3_K); break;
+		case HS_TYPE_Q2_K: QX_DECODE_ROW(HS_TYPE_Q2_K); break;
+		case HS_TYPE_IQ4_XS: QX_DECODE_ROW(HS_TYPE_IQ4_XS); break;
+		case HS_TYPE_IQ4_NL: QX_DECODE_ROW(HS_TYPE_IQ4_NL); break;
+		case HS_TYPE_Q4_0: QX_DECODE_ROW(HS_TYPE_Q4_0); break;
+		case HS_TYPE_Q4_1: QX_DECODE_ROW(HS_TYPE_Q4_1); break;
+		case HS_TYPE_Q5_0: QX_DECODE_ROW(HS_TYPE_Q5_0); break;
+		case HS_TYPE_Q5_1: QX_DECODE_ROW(HS_TYPE_Q5_1); break;
+		default: break;
+		}
+	}
+}
+
 static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed };
 const struct hs_kernel_ops *hs__kernels_avx512_vnni(void)
 {
