@@ -487,6 +487,8 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const cha
 	if ((unsigned)level > HS_TUNE_THOROUGH)
 		return hs__error(EINVAL, "tune: level %d (HS_TUNE_QUICK %d .. HS_TUNE_THOROUGH %d)", (int)level,
 				 HS_TUNE_QUICK, HS_TUNE_THOROUGH);
+	/* the typed layers and dense matrices: past any last-level cache at every level */
+	const size_t typed_bytes = bytes > (256u << 20) ? bytes : 256u << 20;
 	int ty[N_TYPED], n_ty = parse_types(types, ty);
 	if (n_ty < 0)
 		return n_ty;
@@ -554,7 +556,7 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const cha
 			p->nodes[i].n_kernel = n_counts[i];
 			hs__numa_free(s.mem, s.bytes);
 			if (!rc) /* the dense product with all cores, as for the other types */
-				rc = dense_speed(HS_TYPE_MXFP4, node->os_index, threads, bytes > (256u << 20) ? bytes : 256u << 20,
+				rc = dense_speed(HS_TYPE_MXFP4, node->os_index, threads, typed_bytes,
 						 ksecs, &p->nodes[i].kernel[n_counts[i] - 1].dense_gbps);
 		}
 		/* the other types with all the node's cores: what the planner prices a
@@ -563,13 +565,13 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const cha
 			say(&tu, "node %d: CPU expert kernel, %s, %d thread%s", node->os_index, hs__type_name(ty[k]),
 			    threads, threads == 1 ? "" : "s");
 			if ((rc = bind_team(node, threads)) ||
-			    (rc = synth_make_typed(&s, node->os_index, ty[k], bytes > (256u << 20) ? bytes : 256u << 20)))
+			    (rc = synth_make_typed(&s, node->os_index, ty[k], typed_bytes)))
 				break;
 			struct hs_kernel_speed *ks = &p->nodes[i].kernel[p->nodes[i].n_kernel];
 			rc = kernel_speed(&s, threads, ksecs, ks);
 			hs__numa_free(s.mem, s.bytes);
 			if (!rc)
-				rc = dense_speed(ty[k], node->os_index, threads, bytes > (256u << 20) ? bytes : 256u << 20,
+				rc = dense_speed(ty[k], node->os_index, threads, typed_bytes,
 						 ksecs, &ks->dense_gbps);
 			p->nodes[i].n_kernel += !rc;
 		}

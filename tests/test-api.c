@@ -115,7 +115,7 @@ static void test_topology(void)
 		BAD(hs_profile_measure(here, (enum hs_tune_level)7, NULL, NULL, NULL, out));
 		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "q4_K,q9_K", NULL, NULL, out));
 		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "f16", NULL, NULL, out));
-		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "q4_Kxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", NULL, NULL, out));
+		BAD(hs_profile_measure(here, HS_TUNE_QUICK, "q4_K_a_name_far_longer_than_any_type_name_is", NULL, NULL, out));
 	}
 	hs_topology_free(here);
 	free(out);

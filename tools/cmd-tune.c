@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cpu_kernels/formats.h"
+#include "planner/planner.h"
 #include "tools/tools.h"
 
 static void help(void)
@@ -125,7 +126,7 @@ int hs_cmd_tune(int argc, char **argv)
 			const double rd = n->read_gbps[i] > 0 ? n->read_gbps[i] : 0;
 			printf("  CPU kernel (%s), %-6s %d thread%s: %5.1f GB/s at 1 token (%.2f of local read), "
 			       "%4.0f GFLOP/s at 512",
-			       p->cpu_kernels, hs__type_name(ks->type ? ks->type : HS_TYPE_MXFP4), ks->threads,
+			       p->cpu_kernels, hs__type_name(hs__kspeed_type(ks)), ks->threads,
 			       ks->threads == 1 ? "" : "s", ks->decode_gbps, rd > 0 ? ks->decode_gbps / rd : 0,
 			       ks->prefill_gflops);
 			if (ks->dense_gbps > 0)

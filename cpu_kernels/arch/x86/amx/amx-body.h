@@ -207,6 +207,12 @@ static void amx_qx_tokens(const struct hs_block_q8_0 *const *x, int j0, int jn, 
 	}
 }
 
+/* Tokens in token tile t of a pass of jall tokens. */
+static inline int amx_tile_tokens(int jall, int t)
+{
+	return jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+}
+
 static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
@@ -229,7 +235,7 @@ static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, in
 		for (int b0 = 0; b0 < nb; b0 += CHUNK) {
 			const int kb = nb - b0 < CHUNK ? nb - b0 : CHUNK;
 			for (int t = 0; t < tiles; t++) {
-				const int jn = jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+				const int jn = amx_tile_tokens(jall, t);
 				for (int k = 0; k < kb; k++)
 					amx_qx_tokens(x, j00 + t * AMX_TOKENS, jn, b0 + k, tb[t] + (size_t)k * HS_QK * AMX_TOKENS,
 						      dx[t] + k * AMX_TOKENS, xh[t] + k * 2 * AMX_TOKENS, halves);
@@ -239,7 +245,7 @@ static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, in
 				hs__avx512_qx_decode16(type, w, row_bytes, r, nr, b0, kb, wq, sc, mn);
 				for (int t = 0; t < tiles; t++) {
 					const int j0 = j00 + t * AMX_TOKENS;
-					const int jn = jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+					const int jn = amx_tile_tokens(jall, t);
 					__m512 acc[16];
 					/* the sums of the chunks before, kept in out[token][row] */
 					for (int i = 0; i < 16; i++)
