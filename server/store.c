@@ -25,11 +25,25 @@ static struct {
 } slot[STORE_N];
 static int next;
 
+/* Each U+0000 in the JSON text t as U+FFFD, in place (the same length).
+ * The chat formats' messages are C strings (hs_chat_message), so a NUL a
+ * random model wrote could not go on into the next prompt; and jansson
+ * reads \u0000 only when asked, as request bodies do not. */
+static void no_nul(char *t)
+{
+	for (; *t; t++)
+		if (*t == '\\' && t[1] == 'u' && !strncmp(t + 2, "0000", 4))
+			memcpy(t + 2, "fffd", 4);
+		else if (*t == '\\' && t[1])
+			t++; /* an escaped character: \\u0000 is a backslash, then text */
+}
+
 void hs_srv_store_put(const char *id, json_t *conv)
 {
 	char *t = conv ? json_dumps(conv, JSON_COMPACT) : NULL;
 	if (!t)
 		return; /* out of memory: the response is not kept (a later request naming it gets a 400) */
+	no_nul(t);
 	pthread_mutex_lock(&mu);
 	free(slot[next].conv);
 	snprintf(slot[next].id, sizeof slot[next].id, "%s", id);

@@ -160,6 +160,24 @@ static void expect_calls(json_t *m, const char *content, int n, const char *cons
 	json_decref(m);
 }
 
+/* store.c keeps a conversation a random model wrote a NUL into: it comes
+ * back (jansson refuses \u0000 unless asked) with U+FFFD in its place, and
+ * a backslash followed by "u0000" as text stays as it was. */
+static void store_nul(void)
+{
+	json_t *conv = json_pack("[{s:s, s:s%}, {s:s, s:s}]", "role", "assistant", "content", "a\0b", (size_t)3,
+				 "role", "user", "content", "\\u0000 \\\\u0000");
+	hs_srv_store_put("resp_nul", conv);
+	json_decref(conv);
+	json_t *got = hs_srv_store_get("resp_nul");
+	const char *c0 = json_string_value(json_object_get(json_array_get(got, 0), "content"));
+	const char *c1 = json_string_value(json_object_get(json_array_get(got, 1), "content"));
+	CHECK(got && c0 && strcmp(c0, "a\xef\xbf\xbd" "b") == 0, "stored NUL: %s", c0 ? c0 : "(not kept)");
+	CHECK(c1 && strcmp(c1, "\\u0000 \\\\u0000") == 0, "stored backslash text: %s", c1 ? c1 : "(not kept)");
+	json_decref(got);
+	hs_srv_store_clear();
+}
+
 int main(void)
 {
 	hs_tokenizer *o200k, *qwen;
@@ -206,6 +224,7 @@ int main(void)
 		snprintf(w, sizeof w, "qwen3 %d calls%s", SRV_MAX_CALLS + 3, what);
 		expect_calls(answer(qwen, HS_CHAT_CHATML, many, stream), NULL, SRV_MAX_CALLS, many_names, many_args, w);
 	}
+	store_nul();
 	hs_tokenizer_free(o200k);
 	hs_tokenizer_free(qwen);
 	return hs_test_end();
