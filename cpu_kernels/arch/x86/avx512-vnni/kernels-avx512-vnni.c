@@ -425,9 +425,181 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 	}
 }
 
+/* ---- many tokens: 16 rows decoded once, rows in the lanes --------------
+ * The lanes above decode a row's block again for every 15 tokens and pay a
+ * load of the tokens' bytes and a broadcast of 4 weights per vpdpbusd.
+ * Here 16 rows of QP_CHUNK blocks are decoded once (hs__avx512_qx_decode16:
+ * true integers, scales and mins per row) and turned so one register holds
+ * 4 values of the 16 rows (repack.h's unit, as the packed MXFP4 / Q8_0
+ * groups are read), stored + 128; every token of the call then takes 8
+ * vpdpbusd a block with its 4 bytes broadcast from memory, and per block
+ * one exact int32 correction (128 sum(x), per half for the 16-value
+ * types), one convert, one multiply by the rows' scales, one FMA by the
+ * token's dx and one for the mins: about 14 instructions per block and
+ * token for 16 rows against 42 for 15 tokens of one row in the lanes. */
+#define QP_CHUNK 16            /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
+#define QP_MAX_TOKENS 64       /* tokens prepared at a time */
+#define QP_PREP_BYTES (192 << 10) /* their per-block scalars on the stack at most */
+#define QP_MIN_TOKENS 24 /* fewer: Q6_K loses (the decode costs more than the lanes spend) */
+
+/* Tokens a pass may prepare for nb blocks (a multiple of 8), 0 when fewer
+ * than QP_MIN_TOKENS would fit (very long rows: the lanes take those). */
+static inline int qp_pass_tokens(int nb)
+{
+	int t = QP_PREP_BYTES / (nb * 5 * (int)sizeof(float));
+	t = t > QP_MAX_TOKENS ? QP_MAX_TOKENS : t / 8 * 8;
+	return t >= QP_MIN_TOKENS ? t : 0;
+}
+
+/* Rows 0..15 of block k (row-major, 32 bytes a row) as 8 registers, unit q
+ * (values 4q..4q+3) of row r in lane r, each byte + 128: an 8 x 8 dword
+ * transpose in each 256-bit half (rows 0-7, 8-15). */
+static inline void qp_turn(const int8_t *wq, __m512i *u)
+{
+	__m512i z[8], t[8], v[8];
+	const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+	for (int i = 0; i < 8; i++)
+		z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wq + 32 * i))),
+					  _mm256_loadu_si256((const __m256i *)(wq + 32 * (i + 8))), 1);
+	for (int i = 0; i < 4; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+	}
+	for (int i = 0; i < 2; i++) { /* rows 4i .. 4i + 3 */
+		v[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);     /* units 0, 4 */
+		v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]); /* 1, 5 */
+		v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]); /* 2, 6 */
+		v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]); /* 3, 7 */
+	}
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	for (int q = 0; q < 4; q++) {
+		u[q] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[q], lo, v[4 + q]), flip);
+		u[q + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[q], hi, v[4 + q]), flip);
+	}
+}
+
+/* NT tokens (x, their prepared scalars at column j of the pass) against
+ * the kb decoded blocks of one 16-row group; acc[i] the rows' sums of
+ * token i.  (w + 128) x sums to w x + 128 sum(x): c128 takes the second
+ * term off in int32, so each block's dot is exact, as in rows_qx. */
+static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins, const __m512i *wt, const float *sc,
+							     const float *mn, int kb, int c0, int pt, int j,
+							     const struct hs_block_q8_0 *const *x, const float *pdx,
+							     const int32_t *pc, const float *ps, int NT, __m512 *acc)
+{
+	for (int k = 0; k < kb; k++) {
+		const __m512i *u = wt + 8 * k;
+		const int b = c0 + k;
+		/* decode16's [block][half][row]: a second half only for the 16-value types */
+		const __m512 s0 = _mm512_load_ps(sc + k * 32), s1 = halves ? _mm512_load_ps(sc + k * 32 + 16) : s0;
+		const __m512 m0 = _mm512_load_ps(mn + k * 32), m1 = halves ? _mm512_load_ps(mn + k * 32 + 16) : m0;
+		_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
+			const int8_t *xq = x[j + i][b].qs;
+			__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+			_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+				a0 = _mm512_dpbusd_epi32(a0, u[q], _mm512_set1_epi32(load32(xq + 4 * q)));
+				a1 = _mm512_dpbusd_epi32(a1, u[q + 4], _mm512_set1_epi32(load32(xq + 16 + 4 * q)));
+			}
+			const __m512 dx = _mm512_set1_ps(pdx[(size_t)b * pt + j + i]);
+			const int32_t *c = pc + ((size_t)b * 2) * pt + j + i;
+			const float *sx = ps + ((size_t)b * 2) * pt + j + i;
+			if (halves) {
+				a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(c[0]));
+				a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(c[pt]));
+				acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a0), s0), dx, acc[i]);
+				acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a1), s1), dx, acc[i]);
+				if (mins) {
+					acc[i] = _mm512_fnmadd_ps(m0, _mm512_set1_ps(sx[0]), acc[i]);
+					acc[i] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(sx[pt]), acc[i]);
+				}
+			} else {
+				const __m512i a = _mm512_sub_epi32(_mm512_add_epi32(a0, a1), _mm512_set1_epi32(c[0]));
+				acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), s0), dx, acc[i]);
+				if (mins)
+					acc[i] = _mm512_fnmadd_ps(m0, _mm512_set1_ps(sx[0]), acc[i]);
+			}
+		}
+	}
+}
+
+/* One pass: nt (<= QP_MAX_TOKENS) tokens, every 16-row group of r0..r1. */
+static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
+			 const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int flags = hs__avx512_qx_flags(type), halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS;
+	const int pt = nt; /* the prepared scalars: [block][half][token] */
+	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
+	int32_t pc[(size_t)nb * 2 * pt];
+	_Alignas(64) int8_t wq[QP_CHUNK * 16 * 32];
+	_Alignas(64) float sc[QP_CHUNK * 32], mn[QP_CHUNK * 32];
+	_Alignas(64) float accm[QP_MAX_TOKENS * 16];
+	__m512i wt[QP_CHUNK * 8];
+
+	for (int t = 0; t < nt; t++)
+		for (int b = 0; b < nb; b++) {
+			const struct hs_block_q8_0 *xb = &x[t][b];
+			const __m256i v = _mm256_loadu_si256((const __m256i *)xb->qs);
+			__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
+			__m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+			h = _mm_hadd_epi32(h, h);
+			const int h0 = _mm_cvtsi128_si32(h), h1 = _mm_extract_epi32(h, 1);
+			const float dx = _cvtsh_ss(xb->d);
+			pdx[(size_t)b * pt + t] = dx;
+			pc[(size_t)b * 2 * pt + t] = 128 * (halves ? h0 : h0 + h1);
+			pc[((size_t)b * 2 + 1) * pt + t] = 128 * h1;
+			ps[(size_t)b * 2 * pt + t] = dx * (float)(halves ? h0 : h0 + h1);
+			ps[((size_t)b * 2 + 1) * pt + t] = dx * (float)h1;
+		}
+	for (int rg = r0; rg < r1; rg += 16) {
+		const int nr = r1 - rg < 16 ? r1 - rg : 16;
+		memset(accm, 0, sizeof(float) * 16 * (size_t)nt);
+		for (int c0 = 0; c0 < nb; c0 += QP_CHUNK) {
+			const int kb = nb - c0 < QP_CHUNK ? nb - c0 : QP_CHUNK;
+			hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
+			for (int k = 0; k < kb; k++)
+				qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
+			for (int j = 0; j < nt; j += 8) {
+				const int tn = nt - j < 8 ? nt - j : 8;
+				__m512 acc[8];
+				for (int i = 0; i < tn; i++)
+					acc[i] = _mm512_load_ps(accm + 16 * (j + i));
+#define QP_TOKENS(H, M, N) qp_tokens(H, M, wt, sc, mn, kb, c0, pt, j, x, pdx, pc, ps, N, acc)
+				if (tn == 8)
+					halves ? mins ? QP_TOKENS(1, 1, 8) : QP_TOKENS(1, 0, 8)
+					       : mins ? QP_TOKENS(0, 1, 8) : QP_TOKENS(0, 0, 8);
+				else
+					for (int i = 0; i < tn; i++) /* the last few, one at a time */
+						qp_tokens(halves, mins, wt, sc, mn, kb, c0, pt, j + i, x, pdx, pc, ps, 1, acc + i);
+#undef QP_TOKENS
+				for (int i = 0; i < tn; i++)
+					_mm512_store_ps(accm + 16 * (j + i), acc[i]);
+			}
+		}
+		for (int t = 0; t < nt; t++)
+			for (int ri = 0; ri < nr; ri++)
+				out[t][rg - r0 + ri] = accm[16 * t + ri];
+	}
+}
+
+/* All tokens in passes; 0 when the rows are too long for a pass (the
+ * caller takes another path). */
+static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		   const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int nb = ncols / HS_QK, pass = qp_pass_tokens(nb);
+	if (!pass)
+		return 0;
+	for (int j = 0; j < nt; j += pass)
+		tile_qp_pass(type, w, row_bytes, r0, r1, nb, x + j, nt - j < pass ? nt - j : pass, out + j);
+	return 1;
+}
+
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
+	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= QP_MIN_TOKENS &&
+	    tile_qp(type, w, row_bytes, r0, r1, ncols, x, nt, out))
+		return;
 	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= LANES_MIN_TOKENS) {
 		/* whole lane tiles, and a last one of 8 or more; the rest 256-bit */
 		const int lanes = nt % LANE_TOKENS >= LANES_MIN_TOKENS ? nt : nt / LANE_TOKENS * LANE_TOKENS;
