@@ -50,8 +50,12 @@ static void probe(struct hs_cpu_probe *p)
 	unsigned a, b, c, d;
 
 	memset(p, 0, sizeof *p);
+	if (__get_cpuid(0, &a, &b, &c, &d))
+		p->amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163; /* "Auth" "enti" "cAMD" */
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return;
+	const int base_family = (int)((a >> 8) & 0xf);
+	p->family = base_family + (base_family == 0xf ? (int)((a >> 20) & 0xff) : 0);
 	p->fma = (c >> 12) & 1;
 	p->f16c = (c >> 29) & 1;
 	if ((c >> 27) & 1) /* OSXSAVE: XGETBV may be used */
@@ -86,14 +90,16 @@ static void detect(void)
 	const struct hs_cpu_probe *p = &features.probe;
 	const int dense512 = p->avx512f && p->avx512bw && p->avx512vl && p->avx512dq && (p->xcr0 & 0xe6) == 0xe6;
 	features.avx512_built = hs__dense_avx512() != NULL;
+	hs__prefetch_ahead = p->amd ? p->family == 0x19 ? 4096 : 8192 : 16384;
 	features.use_avx2 = features.tier >= HS_TIER_AVX2;
 	features.use_avx512 = features.use_avx2 && dense512 && features.avx512_built &&
 			      (features.tier == features.best || features.tier >= HS_TIER_AVX512_VNNI);
 	/* one line: the tier, and why a faster one was refused or what
 	 * HOTSET_CPU_TIER changed */
-	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s", hs__cpu_tier_name(features.tier),
-		*features.note ? "; " : "", features.note,
-		features.use_avx512 ? "AVX-512 where it pays" : features.use_avx2 ? "AVX2" : "scalar reference");
+	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s; decode prefetch %zu KiB ahead",
+		hs__cpu_tier_name(features.tier), *features.note ? "; " : "", features.note,
+		features.use_avx512 ? "AVX-512 where it pays" : features.use_avx2 ? "AVX2" : "scalar reference",
+		hs__prefetch_ahead >> 10);
 }
 
 const struct hs_cpu_features *hs__cpu_features(void)

@@ -31,6 +31,8 @@ struct hs_cpu_probe {
 	int avx2, fma, f16c, avx_vnni;
 	int avx512f, avx512bw, avx512vl, avx512vnni, avx512dq;
 	int amx_tile, amx_int8;
+	int amd;                 /* CPUID's vendor is AuthenticAMD */
+	int family;              /* CPUID's family, the extended one added (0x19: Zen 3 and 4) */
 	unsigned long long xcr0; /* 0 when the OS does not offer XGETBV */
 	int amx_perm;            /* arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA): 0 granted,
 				    -errno refused, 1 not asked (no AMX in CPU or XCR0) */
@@ -49,6 +51,15 @@ struct hs_cpu_features {
 	 * tier below AVX-512 VNNI */
 	int use_avx2, use_avx512, avx512_built;
 };
+
+/* How far ahead of the weights being read the decode kernels prefetch
+ * (bytes; kernels-256.h's PREFETCH_AHEAD), set with the features: 4 KiB on
+ * AMD family 0x19 (Zen 3, Zen 4), 8 KiB on other AMD, 16 KiB elsewhere.
+ * Measured: on a Xeon VM (Sapphire Rapids, a core reads 13 GB/s) 16 KiB
+ * beat 8 (MXFP4 decode 0.66 -> 0.78 of read on one core); on a Zen 4 EPYC
+ * VM (a core reads 28 GB/s) one thread's decode took 10-21% less time at
+ * 4 KiB than at 16 (3-9% less than at 8); Zen 5 had been tuned at 8 KiB. */
+extern size_t hs__prefetch_ahead;
 
 /* Detected once, then cached; never fails. */
 const struct hs_cpu_features *hs__cpu_features(void);

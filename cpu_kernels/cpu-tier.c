@@ -7,6 +7,8 @@
 
 #include "cpu_kernels/cpu-features.h"
 
+size_t hs__prefetch_ahead = 16384;
+
 static const char *const names[HS_TIER_COUNT] = { "ref", "avx2", "avx-vnni", "avx512-vnni", "amx" };
 
 const char *hs__cpu_tier_name(int tier)

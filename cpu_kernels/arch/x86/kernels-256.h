@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "cpu_kernels/cpu-features.h"
 #include "cpu_kernels/kernels.h"
 #include "cpu_kernels/repack.h"
 
@@ -286,10 +287,10 @@ static void tile_mxfp4_prefill(const uint8_t *w, size_t row_bytes, int r0, int r
  * (never past the rows of the call, so no byte of another expert is
  * touched) keeps more of them in flight than the hardware prefetcher alone
  * (on the development VM, AMD EPYC, 1 thread: about 15-30% more GB/s).
- * 16 KiB, not 8: on a Xeon VM whose cores each read about 13 GB/s (a far
- * memory), MXFP4 decode went from 0.66 to 0.78 of read on one core.  The
- * plain-row types (quants-256.h) go as many values ahead, not bytes. */
-#define PREFETCH_AHEAD 16384
+ * How far is the CPU's (cpu-features.h: 4-8 KiB on AMD, 16 on a
+ * far-memory Xeon).  The plain-row types (quants-256.h) go as many values ahead, not
+ * bytes. */
+#define PREFETCH_AHEAD hs__prefetch_ahead /* cpu-features.h: by vendor */
 
 #include "cpu_kernels/arch/x86/quants-256.h"
 
