@@ -248,6 +248,18 @@ struct qx_tok {
 	float *d1, *d2, *x1, *x2;
 };
 
+/* The sums of a Q8_0 block's two 16-value halves (as ints). */
+static inline void qx_half_sums(const struct hs_block_q8_0 *xb, int *h0, int *h1)
+{
+	/* 8 lanes of 4-byte sums: lanes 0-3 the first half, 4-7 the second */
+	const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
+	__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
+	__m128i lo = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+	lo = _mm_hadd_epi32(lo, lo); /* half 0, half 1, ... */
+	*h0 = _mm_cvtsi128_si32(lo);
+	*h1 = _mm_extract_epi32(lo, 1);
+}
+
 static void qx_prepare(int type, const struct hs_block_q8_0 *x, int nb, struct qx_tok t)
 {
 	const int halves = qx_halves(type), mins = qx_has_min(type);
@@ -258,13 +270,8 @@ static void qx_prepare(int type, const struct hs_block_q8_0 *x, int nb, struct q
 			t.d2[2 * b] = t.d2[2 * b + 1] = dx;
 		if (!mins)
 			continue;
-		/* 8 lanes of 4-byte sums: lanes 0-3 the first half, 4-7 the second */
-		const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-		__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
-		__m128i lo = _mm256_castsi256_si128(s8), hi = _mm256_extracti128_si256(s8, 1);
-		lo = _mm_hadd_epi32(lo, hi); /* a0+a1 a2+a3 b0+b1 b2+b3 */
-		lo = _mm_hadd_epi32(lo, lo); /* half 0, half 1, ... */
-		const int h0 = _mm_cvtsi128_si32(lo), h1 = _mm_extract_epi32(lo, 1);
+		int h0, h1;
+		qx_half_sums(&x[b], &h0, &h1);
 		if (halves) {
 			t.x2[2 * b] = dx * (float)h0;
 			t.x2[2 * b + 1] = dx * (float)h1;

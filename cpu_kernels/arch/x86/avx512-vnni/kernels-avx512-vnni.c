@@ -324,13 +324,10 @@ static inline __attribute__((always_inline)) void tile_qx_lanes(int type, const 
 											  : (int32_t)0x80808080;
 						float dx = real ? _cvtsh_ss(xb->d) : 0.0f, h0 = 0, h1 = 0;
 						if (real) {
-							const __m256i v = _mm256_loadu_si256((const __m256i *)xb->qs);
-							__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
-										       _mm256_set1_epi16(1));
-							__m128i lo = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-							lo = _mm_hadd_epi32(lo, lo);
-							h0 = (float)_mm_cvtsi128_si32(lo);
-							h1 = (float)_mm_extract_epi32(lo, 1);
+							int s0, s1;
+							qx_half_sums(xb, &s0, &s1);
+							h0 = (float)s0;
+							h1 = (float)s1;
 						}
 						dxs[k * 16 + j] = dx;
 						if (qx_halves(type)) {
@@ -538,11 +535,8 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 	for (int t = 0; t < nt; t++)
 		for (int b = 0; b < nb; b++) {
 			const struct hs_block_q8_0 *xb = &x[t][b];
-			const __m256i v = _mm256_loadu_si256((const __m256i *)xb->qs);
-			__m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
-			__m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-			h = _mm_hadd_epi32(h, h);
-			const int h0 = _mm_cvtsi128_si32(h), h1 = _mm_extract_epi32(h, 1);
+			int h0, h1;
+			qx_half_sums(xb, &h0, &h1);
 			const float dx = _cvtsh_ss(xb->d);
 			pdx[(size_t)b * pt + t] = dx;
 			pc[(size_t)b * 2 * pt + t] = 128 * (halves ? h0 : h0 + h1);
