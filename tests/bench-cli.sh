@@ -69,6 +69,17 @@ expect_ok "bench --trace" "$HOTSET" bench --model "$TMP/m.gguf" --trace "$TMP/t.
 expect_grep "trace rows" "^cpu +cpu-compute +2 +8 "
 expect_ok "trace 16" "$HOTSET" trace gen --layers 2 --experts 16 --used 4 --top 2 --steps 4 --tokens 1 -o "$TMP/t16.trace"
 
+# --e2e: the whole model token to token; -v then breaks a generated token
+# and the prompt down step by step
+expect_ok "e2e" "$HOTSET" bench --e2e --preset tiny --layers 1 --devices cpu --pp 16 --tg 4 --reps 1 -v -q
+expect_grep "e2e row" '^cpu +- +[0-9.]+ \[[0-9]+-[0-9]+\] +[0-9.]+ \['
+expect_grep "e2e tg steps" '^  tg step +ms/token +share +MB/token'
+expect_grep "e2e pp steps" '^  pp step +ms/prompt +share +dispatches$'
+expect_grep "e2e pp experts" '^  experts +[0-9.]+ +[0-9.]+% +[1-9][0-9]*$'
+expect_grep "e2e pp all" '^  all +[0-9.]+ +100\.0% +\(16 tokens\)$'
+expect_fail "e2e pp 0" "$HOTSET" bench --e2e --preset tiny --pp 0
+expect_grep "e2e pp 0 says" '^hotset bench: --pp' "$TMP/err"
+
 expect_fail "wrong trace" "$HOTSET" bench --model "$TMP/m.gguf" --trace "$TMP/t16.trace"
 expect_grep "wrong trace says" '16 experts, 4 per token; the model has 32 and 4' "$TMP/err"
 expect_fail "mode" "$HOTSET" bench --model "$TMP/m.gguf" --modes cpu,turbo

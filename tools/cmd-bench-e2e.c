@@ -40,7 +40,8 @@ static void help(void)
 	       "  --pp N          prompt tokens (default 512)     --tg N   generated tokens (default 128)\n"
 	       "  --reps R        repetitions (default 3)         --threads N  CPU workers\n"
 	       "  -v, --verbose   after each row, where a generated token's time went step by step\n"
-	       "                  (ms, share, weight and cache MB read, GB/s, worker-pool dispatches)\n"
+	       "                  (ms, share, weight and cache MB read, GB/s, worker-pool dispatches),\n"
+	       "                  then the prompt's (ms, share, dispatches)\n"
 	       "  -q, --quiet     no progress\n");
 }
 
@@ -104,7 +105,7 @@ struct result {
 	double pp[64], tg[64];
 	double attn, moe, other; /* tg shares */
 	double hit;
-	struct hs_context_stats st; /* the last repetition's tg */
+	struct hs_context_stats st, pst; /* the last repetition's tg, and its pp */
 };
 
 static const char *mode_label(const char *device, enum hs_mode m)
@@ -146,6 +147,8 @@ static int measure(const struct opts *o, const char *model, const char *device, 
 			fprintf(stderr, "\rbench: %s %-6s %s %d/%d ", device, mode_label(device, mode),
 				rep < 0 ? "warm-up" : "run", rep + 1, o->reps);
 		hs_context_seq_clear(c, 0);
+		if (rep == o->reps - 1)
+			hs_context_stats_reset(c);
 		for (int i = 0; i < o->pp; i++)
 			b[i] = (struct hs_token){ (int32_t)(rng_next(&seed) % (uint64_t)V), i, 0, i == o->pp - 1 };
 		double t0 = now_s();
@@ -155,8 +158,10 @@ static int measure(const struct opts *o, const char *model, const char *device, 
 		}
 		double t_pp = now_s() - t0;
 		hs_context_seq_clear(c, 0);
-		if (rep == o->reps - 1)
+		if (rep == o->reps - 1) {
+			hs_context_stats(c, &r->pst);
 			hs_context_stats_reset(c);
+		}
 		t0 = now_s();
 		for (int i = 0; i < o->tg; i++) {
 			struct hs_token t = { (int32_t)(rng_next(&seed) % (uint64_t)V), i, 0, 1 };
@@ -198,6 +203,20 @@ out:
 /* A generated token's time step by step (the last repetition's tg). */
 static void print_steps(const struct hs_context_stats *st, int tokens, double read_gbps)
 {
+	if (read_gbps <= 0) { /* the prompt: one ubatch of `tokens`, where compute rules, not bytes */
+		double all = 0;
+		for (int i = 0; i < HS_CONTEXT_STEPS; i++)
+			all += st->step_s[i];
+		if (all <= 0)
+			return;
+		printf("  %-26s %9s %7s %11s\n", "pp step", "ms/prompt", "share", "dispatches");
+		for (int i = 0; i < HS_CONTEXT_STEPS; i++)
+			if (st->step_s[i] > 0 || st->step_dispatches[i])
+				printf("  %-26s %9.2f %6.1f%% %11ld\n", hs_context_step_name(i), 1e3 * st->step_s[i],
+				       100 * st->step_s[i] / all, (long)st->step_dispatches[i]);
+		printf("  %-26s %9.2f %6.1f%% %11s  (%d tokens)\n", "all", 1e3 * all, 100.0, "", tokens);
+		return;
+	}
 	double all = 0, bytes = 0;
 	long runs = 0;
 	for (int i = 0; i < HS_CONTEXT_STEPS; i++)
@@ -343,8 +362,10 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		printf("%-6s %-7s %16s %22s %9.2f %9.2f %22s %6.0f%%\n", runs[k].dev, mode_label(runs[k].dev, runs[k].mode),
 		       ppb, tgb, tg * token_bytes / 1e9,
 		       tg * token_bytes / 1e9 / read_gbps, sh, 100 * r.hit);
-		if (o.verbose)
+		if (o.verbose) {
 			print_steps(&r.st, o.tg, read_gbps);
+			print_steps(&r.pst, o.pp, 0);
+		}
 		fflush(stdout);
 	}
 	printf("\npp: prompt of %d tokens in one ubatch; tg: %d tokens one at a time from an empty context.\n", o.pp,
