@@ -448,16 +448,16 @@ static inline int qp_pass_tokens(int nb)
 	return t >= QP_MIN_TOKENS ? t : 0;
 }
 
-/* Rows 0..15 of block k (row-major, 32 bytes a row) as 8 registers, unit q
- * (values 4q..4q+3) of row r in lane r, each byte + 128: an 8 x 8 dword
- * transpose in each 256-bit half (rows 0-7, 8-15). */
-static inline void qp_turn(const int8_t *wq, __m512i *u)
+/* 32 bytes of each of 16 rows (p[r]) as 8 registers, unit q (bytes
+ * 4q..4q+3) of row r in lane r: an 8 x 8 dword transpose in each 256-bit
+ * half (rows 0-7, 8-15). */
+static inline __attribute__((always_inline)) void qp_turn_rows(const uint8_t *const *p, __m512i *u)
 {
 	__m512i z[8], t[8], v[8];
 	const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
 	for (int i = 0; i < 8; i++)
-		z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wq + 32 * i))),
-					  _mm256_loadu_si256((const __m256i *)(wq + 32 * (i + 8))), 1);
+		z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[i])),
+					  _mm256_loadu_si256((const __m256i *)p[i + 8]), 1);
 	for (int i = 0; i < 4; i++) {
 		t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
 		t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
@@ -468,10 +468,76 @@ static inline void qp_turn(const int8_t *wq, __m512i *u)
 		v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]); /* 2, 6 */
 		v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]); /* 3, 7 */
 	}
-	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	for (int q = 0; q < 4; q++) {
-		u[q] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[q], lo, v[4 + q]), flip);
-		u[q + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[q], hi, v[4 + q]), flip);
+		u[q] = _mm512_permutex2var_epi64(v[q], lo, v[4 + q]);
+		u[q + 4] = _mm512_permutex2var_epi64(v[q], hi, v[4 + q]);
+	}
+}
+
+/* Rows 0..15 of block k (row-major, 32 bytes a row) as 8 registers, unit q
+ * (values 4q..4q+3) of row r in lane r, each byte + 128. */
+static inline void qp_turn(const int8_t *wq, __m512i *u)
+{
+	const uint8_t *p[16];
+	for (int r = 0; r < 16; r++)
+		p[r] = (const uint8_t *)wq + 32 * r;
+	qp_turn_rows(p, u);
+	for (int q = 0; q < 8; q++)
+		u[q] = _mm512_xor_si512(u[q], _mm512_set1_epi8((char)0x80));
+}
+
+/* Q4_K straight from 16 rows into what decode16 + qp_turn make, without
+ * the row-major stop: the 32 quant bytes of two blocks (low nibbles block
+ * 2i, high ones 2i + 1) turned once, each nibble + 128 in one ternary op;
+ * the rows' 6-bit scales and mins decoded 16 lanes at a time from four
+ * gathered words.  Rows past nr repeat the last (their sums are not
+ * written).  kb is a multiple of 8 (whole super-blocks). */
+static void qp_decode_q4k(const uint8_t *w, size_t row_bytes, int rg, int nr, int c0, int kb, __m512i *wt,
+			  float *sc, float *mn)
+{
+	const uint8_t *row[16];
+	int32_t off[16];
+	for (int r = 0; r < 16; r++) {
+		off[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * row_bytes);
+		row[r] = w + (size_t)rg * row_bytes + off[r];
+	}
+	const __m512i vo = _mm512_loadu_si512((const void *)off), b6 = _mm512_set1_epi32(63);
+	const __m512i f4 = _mm512_set1_epi32(15), t2 = _mm512_set1_epi32(3);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8((char)0x80);
+	for (int s = 0; s < kb / 8; s++) {
+		const size_t sb = (size_t)(c0 / 8 + s) * 144; /* the super-block's bytes in each row */
+		const uint8_t *b0 = row[0] - off[0] + sb;
+		const __m512i g0 = _mm512_i32gather_epi32(vo, b0, 1), g1 = _mm512_i32gather_epi32(vo, b0 + 4, 1);
+		const __m512i g2 = _mm512_i32gather_epi32(vo, b0 + 8, 1), g3 = _mm512_i32gather_epi32(vo, b0 + 12, 1);
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+		for (int j = 0; j < 8; j++) {
+			__m512i a, m;
+			if (j < 4) {
+				a = _mm512_and_si512(_mm512_srli_epi32(g1, 8 * j), b6);
+				m = _mm512_and_si512(_mm512_srli_epi32(g2, 8 * j), b6);
+			} else {
+				const int k = 8 * (j - 4);
+				a = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(g3, k), f4),
+						    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(g1, k + 6), t2), 4));
+				m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(g3, k + 4), f4),
+						    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(g2, k + 6), t2), 4));
+			}
+			_mm512_store_ps(sc + (8 * s + j) * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(a)));
+			_mm512_store_ps(mn + (8 * s + j) * 32, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+		}
+		for (int i = 0; i < 4; i++) {
+			const uint8_t *p[16];
+			__m512i u[8];
+			for (int r = 0; r < 16; r++)
+				p[r] = row[r] + sb + 16 + 32 * i;
+			qp_turn_rows(p, u);
+			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
+			for (int q = 0; q < 8; q++) { /* (A & B) | C: ternary 0xea */
+				lo[q] = _mm512_ternarylogic_epi32(u[q], m4, bias, 0xea);
+				hi[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(u[q], 4), m4, bias, 0xea);
+			}
+		}
 	}
 }
 
@@ -549,9 +615,21 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 		memset(accm, 0, sizeof(float) * 16 * (size_t)nt);
 		for (int c0 = 0; c0 < nb; c0 += QP_CHUNK) {
 			const int kb = nb - c0 < QP_CHUNK ? nb - c0 : QP_CHUNK;
-			hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
-			for (int k = 0; k < kb; k++)
-				qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
+			/* The 16 rows are 16 short streams the hardware prefetchers
+			 * miss: the next group's chunk comes into L2 while this one
+			 * is worked (+25% on Q4_K experts of 32 tokens, Zen 4). */
+			const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
+				     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
+			for (int r = rg + 16; r < rg + 32 && r < r1; r++)
+				for (size_t o = cb; o < ce; o += 64)
+					_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
+			if (type == HS_TYPE_Q4_K) {
+				qp_decode_q4k(w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+			} else {
+				hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
+				for (int k = 0; k < kb; k++)
+					qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
+			}
 			for (int j = 0; j < nt; j += 8) {
 				const int tn = nt - j < 8 ? nt - j : 8;
 				__m512 acc[8];
@@ -569,9 +647,9 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 					_mm512_store_ps(accm + 16 * (j + i), acc[i]);
 			}
 		}
+		const __mmask16 live = (__mmask16)((1u << nr) - 1); /* (a plain copy loop became rep movsq) */
 		for (int t = 0; t < nt; t++)
-			for (int ri = 0; ri < nr; ri++)
-				out[t][rg - r0 + ri] = accm[16 * t + ri];
+			_mm512_mask_storeu_ps(out[t] + rg - r0, live, _mm512_load_ps(accm + 16 * t));
 	}
 }
 
