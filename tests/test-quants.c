@@ -197,10 +197,14 @@ static void max_row(int type, uint8_t *w, int cols)
 
 static void test_tiles(const struct hs_kernel_ops *fast)
 {
-	const int colsk[3] = { 256, 768, 5120 }, cols32[3] = { 32, 96, 2880 };
-	/* 9, 17 and 33 take the AVX-512 tier's token lanes (15 a tile, a last
-	 * one of 8 or more) with a 256-bit rest; from 8 on the 256-bit tiers
-	 * decode 8 rows once for 64 tokens at a time (70: a second pass) */
+	/* 40960 columns (K-quants, 9 and 17 tokens only): rows too long for
+	 * the AVX-512 tier's tile_qp pass, which leave them to its lanes */
+	const int colsk[4] = { 256, 768, 5120, 40960 }, cols32[3] = { 32, 96, 2880 };
+	/* from 8 tokens the AVX-512 tier decodes 16 rows once for a pass of
+	 * tokens (tile_qp; 70: a second pass, ending with 4 and 2), but for Q6_K
+	 * 9 and 17 take its token lanes (15 a tile, a last one of 8 or more)
+	 * with a 256-bit rest; from 8 the 256-bit tiers decode 8 rows once for
+	 * 64 tokens at a time */
 	const int nts[9] = { 1, 2, 3, 4, 5, 9, 17, 33, 70 };
 	const int R = 40;
 	enum { MAXT = 70 };
@@ -209,7 +213,7 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 		const int k = hs__type_block_values(types[t]) == HS_QK_K;
 		double worst = 0;
 		int nans = 0, guards = 0;
-		for (int c = 0; c < 3; c++) {
+		for (int c = 0; c < 3 + k; c++) {
 			const int cols = k ? colsk[c] : cols32[c];
 			const size_t rb = hs__type_row_bytes(types[t], (uint64_t)cols) + 64 * (c == 1); /* a gap between rows */
 			uint8_t *w = malloc(rb * R);
@@ -228,6 +232,8 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 			quantize_tokens(x, xq, MAXT, cols);
 			for (int ni = 0; ni < 9; ni++) {
 				const int nt = nts[ni], r0 = ni % 3 == 1 ? 3 : 0, r1 = ni % 2 ? R : R - 5;
+				if (c == 3 && nt != 9 && nt != 17)
+					continue;
 				const int n_out = r1 - r0;
 				float *a = malloc(sizeof *a * (size_t)(n_out + GUARD) * nt), *b = malloc(sizeof *b * (size_t)n_out * nt);
 				const struct hs_block_q8_0 *xs[MAXT];
@@ -251,7 +257,9 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 					for (int g = 0; g < GUARD; g++)
 						guards += memcmp(&oa[j][n_out + g], &guard_bits, 4) != 0;
 				}
-				worst = fmax(worst, sqrt(num / den));
+				/* f32 sums over 1280 blocks of 40960 columns drift further
+				 * from the double reference than over at most 160 */
+				worst = fmax(worst, sqrt(num / den) * (c == 3 ? 0.1 : 1.0));
 				free(a);
 				free(b);
 			}

@@ -437,15 +437,21 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 #define QP_CHUNK 16            /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
 #define QP_MAX_TOKENS 64       /* tokens prepared at a time */
 #define QP_PREP_BYTES (192 << 10) /* their per-block scalars on the stack at most */
-#define QP_MIN_TOKENS 24 /* fewer: Q6_K loses (the decode costs more than the lanes spend) */
+/* Fewest tokens for a pass: from 8 every type but Q6_K gains over the
+ * lanes (Q4_K +25%, Q5_K, IQ4_XS, Q2_K +10-20% at 8-16 tokens an expert,
+ * Zen 4); Q6_K's decode costs more than the lanes spend below 24. */
+static inline int qp_min_tokens(int type)
+{
+	return type == HS_TYPE_Q6_K ? 24 : 8;
+}
 
 /* Tokens a pass may prepare for nb blocks (a multiple of 8), 0 when fewer
- * than QP_MIN_TOKENS would fit (very long rows: the lanes take those). */
-static inline int qp_pass_tokens(int nb)
+ * than qp_min_tokens would fit (very long rows: the lanes take those). */
+static inline int qp_pass_tokens(int type, int nb)
 {
 	int t = QP_PREP_BYTES / (nb * 5 * (int)sizeof(float));
 	t = t > QP_MAX_TOKENS ? QP_MAX_TOKENS : t / 8 * 8;
-	return t >= QP_MIN_TOKENS ? t : 0;
+	return t >= qp_min_tokens(type) ? t : 0;
 }
 
 /* 32 bytes of each of 16 rows (p[r]) as 8 registers, unit q (bytes
@@ -664,7 +670,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		   const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK, pass = qp_pass_tokens(nb);
+	const int nb = ncols / HS_QK, pass = qp_pass_tokens(type, nb);
 	if (!pass)
 		return 0;
 	for (int j = 0; j < nt; j += pass)
@@ -675,7 +681,7 @@ static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1,
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= QP_MIN_TOKENS &&
+	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= qp_min_tokens(type) &&
 	    tile_qp(type, w, row_bytes, r0, r1, ncols, x, nt, out))
 		return;
 	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= LANES_MIN_TOKENS) {
