@@ -201,10 +201,9 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 	 * the AVX-512 tier's tile_qp pass, which leave them to its lanes */
 	const int colsk[4] = { 256, 768, 5120, 40960 }, cols32[3] = { 32, 96, 2880 };
 	/* from 8 tokens the AVX-512 tier decodes 16 rows once for a pass of
-	 * tokens (tile_qp; 70: a second pass, ending with 4 and 2), but for Q6_K
-	 * 9 and 17 take its token lanes (15 a tile, a last one of 8 or more)
-	 * with a 256-bit rest; from 8 the 256-bit tiers decode 8 rows once for
-	 * 64 tokens at a time */
+	 * tokens (tile_qp; 70: a second pass, ending with 4 and 2; its lanes,
+	 * 15 tokens a tile, take only rows too long for a pass); from 8 the
+	 * 256-bit tiers decode 8 rows once for 64 tokens at a time */
 	const int nts[9] = { 1, 2, 3, 4, 5, 9, 17, 33, 70 };
 	const int R = 40;
 	enum { MAXT = 70 };

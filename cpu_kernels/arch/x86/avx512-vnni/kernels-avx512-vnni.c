@@ -437,21 +437,18 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 #define QP_CHUNK 16            /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
 #define QP_MAX_TOKENS 64       /* tokens prepared at a time */
 #define QP_PREP_BYTES (192 << 10) /* their per-block scalars on the stack at most */
-/* Fewest tokens for a pass: from 8 every type but Q6_K gains over the
- * lanes (Q4_K +25%, Q5_K, IQ4_XS, Q2_K +10-20% at 8-16 tokens an expert,
- * Zen 4); Q6_K's decode costs more than the lanes spend below 24. */
-static inline int qp_min_tokens(int type)
-{
-	return type == HS_TYPE_Q6_K ? 24 : 8;
-}
+/* Fewest tokens for a pass: from 8 every type gains over the lanes now
+ * that the decode is cheap (at 8-16 tokens an expert Q4_K +25%, Q6_K
+ * +40-60%, Q5_K, IQ4_XS, Q2_K +10-20%, Zen 4). */
+#define QP_MIN_TOKENS 8
 
 /* Tokens a pass may prepare for nb blocks (a multiple of 8), 0 when fewer
- * than qp_min_tokens would fit (very long rows: the lanes take those). */
-static inline int qp_pass_tokens(int type, int nb)
+ * than QP_MIN_TOKENS would fit (very long rows: the lanes take those). */
+static inline int qp_pass_tokens(int nb)
 {
 	int t = QP_PREP_BYTES / (nb * 5 * (int)sizeof(float));
 	t = t > QP_MAX_TOKENS ? QP_MAX_TOKENS : t / 8 * 8;
-	return t >= qp_min_tokens(type) ? t : 0;
+	return t >= QP_MIN_TOKENS ? t : 0;
 }
 
 /* 32 bytes of each of 16 rows (p[r]) as 8 registers, unit q (bytes
@@ -492,24 +489,38 @@ static inline void qp_turn(const int8_t *wq, __m512i *u)
 		u[q] = _mm512_xor_si512(u[q], _mm512_set1_epi8((char)0x80));
 }
 
+/* Byte each decoded weight register adds to a value, which the int32
+ * correction (bias x sum(x)) takes off: the direct decoders below keep
+ * Q4_K's nibbles as they are and Q6_K's 6-bit values before their - 32;
+ * decode16 + qp_turn hold the true value + 128. */
+static inline int qp_bias(int type)
+{
+	return type == HS_TYPE_Q4_K ? 0 : type == HS_TYPE_Q6_K ? 32 : 128;
+}
+
+/* The rows of a 16-row group (past nr: the last again, whose sums are not
+ * written) and their offsets from the group's first row. */
+static inline void qp_rows(const uint8_t *w, size_t row_bytes, int rg, int nr, const uint8_t **row, int32_t *off)
+{
+	for (int r = 0; r < 16; r++) {
+		off[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * row_bytes);
+		row[r] = w + (size_t)rg * row_bytes + off[r];
+	}
+}
+
 /* Q4_K straight from 16 rows into what decode16 + qp_turn make, without
  * the row-major stop: the 32 quant bytes of two blocks (low nibbles block
- * 2i, high ones 2i + 1) turned once, each nibble + 128 in one ternary op;
+ * 2i, high ones 2i + 1) turned once, each nibble masked out as it is;
  * the rows' 6-bit scales and mins decoded 16 lanes at a time from four
- * gathered words.  Rows past nr repeat the last (their sums are not
- * written).  kb is a multiple of 8 (whole super-blocks). */
+ * gathered words.  kb is a multiple of 8 (whole super-blocks). */
 static void qp_decode_q4k(const uint8_t *w, size_t row_bytes, int rg, int nr, int c0, int kb, __m512i *wt,
 			  float *sc, float *mn)
 {
 	const uint8_t *row[16];
 	int32_t off[16];
-	for (int r = 0; r < 16; r++) {
-		off[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * row_bytes);
-		row[r] = w + (size_t)rg * row_bytes + off[r];
-	}
+	qp_rows(w, row_bytes, rg, nr, row, off);
 	const __m512i vo = _mm512_loadu_si512((const void *)off), b6 = _mm512_set1_epi32(63);
-	const __m512i f4 = _mm512_set1_epi32(15), t2 = _mm512_set1_epi32(3);
-	const __m512i m4 = _mm512_set1_epi8(0x0f), bias = _mm512_set1_epi8((char)0x80);
+	const __m512i f4 = _mm512_set1_epi32(15), t2 = _mm512_set1_epi32(3), m4 = _mm512_set1_epi8(0x0f);
 	for (int s = 0; s < kb / 8; s++) {
 		const size_t sb = (size_t)(c0 / 8 + s) * 144; /* the super-block's bytes in each row */
 		const uint8_t *b0 = row[0] - off[0] + sb;
@@ -539,9 +550,57 @@ static void qp_decode_q4k(const uint8_t *w, size_t row_bytes, int rg, int nr, in
 				p[r] = row[r] + sb + 16 + 32 * i;
 			qp_turn_rows(p, u);
 			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
+			for (int q = 0; q < 8; q++) {
+				lo[q] = _mm512_and_si512(u[q], m4);
+				hi[q] = _mm512_and_si512(_mm512_srli_epi16(u[q], 4), m4);
+			}
+		}
+	}
+}
+
+/* Q6_K likewise: per 128 values the two 32-byte runs of low nibbles and the
+ * run of high bit pairs turned once each, every block's 6-bit values (0..63,
+ * their - 32 left to the correction) joined in one ternary op; the 16 int8
+ * scales of each row from four gathered words, 16 lanes at a time. */
+static void qp_decode_q6k(const uint8_t *w, size_t row_bytes, int rg, int nr, int c0, int kb, __m512i *wt,
+			  float *sc)
+{
+	const uint8_t *row[16];
+	int32_t off[16];
+	qp_rows(w, row_bytes, rg, nr, row, off);
+	const __m512i vo = _mm512_loadu_si512((const void *)off);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	for (int s = 0; s < kb / 8; s++) {
+		const size_t sb = (size_t)(c0 / 8 + s) * 210; /* the super-block's bytes in each row */
+		const uint8_t *b0 = row[0] - off[0] + sb;
+		/* d: the high half of bytes 206..209 (a word at 208 would pass the block) */
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(vo, b0 + 206, 1), 16)));
+		for (int g = 0; g < 4; g++) {
+			const __m512i sw = _mm512_i32gather_epi32(vo, b0 + 192 + 4 * g, 1);
+			for (int b = 0; b < 4; b++) /* scale 4g + b: block 2g + b / 2, half b % 2 */
+				_mm512_store_ps(sc + (16 * s + 4 * g + b) * 16,
+						_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(
+									 _mm512_slli_epi32(sw, 24 - 8 * b), 24))));
+		}
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *p[16];
+			__m512i a[8], b[8], h[8];
+			for (int r = 0; r < 16; r++)
+				p[r] = row[r] + sb + 64 * n;
+			qp_turn_rows(p, a);
+			for (int r = 0; r < 16; r++)
+				p[r] += 32;
+			qp_turn_rows(p, b);
+			for (int r = 0; r < 16; r++)
+				p[r] = row[r] + sb + 128 + 32 * n;
+			qp_turn_rows(p, h);
+			__m512i *o = wt + 8 * (8 * s + 4 * n);
 			for (int q = 0; q < 8; q++) { /* (A & B) | C: ternary 0xea */
-				lo[q] = _mm512_ternarylogic_epi32(u[q], m4, bias, 0xea);
-				hi[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(u[q], 4), m4, bias, 0xea);
+				o[q] = _mm512_ternarylogic_epi32(a[q], m4, _mm512_and_si512(_mm512_slli_epi16(h[q], 4), m30), 0xea);
+				o[8 + q] = _mm512_ternarylogic_epi32(b[q], m4, _mm512_and_si512(_mm512_slli_epi16(h[q], 2), m30), 0xea);
+				o[16 + q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a[q], 4), m4, _mm512_and_si512(h[q], m30), 0xea);
+				o[24 + q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(b[q], 4), m4,
+								      _mm512_and_si512(_mm512_srli_epi16(h[q], 2), m30), 0xea);
 			}
 		}
 	}
@@ -596,7 +655,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 			 const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	const int flags = hs__avx512_qx_flags(type), halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS;
-	const int pt = nt; /* the prepared scalars: [block][half][token] */
+	const int pt = nt, bias = qp_bias(type); /* the prepared scalars: [block][half][token] */
 	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
 	int32_t pc[(size_t)nb * 2 * pt];
 	_Alignas(64) int8_t wq[QP_CHUNK * 16 * 32];
@@ -611,8 +670,8 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 			qx_half_sums(xb, &h0, &h1);
 			const float dx = _cvtsh_ss(xb->d);
 			pdx[(size_t)b * pt + t] = dx;
-			pc[(size_t)b * 2 * pt + t] = 128 * (halves ? h0 : h0 + h1);
-			pc[((size_t)b * 2 + 1) * pt + t] = 128 * h1;
+			pc[(size_t)b * 2 * pt + t] = bias * (halves ? h0 : h0 + h1);
+			pc[((size_t)b * 2 + 1) * pt + t] = bias * h1;
 			ps[(size_t)b * 2 * pt + t] = dx * (float)(halves ? h0 : h0 + h1);
 			ps[((size_t)b * 2 + 1) * pt + t] = dx * (float)h1;
 		}
@@ -631,6 +690,8 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 					_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
 			if (type == HS_TYPE_Q4_K) {
 				qp_decode_q4k(w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+			} else if (type == HS_TYPE_Q6_K) {
+				qp_decode_q6k(w, row_bytes, rg, nr, c0, kb, wt, sc);
 			} else {
 				hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
 				for (int k = 0; k < kb; k++)
@@ -670,7 +731,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		   const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK, pass = qp_pass_tokens(type, nb);
+	const int nb = ncols / HS_QK, pass = qp_pass_tokens(nb);
 	if (!pass)
 		return 0;
 	for (int j = 0; j < nt; j += pass)
@@ -681,7 +742,7 @@ static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1,
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= qp_min_tokens(type) &&
+	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= QP_MIN_TOKENS &&
 	    tile_qp(type, w, row_bytes, r0, r1, ncols, x, nt, out))
 		return;
 	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= LANES_MIN_TOKENS) {
