@@ -491,11 +491,12 @@ static inline void qp_turn(const int8_t *wq, __m512i *u)
 
 /* Byte each decoded weight register adds to a value, which the int32
  * correction (bias x sum(x)) takes off: the direct decoders below keep
- * Q4_K's nibbles as they are and Q6_K's 6-bit values before their - 32;
+ * Q4_K's and Q5_K's values as they are and Q6_K's 6-bit values before
+ * their - 32;
  * decode16 + qp_turn hold the true value + 128. */
 static inline int qp_bias(int type)
 {
-	return type == HS_TYPE_Q4_K ? 0 : type == HS_TYPE_Q6_K ? 32 : 128;
+	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K ? 0 : type == HS_TYPE_Q6_K ? 32 : 128;
 }
 
 /* The rows of a 16-row group (past nr: the last again, whose sums are not
@@ -508,21 +509,33 @@ static inline void qp_rows(const uint8_t *w, size_t row_bytes, int rg, int nr, c
 	}
 }
 
-/* Q4_K straight from 16 rows into what decode16 + qp_turn make, without
- * the row-major stop: the 32 quant bytes of two blocks (low nibbles block
- * 2i, high ones 2i + 1) turned once, each nibble masked out as it is;
+/* Q4_K and Q5_K straight from 16 rows into what decode16 + qp_turn make,
+ * without the row-major stop: the 32 quant bytes of two blocks (low
+ * nibbles block 2i, high ones 2i + 1) turned once, each nibble masked out
+ * as it is (Q5_K: its high bit, from the 32 high-bit bytes turned once a
+ * super-block, joined in the same op);
  * the rows' 6-bit scales and mins decoded 16 lanes at a time from four
  * gathered words.  kb is a multiple of 8 (whole super-blocks). */
-static void qp_decode_q4k(const uint8_t *w, size_t row_bytes, int rg, int nr, int c0, int kb, __m512i *wt,
-			  float *sc, float *mn)
+/* Bit b of each byte of h moved to bit 4, the rest cleared (a 16-bit
+ * shift by at most 4 keeps the bit in its byte). */
+static inline __m512i q5_bit(__m512i h, int b)
 {
+	return _mm512_and_si512(b <= 4 ? _mm512_slli_epi16(h, 4 - b) : _mm512_srli_epi16(h, b - 4),
+				_mm512_set1_epi8(0x10));
+}
+
+static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const uint8_t *w, size_t row_bytes, int rg,
+								  int nr, int c0, int kb, __m512i *wt, float *sc,
+								  float *mn)
+{
+	const size_t bb = five ? 176 : 144, qs = five ? 48 : 16; /* block bytes, where the nibbles start */
 	const uint8_t *row[16];
 	int32_t off[16];
 	qp_rows(w, row_bytes, rg, nr, row, off);
 	const __m512i vo = _mm512_loadu_si512((const void *)off), b6 = _mm512_set1_epi32(63);
 	const __m512i f4 = _mm512_set1_epi32(15), t2 = _mm512_set1_epi32(3), m4 = _mm512_set1_epi8(0x0f);
 	for (int s = 0; s < kb / 8; s++) {
-		const size_t sb = (size_t)(c0 / 8 + s) * 144; /* the super-block's bytes in each row */
+		const size_t sb = (size_t)(c0 / 8 + s) * bb; /* the super-block's bytes in each row */
 		const uint8_t *b0 = row[0] - off[0] + sb;
 		const __m512i g0 = _mm512_i32gather_epi32(vo, b0, 1), g1 = _mm512_i32gather_epi32(vo, b0 + 4, 1);
 		const __m512i g2 = _mm512_i32gather_epi32(vo, b0 + 8, 1), g3 = _mm512_i32gather_epi32(vo, b0 + 12, 1);
@@ -543,17 +556,69 @@ static void qp_decode_q4k(const uint8_t *w, size_t row_bytes, int rg, int nr, in
 			_mm512_store_ps(sc + (8 * s + j) * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(a)));
 			_mm512_store_ps(mn + (8 * s + j) * 32, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
 		}
+		const uint8_t *p[16];
+		__m512i h[8];
+		if (five) {
+			for (int r = 0; r < 16; r++)
+				p[r] = row[r] + sb + 16;
+			qp_turn_rows(p, h);
+		}
+		for (int i = 0; i < 4; i++) {
+			__m512i u[8];
+			for (int r = 0; r < 16; r++)
+				p[r] = row[r] + sb + qs + 32 * i;
+			qp_turn_rows(p, u);
+			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
+			for (int q = 0; q < 8; q++) {
+				if (five) { /* (A & B) | C: ternary 0xea */
+					lo[q] = _mm512_ternarylogic_epi32(u[q], m4, q5_bit(h[q], 2 * i), 0xea);
+					hi[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(u[q], 4), m4, q5_bit(h[q], 2 * i + 1),
+									  0xea);
+				} else {
+					lo[q] = _mm512_and_si512(u[q], m4);
+					hi[q] = _mm512_and_si512(_mm512_srli_epi16(u[q], 4), m4);
+				}
+			}
+		}
+	}
+}
+
+/* IQ4_XS likewise: two blocks' 16 bytes a row turned at once, each nibble
+ * looked up (value + 128) in one shuffle; the 6-bit scales (4 low bits in
+ * scales_l, 2 high in scales_h) from two gathered words, 16 rows at a time. */
+static void qp_decode_iq4xs(const uint8_t *w, size_t row_bytes, int rg, int nr, int c0, int kb, __m512i *wt,
+			    float *sc)
+{
+	const uint8_t *row[16];
+	int32_t off[16];
+	qp_rows(w, row_bytes, rg, nr, row, off);
+	const __m512i vo = _mm512_loadu_si512((const void *)off), m4 = _mm512_set1_epi8(0x0f);
+	const __m512i lut = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)hs__iq4nl_values)),
+					    _mm512_set1_epi8((char)0x80));
+	const __m512i f4 = _mm512_set1_epi32(15), t2 = _mm512_set1_epi32(3), b32 = _mm512_set1_epi32(32);
+	for (int s = 0; s < kb / 8; s++) {
+		const size_t sb = (size_t)(c0 / 8 + s) * 136; /* the super-block's bytes in each row */
+		const uint8_t *b0 = row[0] - off[0] + sb;
+		const __m512i g0 = _mm512_i32gather_epi32(vo, b0, 1), g1 = _mm512_i32gather_epi32(vo, b0 + 4, 1);
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+		for (int j = 0; j < 8; j++) {
+			const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(g1, 4 * j), f4),
+							   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(g0, 16 + 2 * j), t2), 4));
+			_mm512_store_ps(sc + (8 * s + j) * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, b32))));
+		}
 		for (int i = 0; i < 4; i++) {
 			const uint8_t *p[16];
 			__m512i u[8];
 			for (int r = 0; r < 16; r++)
-				p[r] = row[r] + sb + 16 + 32 * i;
+				p[r] = row[r] + sb + 8 + 32 * i;
 			qp_turn_rows(p, u);
-			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
-			for (int q = 0; q < 8; q++) {
-				lo[q] = _mm512_and_si512(u[q], m4);
-				hi[q] = _mm512_and_si512(_mm512_srli_epi16(u[q], 4), m4);
-			}
+			__m512i *o = wt + 8 * (8 * s + 2 * i);
+			for (int q = 0; q < 4; q++) /* block 2i: units q of u[q]; block 2i + 1: of u[q + 4] */
+				for (int k = 0; k < 2; k++) {
+					const __m512i v = u[q + 4 * k];
+					o[8 * k + q] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+					o[8 * k + q + 4] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+				}
 		}
 	}
 }
@@ -689,7 +754,11 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 				for (size_t o = cb; o < ce; o += 64)
 					_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
 			if (type == HS_TYPE_Q4_K) {
-				qp_decode_q4k(w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+				qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+			} else if (type == HS_TYPE_Q5_K) {
+				qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+			} else if (type == HS_TYPE_IQ4_XS) {
+				qp_decode_iq4xs(w, row_bytes, rg, nr, c0, kb, wt, sc);
 			} else if (type == HS_TYPE_Q6_K) {
 				qp_decode_q6k(w, row_bytes, rg, nr, c0, kb, wt, sc);
 			} else {
