@@ -615,6 +615,13 @@ static inline __attribute__((always_inline)) void tile_qxr(int type, const uint8
 				qx_prepare(type, x[p0 + t] + c0, kb, tk);
 			}
 			for (int rg = r0; rg < rend; rg += 8) {
+				/* the next group's chunk into L2 while this one is worked:
+				 * 8 short row streams the hardware prefetchers miss */
+				const size_t cb = (size_t)c0 / (qx_unit_values(type) / HS_QK) * qx_unit_bytes(type),
+					     ce = (size_t)(c0 + kb) / (qx_unit_values(type) / HS_QK) * qx_unit_bytes(type);
+				for (int r = rg + 8; r < rg + 16 && r < rend; r++)
+					for (size_t o = cb; o < ce; o += 64)
+						_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
 				qxr_decode(type, w, row_bytes, rg, c0, kb, iq4, v, sc, mn);
 				for (int j0 = 0; j0 < pn; j0 += 4) {
 					switch (pn - j0 < 4 ? pn - j0 : 4) {
