@@ -425,13 +425,13 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
 /* ---- many tokens: 16 rows decoded once, rows in the lanes --------------
  * The lanes above decode a row's block again for every 15 tokens and pay a
  * load of the tokens' bytes and a broadcast of 4 weights per vpdpbusd.
- * Here 16 rows of QP_CHUNK blocks are decoded once (hs__avx512_qx_decode16:
- * true integers, scales and mins per row) and turned so one register holds
- * 4 values of the 16 rows (repack.h's unit, as the packed MXFP4 / Q8_0
- * groups are read), stored + 128; every token of the call then takes 8
- * vpdpbusd a block with its 4 bytes broadcast from memory, and per block
- * one exact int32 correction (128 sum(x), per half for the 16-value
- * types), one convert, one multiply by the rows' scales, one FMA by the
+ * Here 16 rows of QP_CHUNK blocks are decoded once and turned so one
+ * register holds 4 values of the 16 rows (repack.h's unit, as the packed
+ * MXFP4 / Q8_0 groups are read), each value + the type's bias (qp_bias);
+ * every token of the call then takes 8 vpdpbusd a block with its 4 bytes
+ * broadcast from memory, and per block one exact int32 correction (bias x
+ * sum(x), per half for the 16-value types), one convert, one multiply by
+ * the rows' scales, one FMA by the
  * token's dx and one for the mins: about 14 instructions per block and
  * token for 16 rows against 42 for 15 tokens of one row in the lanes. */
 #define QP_CHUNK 16            /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
@@ -492,8 +492,7 @@ static inline void qp_turn(const int8_t *wq, __m512i *u)
 /* Byte each decoded weight register adds to a value, which the int32
  * correction (bias x sum(x)) takes off: the direct decoders below keep
  * Q4_K's and Q5_K's values as they are and Q6_K's 6-bit values before
- * their - 32;
- * decode16 + qp_turn hold the true value + 128. */
+ * their - 32; decode16 + qp_turn hold the true value + 128. */
 static inline int qp_bias(int type)
 {
 	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K ? 0 : type == HS_TYPE_Q6_K ? 32 : 128;
@@ -673,8 +672,8 @@ static void qp_decode_q6k(const uint8_t *w, size_t row_bytes, int rg, int nr, in
 
 /* NT tokens (x, their prepared scalars at column j of the pass) against
  * the kb decoded blocks of one 16-row group; acc[i] the rows' sums of
- * token i.  (w + 128) x sums to w x + 128 sum(x): c128 takes the second
- * term off in int32, so each block's dot is exact, as in rows_qx. */
+ * token i.  (w + bias) x sums to w x + bias sum(x): the prepared pc takes
+ * the second term off in int32, so each block's dot is exact, as in rows_qx. */
 static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins, const __m512i *wt, const float *sc,
 							     const float *mn, int kb, int c0, int pt, int j,
 							     const struct hs_block_q8_0 *const *x, const float *pdx,
