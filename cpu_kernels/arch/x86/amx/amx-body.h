@@ -156,131 +156,211 @@ static void amx_tile(int type, const uint8_t *w, int r0, int r1, int ncols, cons
 
 /* ---- plain rows of the other block types ----------------------------------
  * The K-quants, IQ4_XS/NL and Q4_0..Q5_1 in plain rows (dense matrices,
- * experts read in the file's layout) against 8 or more tokens.  The roles
- * swap: A is 16 weight rows x the 32 values of one block, decoded once to
- * their true integers (hs__avx512_qx_decode16: the AVX-512 tier's
- * unpacking), B the block's 16 tokens in units (row k4: each token's values
- * 4 k4 .. 4 k4 + 3), built once per chunk for every row; C[row][token].
- * The 16-value types (Q6_K, Q3_K, Q2_K) take a product per half (A 16
- * bytes wide, B 4 rows) for their halves' scales.  Per row and block (or
- * half): one convert and one FMA over the 16 tokens with the row's scale
- * times the tokens' dx, and one FMA for the mins with the tokens' dx sum(x)
- * (value = s q - m).  The same integer dots and float scalings as the
- * scalar twin; only the order of the float additions differs. */
-#define TILE_QA 3
-#define TILE_QB 4
-#define TILE_QC 5
+ * experts read in the file's layout) against 8 or more tokens.  16 rows of
+ * HS_QP_CHUNK blocks are decoded and turned once by the AVX-512 tier's
+ * decoders (hs__avx512_qp_decode: a block's 8 units of 16 rows are B as
+ * they lie, 8 rows x 64 bytes), true signed values but for Q6_K's + 32; A
+ * is 16 tokens' 32 bytes of the block (copied once per pass for every
+ * row), C[token][row].  The 16-value types (Q6_K, Q3_K, Q2_K) take a
+ * product per half (A 16 bytes wide, B 4 rows) for their halves' scales.
+ * Per token and block (or half): Q6_K's exact int32 correction (32 x
+ * sum(x)), one convert, one multiply by the rows' scales, one FMA by the
+ * token's dx and one for the mins (value = s q - m): the same integer dots
+ * and float scalings as the scalar twin, only the order of the float
+ * additions differs.
+ * Tiles are not renamed: a product's store waits for it, and the next
+ * product into the same C tile waits for the store.  So two sets of A, B
+ * and C tiles alternate, and step s + 1's product is issued before step
+ * s's result is stored and scaled, which the vector units do while the
+ * tile unit works. */
+#define QA0 0
+#define QB0 1
+#define QA1 6
+#define QB1 7
+#define QC0 2
+#define QC1 3
+#define QC2 4
+#define QC3 5
+#define QX_BATCH 4 /* products made before their results are stored */
+#define AMX_QX_MAX_TOKENS 64
+#define AMX_QX_PREP_BYTES (192 << 10) /* a pass's token bytes and scalars on the stack at most */
 
 static void amx_cfg_qx(struct amx_cfg *c, int halves)
 {
+	static const int8_t as[2] = { QA0, QA1 }, bs[2] = { QB0, QB1 }, cs[4] = { QC0, QC1, QC2, QC3 };
 	memset(c, 0, sizeof *c);
 	c->palette = 1;
-	c->rows[TILE_QA] = AMX_TOKENS;
-	c->colsb[TILE_QA] = halves ? HS_QK / 2 : HS_QK;
-	c->rows[TILE_QB] = halves ? HS_QK / 8 : HS_QK / 4;
-	c->colsb[TILE_QB] = 4 * AMX_TOKENS;
-	c->rows[TILE_QC] = 16;
-	c->colsb[TILE_QC] = 4 * AMX_TOKENS;
-}
-
-/* Block k's tokens j0 .. j0 + jn - 1 (jn <= 16; the rest zeros with scale
- * 0) into tb (8 units of 64 bytes), dx and the sums xh (per half). */
-static void amx_qx_tokens(const struct hs_block_q8_0 *const *x, int j0, int jn, int b, int8_t *tb, float *dx,
-			  float *xh, int halves)
-{
-	for (int j = 0; j < AMX_TOKENS; j++) {
-		const struct hs_block_q8_0 *xb = j < jn ? &x[j0 + j][b] : NULL;
-		int sum[2] = { 0, 0 };
-		for (int k4 = 0; k4 < HS_QK / 4; k4++) {
-			int8_t *dst = tb + k4 * 4 * AMX_TOKENS + 4 * j;
-			if (!xb) {
-				memset(dst, 0, 4);
-				continue;
-			}
-			memcpy(dst, xb->qs + 4 * k4, 4);
-			sum[k4 >= HS_QK / 8] += xb->qs[4 * k4] + xb->qs[4 * k4 + 1] + xb->qs[4 * k4 + 2] + xb->qs[4 * k4 + 3];
-		}
-		const float d = xb ? _cvtsh_ss(xb->d) : 0.0f;
-		dx[j] = d;
-		xh[j] = d * (float)(halves ? sum[0] : sum[0] + sum[1]);
-		xh[AMX_TOKENS + j] = d * (float)sum[1];
+	for (int i = 0; i < 2; i++) {
+		c->rows[as[i]] = AMX_TOKENS;
+		c->colsb[as[i]] = halves ? HS_QK / 2 : HS_QK;
+		c->rows[bs[i]] = halves ? HS_QK / 8 : HS_QK / 4;
+		c->colsb[bs[i]] = 64;
+	}
+	for (int i = 0; i < 4; i++) {
+		c->rows[cs[i]] = AMX_TOKENS;
+		c->colsb[cs[i]] = 64;
 	}
 }
 
-/* Tokens in token tile t of a pass of jall tokens. */
-static inline int amx_tile_tokens(int jall, int t)
+/* Tokens a pass prepares for nb blocks: a multiple of 16, at least 16 */
+static inline int amx_qx_pass_tokens(int nb)
 {
-	return jall - t * AMX_TOKENS < AMX_TOKENS ? jall - t * AMX_TOKENS : AMX_TOKENS;
+	int t = AMX_QX_PREP_BYTES / (nb * (HS_QK + 5 * (int)sizeof(float)));
+	t = t > AMX_QX_MAX_TOKENS ? AMX_QX_MAX_TOKENS : t / AMX_TOKENS * AMX_TOKENS;
+	return t >= AMX_TOKENS ? t : AMX_TOKENS;
+}
+
+
+/* the product of step s (block s / nh, half s % nh) of token tile t into tile set (A, B, C) */
+#define QX_ISSUE(A, B, C, s)                                                                                       \
+	do {                                                                                                       \
+		const int k_ = (s) >> (nh - 1), h_ = (s) & (nh - 1);                                               \
+		AMX_LOAD(A, ta + (((size_t)(c0 + k_) * tiles + t) * AMX_TOKENS) * HS_QK + (HS_QK / 2) * h_, HS_QK); \
+		AMX_LOAD(B, wt + (size_t)k_ * 512 + 256 * h_, 64);                                                 \
+		AMX_ZERO(C);                                                                                       \
+		AMX_DPBSSD(C, A, B);                                                                               \
+	} while (0)
+
+/* C[token][row] of step s, stored in ct, into the 16 tokens' row sums */
+static inline __attribute__((always_inline)) void amx_qx_scale(const int32_t *ct, int s, int nh, int c0, int t,
+								int tiles, int bias, int mins, const float *pdx,
+								const int32_t *pc, const float *ps, const float *sc,
+								const float *mn, __m512 *acc)
+{
+	const int k = s >> (nh - 1), h = s & (nh - 1), b = c0 + k; /* nh is 1 or 2 */
+	const __m512 sv = _mm512_load_ps(sc + (k * 2 + h) * 16), mv = _mm512_load_ps(mn + (k * 2 + h) * 16);
+	const size_t o = (size_t)b * tiles * AMX_TOKENS + (size_t)t * AMX_TOKENS; /* [block][token] */
+	const size_t oh = ((size_t)b * 2 + h) * tiles * AMX_TOKENS + (size_t)t * AMX_TOKENS;
+	_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++) {
+		__m512i a = _mm512_load_si512((const void *)(ct + 16 * j));
+		if (bias)
+			a = _mm512_sub_epi32(a, _mm512_set1_epi32(pc[oh + j]));
+		acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), sv), _mm512_set1_ps(pdx[o + j]), acc[j]);
+		if (mins)
+			acc[j] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(ps[oh + j]), acc[j]);
+	}
+}
+
+/* The token tiles of one 16-row group's decoded chunk (steps = its blocks
+ * x halves), their sums in accm.  BIAS and MINS are constants where it is
+ * called, so the 16 tokens' sums stay in registers. */
+static inline __attribute__((always_inline)) void amx_qx_tiles(int bias, int mins, int nh, int c0, int steps, int tiles,
+								const int8_t *ta, const int8_t *wt, const float *pdx,
+								const int32_t *pc, const float *ps, const float *sc,
+								const float *mn, float *accm, int32_t (*ct)[AMX_TOKENS * 16])
+{
+	for (int t = 0; t < tiles; t++) {
+		__m512 acc[AMX_TOKENS];
+		_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+			acc[j] = _mm512_load_ps(accm + 16 * (t * AMX_TOKENS + j));
+		/* steps s, s + 1 into tiles CA, CB; then stored and scaled */
+#define QX_SET(s, CA, CB)                                      \
+	do {                                                   \
+		if ((s) < steps)                               \
+			QX_ISSUE(QA0, QB0, CA, s);             \
+		if ((s) + 1 < steps)                           \
+			QX_ISSUE(QA1, QB1, CB, (s) + 1);       \
+	} while (0)
+#define QX_DRAIN(s, CA, CB, i)                                                                               \
+	do {                                                                                                 \
+		if ((s) < steps)                                                                             \
+			AMX_STORE(CA, ct[i], 64);                                                            \
+		if ((s) + 1 < steps)                                                                         \
+			AMX_STORE(CB, ct[(i) + 1], 64);                                                      \
+		if ((s) < steps)                                                                             \
+			amx_qx_scale(ct[i], s, nh, c0, t, tiles, bias, mins, pdx, pc, ps, sc, mn, acc);      \
+		if ((s) + 1 < steps)                                                                         \
+			amx_qx_scale(ct[(i) + 1], (s) + 1, nh, c0, t, tiles, bias, mins, pdx, pc, ps, sc, mn, acc); \
+	} while (0)
+		QX_SET(0, QC0, QC1);
+		for (int s0 = 0; s0 < steps; s0 += 4) {
+			QX_SET(s0 + 2, QC2, QC3);
+			QX_DRAIN(s0, QC0, QC1, 0);
+			QX_SET(s0 + 4, QC0, QC1);
+			QX_DRAIN(s0 + 2, QC2, QC3, 2);
+		}
+#undef QX_DRAIN
+#undef QX_SET
+		_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+			_mm512_store_ps(accm + 16 * (t * AMX_TOKENS + j), acc[j]);
+	}
+}
+
+/* One pass of nt (<= amx_qx_pass_tokens) tokens over rows r0 .. r1. */
+static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
+			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
+{
+	const int flags = hs__avx512_qx_flags(type), halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS;
+	const int nh = 1 + !!halves, tiles = (nt + AMX_TOKENS - 1) / AMX_TOKENS, pt = tiles * AMX_TOKENS;
+	/* per block and token: its 32 bytes (A rows, zeros past nt), dx, and
+	 * per half the exact int32 correction and dx sum(x) */
+	_Alignas(64) int8_t ta[(size_t)nb * pt * HS_QK];
+	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
+	int32_t pc[(size_t)nb * 2 * pt];
+	_Alignas(64) int8_t wt[HS_QP_CHUNK * 512];
+	_Alignas(64) float sc[HS_QP_CHUNK * 32], mn[HS_QP_CHUNK * 32];
+	_Alignas(64) int32_t ct[QX_BATCH][AMX_TOKENS * 16];
+	_Alignas(64) float accm[AMX_QX_MAX_TOKENS * 16];
+	const int bias = type == HS_TYPE_Q6_K ? 32 : 0; /* what the decoded bytes hold beyond the value, below */
+
+	for (int b = 0; b < nb; b++)
+		for (int j = 0; j < pt; j++) {
+			const size_t o = (size_t)b * pt + j, oh = (size_t)b * 2 * pt + j;
+			int8_t *row = ta + o * HS_QK;
+			if (j >= nt) {
+				memset(row, 0, HS_QK);
+				pdx[o] = ps[oh] = ps[oh + pt] = 0;
+				pc[oh] = pc[oh + pt] = 0;
+				continue;
+			}
+			const struct hs_block_q8_0 *xb = &x[j][b];
+			/* the halves' sums: 8 lanes of 4-byte sums, lanes 0-3 the first half */
+			const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
+			_mm256_store_si256((__m256i *)row, xv);
+			const __m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), _mm256_set1_epi16(1));
+			__m128i hs = _mm_hadd_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+			hs = _mm_hadd_epi32(hs, hs);
+			const int h0 = _mm_cvtsi128_si32(hs), h1 = _mm_extract_epi32(hs, 1);
+			const float dx = _cvtsh_ss(xb->d);
+			pdx[o] = dx;
+			pc[oh] = bias * (halves ? h0 : h0 + h1);
+			pc[oh + pt] = bias * h1;
+			ps[oh] = dx * (float)(halves ? h0 : h0 + h1);
+			ps[oh + pt] = dx * (float)h1;
+		}
+	for (int rg = r0; rg < r1; rg += 16) {
+		const int nr = r1 - rg < 16 ? r1 - rg : 16;
+		memset(accm, 0, sizeof(float) * 16 * (size_t)pt);
+		for (int c0 = 0; c0 < nb; c0 += HS_QP_CHUNK) {
+			const int kb = nb - c0 < HS_QP_CHUNK ? nb - c0 : HS_QP_CHUNK, steps = kb * nh;
+			if (hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn) == 128)
+				for (int i = 0; i < kb * 8; i++) /* value + 128 -> the signed value */
+					_mm512_store_si512((void *)(wt + 64 * i),
+							   _mm512_xor_si512(_mm512_load_si512((const void *)(wt + 64 * i)),
+									    _mm512_set1_epi8((char)0x80)));
+			/* the token tiles, on a body for each combination of the flags */
+			if (bias)
+				amx_qx_tiles(1, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+			else if (mins)
+				amx_qx_tiles(0, 1, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+			else
+				amx_qx_tiles(0, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+		}
+		const __mmask16 live = (__mmask16)((1u << nr) - 1);
+		for (int j = 0; j < nt; j++)
+			_mm512_mask_storeu_ps(out[j] + rg - r0, live, _mm512_load_ps(accm + 16 * j));
+	}
 }
 
 static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	const int nb = ncols / HS_QK, flags = hs__avx512_qx_flags(type);
-	const int halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS, nh = 1 + halves;
-	_Alignas(64) int8_t tb[AMX_MAX_TILES][CHUNK * HS_QK * AMX_TOKENS]; /* [block][k4][token][4] */
-	_Alignas(64) int8_t wq[CHUNK * 16 * HS_QK];                        /* [block][row][value] */
-	_Alignas(64) float sc[CHUNK * 2 * 16], mn[CHUNK * 2 * 16];
-	_Alignas(64) float dx[AMX_MAX_TILES][CHUNK * AMX_TOKENS], xh[AMX_MAX_TILES][CHUNK * 2 * AMX_TOKENS];
-	_Alignas(64) int32_t ct[16 * AMX_TOKENS];
-	_Alignas(64) float at[16 * AMX_TOKENS];
+	const int nb = ncols / HS_QK, pass = amx_qx_pass_tokens(nb);
 	struct amx_cfg cfg;
 
-	amx_cfg_qx(&cfg, halves);
+	amx_cfg_qx(&cfg, hs__avx512_qx_flags(type) & HS_QX_HALVES);
 	AMX_CONFIG(&cfg);
-	/* up to AMX_MAX_TILES token tiles share each decoded group of rows */
-	for (int j00 = 0; j00 < nt; j00 += AMX_MAX_TILES * AMX_TOKENS) {
-		const int jall = nt - j00 < AMX_MAX_TILES * AMX_TOKENS ? nt - j00 : AMX_MAX_TILES * AMX_TOKENS;
-		const int tiles = (jall + AMX_TOKENS - 1) / AMX_TOKENS;
-		for (int b0 = 0; b0 < nb; b0 += CHUNK) {
-			const int kb = nb - b0 < CHUNK ? nb - b0 : CHUNK;
-			for (int t = 0; t < tiles; t++) {
-				const int jn = amx_tile_tokens(jall, t);
-				for (int k = 0; k < kb; k++)
-					amx_qx_tokens(x, j00 + t * AMX_TOKENS, jn, b0 + k, tb[t] + (size_t)k * HS_QK * AMX_TOKENS,
-						      dx[t] + k * AMX_TOKENS, xh[t] + k * 2 * AMX_TOKENS, halves);
-			}
-			for (int r = r0; r < r1; r += 16) {
-				const int nr = r1 - r < 16 ? r1 - r : 16;
-				hs__avx512_qx_decode16(type, w, row_bytes, r, nr, b0, kb, wq, sc, mn);
-				for (int t = 0; t < tiles; t++) {
-					const int j0 = j00 + t * AMX_TOKENS;
-					const int jn = amx_tile_tokens(jall, t);
-					__m512 acc[16];
-					/* the sums of the chunks before, kept in out[token][row] */
-					for (int i = 0; i < 16; i++)
-						for (int j = 0; j < AMX_TOKENS; j++)
-							at[16 * i + j] = b0 && i < nr && j < jn ? out[j0 + j][r - r0 + i] : 0.0f;
-					for (int i = 0; i < 16; i++)
-						acc[i] = _mm512_load_ps(at + 16 * i);
-					for (int k = 0; k < kb; k++)
-						for (int h = 0; h < nh; h++) {
-							AMX_LOAD(TILE_QA, wq + (size_t)k * 16 * HS_QK + (HS_QK / 2) * h, HS_QK);
-							AMX_LOAD(TILE_QB,
-								 tb[t] + ((size_t)k * HS_QK / 4 + (HS_QK / 8) * h) * 4 * AMX_TOKENS,
-								 4 * AMX_TOKENS);
-							AMX_ZERO(TILE_QC);
-							AMX_DPBSSD(TILE_QC, TILE_QA, TILE_QB);
-							AMX_STORE(TILE_QC, ct, 4 * AMX_TOKENS);
-							const __m512 d = _mm512_load_ps(dx[t] + k * AMX_TOKENS);
-							const __m512 xs = _mm512_load_ps(xh[t] + (k * 2 + h) * AMX_TOKENS);
-							const float *s = sc + (k * 2 + h) * 16, *m = mn + (k * 2 + h) * 16;
-							for (int i = 0; i < 16; i++) {
-								const __m512 c =
-									_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(ct + 16 * i)));
-								acc[i] = _mm512_fmadd_ps(c, _mm512_mul_ps(d, _mm512_set1_ps(s[i])), acc[i]);
-								if (mins)
-									acc[i] = _mm512_fnmadd_ps(xs, _mm512_set1_ps(m[i]), acc[i]);
-							}
-						}
-					for (int i = 0; i < 16; i++)
-						_mm512_store_ps(at + 16 * i, acc[i]);
-					for (int i = 0; i < nr; i++)
-						for (int j = 0; j < jn; j++)
-							out[j0 + j][r - r0 + i] = at[16 * i + j];
-				}
-			}
-		}
-	}
+	for (int j = 0; j < nt; j += pass)
+		amx_qx_pass(type, w, row_bytes, r0, r1, nb, x + j, nt - j < pass ? nt - j : pass, out + j);
 	AMX_RELEASE();
 }

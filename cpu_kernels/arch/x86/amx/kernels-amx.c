@@ -1,6 +1,6 @@
 /* The AMX-INT8 tier: prefill tiles of row-interleaved experts and of plain
- * K-quant/IQ4/Q4_0..Q5_1 rows on the tile unit (amx-body.h), everything
- * else from the AVX-512 VNNI tier.  The tier
+ * rows of the one-scale-a-block quant types on the tile unit (amx-body.h),
+ * everything else from the AVX-512 VNNI tier.  The tier
  * is chosen only where CPUID, XCR0 bits 17/18 and the kernel's grant of the
  * tile data state all say yes (cpu-features.h); besides, every call checks
  * that its own thread may run tiles (hs__amx_thread_ok asks the kernel once
@@ -47,20 +47,29 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
 		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
 }
 
-/* Plain rows: the K-quants, IQ4 and Q4_0..Q5_1 on tiles from 8 tokens on
- * (amx_tile_qx); MXFP4 and Q8_0 rows, fewer tokens and refused threads the
- * AVX-512 tier's way. */
+/* Plain rows of the types with one scale a block (Q4_K, Q5_K, IQ4_XS/NL,
+ * Q4_0..Q5_1) on tiles from AMX_QX_MIN_TOKENS tokens on (amx_tile_qx, all
+ * of them: a last partial tile costs less than decoding the rows again for
+ * the rest); fewer tokens, the 16-value types, MXFP4 and Q8_0 rows and
+ * refused threads the AVX-512 tier's way.  Both decode 16 rows once a
+ * pass; the tiles save the dot products but not the decode, so they pay
+ * only where enough token tiles share it.  On the 2-core Xeon VM, fused
+ * FFN on the Qwen3 shape, 1 thread, AMX / AVX-512 GFLOP/s at 64 tokens an
+ * expert: Q4_K 171 / 140, IQ4_XS 173 / 146, Q5_K 169 / 139, Q4_0 149 /
+ * 135; at 32 tokens within +-5%, at 8 AMX 5-15% slower; Q6_K, Q3_K and
+ * Q2_K (two products a block, for the halves' scales) 3-8% slower at 64
+ * (docs/kernels.md). */
+#define AMX_QX_MIN_TOKENS 48
+
 static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
-	if (nt < AMX_MIN_TOKENS || hs__avx512_qx_flags(type) < 0 || !hs__amx_thread_ok()) {
+	const int flags = hs__avx512_qx_flags(type);
+	if (nt < AMX_QX_MIN_TOKENS || flags < 0 || (flags & HS_QX_HALVES) || !hs__amx_thread_ok()) {
 		hs__avx512_tile_q(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 		return;
 	}
-	const int on_tiles = nt % AMX_TOKENS >= AMX_MIN_TOKENS ? nt : nt / AMX_TOKENS * AMX_TOKENS;
-	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, on_tiles, out);
-	if (on_tiles < nt)
-		hs__avx512_tile_q(type, w, row_bytes, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
+	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 }
 
 static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx };

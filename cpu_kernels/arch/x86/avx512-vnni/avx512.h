@@ -1,6 +1,6 @@
 /* What the AVX-512 VNNI tier lends the AMX tier (built only where both
- * are): its tiles, for the token counts and threads where AMX tiles do
- * not run, and the K-quant decoding the AMX tile of plain rows reads. */
+ * are): its tiles, for the token counts, types and threads where AMX tiles
+ * do not run, and the decoding of 16 plain rows the AMX tile reads. */
 #ifndef HS_X86_AVX512_H
 #define HS_X86_AVX512_H
 
@@ -15,13 +15,25 @@ void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int nc
 void hs__avx512_tile_q(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
 /* Rows r .. r + nr - 1 (nr <= 16) of such a matrix, 32-value blocks b0 ..
- * b0 + kb - 1 (b0 at a scale unit's start), decoded for the AMX tile:
+ * b0 + kb - 1 (b0 at a scale unit's start), decoded row by row for the
+ * types hs__avx512_qp_decode has no direct decoder for:
  * wq[(k * 16 + row) * 32 + i] the true integer of value i of block b0 + k
  * (int8), sc[(k * 2 + h) * 16 + row] the scale of half h (the 16-value
  * types' two, else h = 0), mn the same for the mins (value = s q - m; 0
  * where the type has none); rows past nr are zeros. */
 void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r, int nr, int b0, int kb, int8_t *wq,
 			    float *sc, float *mn);
+/* Rows rg .. rg + 15 of such a matrix (rows from r1 on: the last row
+ * again, its sums to be dropped), blocks c0 .. c0 + kb - 1 (kb <=
+ * HS_QP_CHUNK, whole scale units), decoded and turned as the AVX-512 tile
+ * of many tokens reads them: wt (64-byte aligned, kb x 512 bytes) holds
+ * per block 8 units of 64 bytes, unit q lane r the bytes of values 4q ..
+ * 4q + 3 of row r, each the value + the returned bias (0, 32 for Q6_K,
+ * 128); sc and mn as hs__avx512_qx_decode16 lays them out (32 floats a
+ * block).  The next group's bytes of the chunk are prefetched into L2. */
+#define HS_QP_CHUNK 16
+int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
+			 float *sc, float *mn);
 /* What hs__avx512_qx_decode16 gives for a type: HS_QX_HALVES (two
  * scales a block), HS_QX_MINS (mins not all zero); -1 for a type it does
  * not decode (MXFP4, Q8_0, the float types). */

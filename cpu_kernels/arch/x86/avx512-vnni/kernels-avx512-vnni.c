@@ -434,7 +434,7 @@ static void rows8_q8_exact(const uint8_t *w, size_t row_bytes, int r0, int r1, i
  * the rows' scales, one FMA by the
  * token's dx and one for the mins: about 14 instructions per block and
  * token for 16 rows against 42 for 15 tokens of one row in the lanes. */
-#define QP_CHUNK 16            /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
+#define QP_CHUNK HS_QP_CHUNK   /* blocks decoded at a time: 8 KiB of values, a multiple of 8 */
 #define QP_MAX_TOKENS 64       /* tokens prepared at a time */
 #define QP_PREP_BYTES (192 << 10) /* their per-block scalars on the stack at most */
 /* Fewest tokens for a pass: from 8 every type gains over the lanes now
@@ -714,6 +714,36 @@ static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins
 	}
 }
 
+int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wtv,
+			 float *sc, float *mn)
+{
+	__m512i *wt = wtv;
+	const int nr = r1 - rg < 16 ? r1 - rg : 16;
+	/* The 16 rows are 16 short streams the hardware prefetchers miss: the
+	 * next group's chunk comes into L2 while this one is worked (+25% on
+	 * Q4_K experts of 32 tokens, Zen 4). */
+	const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
+		     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
+	for (int r = rg + 16; r < rg + 32 && r < r1; r++)
+		for (size_t o = cb; o < ce; o += 64)
+			_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
+	if (type == HS_TYPE_Q4_K) {
+		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+	} else if (type == HS_TYPE_Q5_K) {
+		qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+	} else if (type == HS_TYPE_IQ4_XS) {
+		qp_decode_iq4xs(w, row_bytes, rg, nr, c0, kb, wt, sc);
+	} else if (type == HS_TYPE_Q6_K) {
+		qp_decode_q6k(w, row_bytes, rg, nr, c0, kb, wt, sc);
+	} else {
+		_Alignas(64) int8_t wq[QP_CHUNK * 16 * 32];
+		hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
+		for (int k = 0; k < kb; k++)
+			qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
+	}
+	return qp_bias(type);
+}
+
 /* One pass: nt (<= QP_MAX_TOKENS) tokens, every 16-row group of r0..r1. */
 static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int nb,
 			 const struct hs_block_q8_0 *const *x, int nt, float *const *out)
@@ -722,7 +752,6 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 	const int pt = nt, bias = qp_bias(type); /* the prepared scalars: [block][half][token] */
 	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
 	int32_t pc[(size_t)nb * 2 * pt];
-	_Alignas(64) int8_t wq[QP_CHUNK * 16 * 32];
 	_Alignas(64) float sc[QP_CHUNK * 32], mn[QP_CHUNK * 32];
 	_Alignas(64) float accm[QP_MAX_TOKENS * 16];
 	__m512i wt[QP_CHUNK * 8];
@@ -744,27 +773,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 		memset(accm, 0, sizeof(float) * 16 * (size_t)nt);
 		for (int c0 = 0; c0 < nb; c0 += QP_CHUNK) {
 			const int kb = nb - c0 < QP_CHUNK ? nb - c0 : QP_CHUNK;
-			/* The 16 rows are 16 short streams the hardware prefetchers
-			 * miss: the next group's chunk comes into L2 while this one
-			 * is worked (+25% on Q4_K experts of 32 tokens, Zen 4). */
-			const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
-				     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
-			for (int r = rg + 16; r < rg + 32 && r < r1; r++)
-				for (size_t o = cb; o < ce; o += 64)
-					_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
-			if (type == HS_TYPE_Q4_K) {
-				qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
-			} else if (type == HS_TYPE_Q5_K) {
-				qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
-			} else if (type == HS_TYPE_IQ4_XS) {
-				qp_decode_iq4xs(w, row_bytes, rg, nr, c0, kb, wt, sc);
-			} else if (type == HS_TYPE_Q6_K) {
-				qp_decode_q6k(w, row_bytes, rg, nr, c0, kb, wt, sc);
-			} else {
-				hs__avx512_qx_decode16(type, w, row_bytes, rg, nr, c0, kb, wq, sc, mn);
-				for (int k = 0; k < kb; k++)
-					qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
-			}
+			hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn);
 			for (int j = 0, tn; j < nt; j += tn) {
 				/* 8 tokens at a time, the rest by 4, 2 and 1: each an
 				 * unrolled body (one at a time, the rest was a tenth of
