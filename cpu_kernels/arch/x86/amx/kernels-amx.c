@@ -55,10 +55,9 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
  * pass; the tiles save the dot products but not the decode, so they pay
  * only where enough token tiles share it.  On the 2-core Xeon VM, fused
  * FFN on the Qwen3 shape, 1 thread, AMX / AVX-512 GFLOP/s at 64 tokens an
- * expert: Q4_K 171 / 140, IQ4_XS 173 / 146, Q5_K 169 / 139, Q4_0 149 /
- * 135; at 32 tokens within +-5%, at 8 AMX 5-15% slower; Q6_K, Q3_K and
- * Q2_K (two products a block, for the halves' scales) 3-8% slower at 64
- * (docs/kernels.md). */
+ * expert: Q4_K 174 / 149, IQ4_XS 181 / 148, Q5_K 166 / 137, Q4_0 147 /
+ * 134; on tiles at 8 tokens 5-15% slower, and Q6_K (two products a block,
+ * for the halves' scales) 3-8% slower at 64 (docs/kernels.md). */
 #define AMX_QX_MIN_TOKENS 48
 
 static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
