@@ -247,7 +247,8 @@ static inline __attribute__((always_inline)) void amx_qx_scale(const int32_t *ct
 static inline __attribute__((always_inline)) void amx_qx_tiles(int bias, int mins, int nh, int c0, int steps, int tiles,
 								const int8_t *ta, const int8_t *wt, const float *pdx,
 								const int32_t *pc, const float *ps, const float *sc,
-								const float *mn, float *accm, int32_t (*ct)[AMX_TOKENS * 16])
+								const float *mn, float *accm, int32_t (*ct)[AMX_TOKENS * 16],
+								struct hs_qp_prefetch *pf)
 {
 	for (int t = 0; t < tiles; t++) {
 		__m512 acc[AMX_TOKENS];
@@ -263,6 +264,7 @@ static inline __attribute__((always_inline)) void amx_qx_tiles(int bias, int min
 	} while (0)
 #define QX_DRAIN(s, CA, CB, i)                                                                               \
 	do {                                                                                                 \
+		hs__qp_prefetch_some(pf);                                                                    \
 		if ((s) < steps)                                                                             \
 			AMX_STORE(CA, ct[i], 64);                                                            \
 		if ((s) + 1 < steps)                                                                         \
@@ -301,6 +303,7 @@ static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	_Alignas(64) float sc[HS_QP_CHUNK * 32], mn[HS_QP_CHUNK * 32];
 	_Alignas(64) int32_t ct[QX_BATCH][AMX_TOKENS * 16];
 	_Alignas(64) float accm[AMX_QX_MAX_TOKENS * 16];
+	struct hs_qp_prefetch pf;
 	const int bias = type == HS_TYPE_Q6_K ? 32 : 0; /* what the decoded bytes hold beyond the value, below */
 
 	for (int b = 0; b < nb; b++)
@@ -333,6 +336,8 @@ static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, in
 		memset(accm, 0, sizeof(float) * 16 * (size_t)pt);
 		for (int c0 = 0; c0 < nb; c0 += HS_QP_CHUNK) {
 			const int kb = nb - c0 < HS_QP_CHUNK ? nb - c0 : HS_QP_CHUNK, steps = kb * nh;
+			/* the next group's chunk, spread over this one's products */
+			hs__avx512_qp_prefetch_plan(&pf, type, w, row_bytes, rg, r1, c0, kb, tiles * ((steps + 1) / 2));
 			if (hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn) == 128)
 				for (int i = 0; i < kb * 8; i++) /* value + 128 -> the signed value */
 					_mm512_store_si512((void *)(wt + 64 * i),
@@ -340,11 +345,11 @@ static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, in
 									    _mm512_set1_epi8((char)0x80)));
 			/* the token tiles, on a body for each combination of the flags */
 			if (bias)
-				amx_qx_tiles(1, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+				amx_qx_tiles(1, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct, &pf);
 			else if (mins)
-				amx_qx_tiles(0, 1, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+				amx_qx_tiles(0, 1, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct, &pf);
 			else
-				amx_qx_tiles(0, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct);
+				amx_qx_tiles(0, 0, nh, c0, steps, tiles, ta, wt, pdx, pc, ps, sc, mn, accm, ct, &pf);
 		}
 		const __mmask16 live = (__mmask16)((1u << nr) - 1);
 		for (int j = 0; j < nt; j++)

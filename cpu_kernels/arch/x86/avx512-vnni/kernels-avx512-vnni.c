@@ -677,10 +677,12 @@ static void qp_decode_q6k(const uint8_t *w, size_t row_bytes, int rg, int nr, in
 static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins, const __m512i *wt, const float *sc,
 							     const float *mn, int kb, int c0, int pt, int j,
 							     const struct hs_block_q8_0 *const *x, const float *pdx,
-							     const int32_t *pc, const float *ps, int NT, __m512 *acc)
+							     const int32_t *pc, const float *ps, int NT, __m512 *acc,
+							     struct hs_qp_prefetch *pf)
 {
 	for (int k = 0; k < kb; k++) {
 		const __m512i *u = wt + 8 * k;
+		hs__qp_prefetch_some(pf);
 		const int b = c0 + k;
 		/* decode16's [block][half][row]: a second half only for the 16-value types */
 		const __m512 s0 = _mm512_load_ps(sc + k * 32), s1 = halves ? _mm512_load_ps(sc + k * 32 + 16) : s0;
@@ -714,19 +716,25 @@ static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins
 	}
 }
 
+void hs__avx512_qp_prefetch_plan(struct hs_qp_prefetch *pf, int type, const uint8_t *w, size_t row_bytes, int rg,
+				  int r1, int c0, int kb, int slots)
+{
+	const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
+		     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
+	pf->n = pf->i = 0;
+	for (int r = rg + 16; r < rg + 32 && r < r1; r++) {
+		const uintptr_t a = (uintptr_t)(w + (size_t)r * row_bytes + cb), e = (uintptr_t)(w + (size_t)r * row_bytes + ce);
+		for (uintptr_t l = a & ~(uintptr_t)63; l < e && pf->n < HS_QP_PREFETCH_MAX; l += 64)
+			pf->p[pf->n++] = (const char *)l;
+	}
+	pf->per = slots > 0 ? (pf->n + slots - 1) / slots : pf->n;
+}
+
 int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wtv,
 			 float *sc, float *mn)
 {
 	__m512i *wt = wtv;
 	const int nr = r1 - rg < 16 ? r1 - rg : 16;
-	/* The 16 rows are 16 short streams the hardware prefetchers miss: the
-	 * next group's chunk comes into L2 while this one is worked (+25% on
-	 * Q4_K experts of 32 tokens, Zen 4). */
-	const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
-		     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
-	for (int r = rg + 16; r < rg + 32 && r < r1; r++)
-		for (size_t o = cb; o < ce; o += 64)
-			_mm_prefetch((const char *)w + (size_t)r * row_bytes + o, _MM_HINT_T1);
 	if (type == HS_TYPE_Q4_K) {
 		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
 	} else if (type == HS_TYPE_Q5_K) {
@@ -755,6 +763,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 	_Alignas(64) float sc[QP_CHUNK * 32], mn[QP_CHUNK * 32];
 	_Alignas(64) float accm[QP_MAX_TOKENS * 16];
 	__m512i wt[QP_CHUNK * 8];
+	struct hs_qp_prefetch pf;
 
 	for (int t = 0; t < nt; t++)
 		for (int b = 0; b < nb; b++) {
@@ -773,6 +782,9 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 		memset(accm, 0, sizeof(float) * 16 * (size_t)nt);
 		for (int c0 = 0; c0 < nb; c0 += QP_CHUNK) {
 			const int kb = nb - c0 < QP_CHUNK ? nb - c0 : QP_CHUNK;
+			/* the next group's chunk, spread over this one's token passes */
+			hs__avx512_qp_prefetch_plan(&pf, type, w, row_bytes, rg, r1, c0, kb,
+						    kb * (nt / 8 + (nt % 8 >= 4) + (nt % 4 >= 2) + (nt % 2)));
 			hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn);
 			for (int j = 0, tn; j < nt; j += tn) {
 				/* 8 tokens at a time, the rest by 4, 2 and 1: each an
@@ -782,7 +794,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 				__m512 acc[8];
 				for (int i = 0; i < tn; i++)
 					acc[i] = _mm512_load_ps(accm + 16 * (j + i));
-#define QP_TOKENS(H, M, N) qp_tokens(H, M, wt, sc, mn, kb, c0, pt, j, x, pdx, pc, ps, N, acc)
+#define QP_TOKENS(H, M, N) qp_tokens(H, M, wt, sc, mn, kb, c0, pt, j, x, pdx, pc, ps, N, acc, &pf)
 #define QP_FLAGS(N) (halves ? mins ? QP_TOKENS(1, 1, N) : QP_TOKENS(1, 0, N) \
 			    : mins ? QP_TOKENS(0, 1, N) : QP_TOKENS(0, 0, N))
 				switch (tn) {
