@@ -41,17 +41,25 @@ int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, i
  * `per` at a time from `slots` places in the work, not all at once (a
  * burst of 80 prefetches waits for fill buffers: a quarter of the decode's
  * time on Q4_K experts of 32 tokens, Xeon). */
-#define HS_QP_PREFETCH_MAX 256
 struct hs_qp_prefetch {
-	const char *p[HS_QP_PREFETCH_MAX];
-	int n, i, per;
+	const char *base; /* the first row's first byte of the chunk */
+	size_t row_bytes, span; /* the chunk's bytes in a row */
+	int rows, lines, per;   /* lines a row, issued per call */
+	int r, l;               /* the next to issue */
 };
 void hs__avx512_qp_prefetch_plan(struct hs_qp_prefetch *pf, int type, const uint8_t *w, size_t row_bytes, int rg,
 				  int r1, int c0, int kb, int slots);
 static inline void hs__qp_prefetch_some(struct hs_qp_prefetch *pf)
 {
-	for (int q = 0; q < pf->per && pf->i < pf->n; q++)
-		_mm_prefetch(pf->p[pf->i++], _MM_HINT_T1);
+	for (int q = 0; q < pf->per && pf->r < pf->rows; q++) {
+		/* the chunk's last byte for the last line, as rows need not start on a line */
+		const size_t o = (size_t)pf->l * 64 < pf->span ? (size_t)pf->l * 64 : pf->span - 1;
+		_mm_prefetch(pf->base + (size_t)pf->r * pf->row_bytes + o, _MM_HINT_T1);
+		if (++pf->l == pf->lines) {
+			pf->l = 0;
+			pf->r++;
+		}
+	}
 }
 
 /* What hs__avx512_qx_decode16 gives for a type: HS_QX_HALVES (two

@@ -721,13 +721,14 @@ void hs__avx512_qp_prefetch_plan(struct hs_qp_prefetch *pf, int type, const uint
 {
 	const size_t cb = hs__type_row_bytes(type, (uint64_t)c0 * HS_QK),
 		     ce = hs__type_row_bytes(type, (uint64_t)(c0 + kb) * HS_QK);
-	pf->n = pf->i = 0;
-	for (int r = rg + 16; r < rg + 32 && r < r1; r++) {
-		const uintptr_t a = (uintptr_t)(w + (size_t)r * row_bytes + cb), e = (uintptr_t)(w + (size_t)r * row_bytes + ce);
-		for (uintptr_t l = a & ~(uintptr_t)63; l < e && pf->n < HS_QP_PREFETCH_MAX; l += 64)
-			pf->p[pf->n++] = (const char *)l;
-	}
-	pf->per = slots > 0 ? (pf->n + slots - 1) / slots : pf->n;
+	pf->base = (const char *)w + (size_t)(rg + 16) * row_bytes + cb;
+	pf->row_bytes = row_bytes;
+	pf->span = ce - cb;
+	pf->rows = r1 - rg - 16 < 0 ? 0 : r1 - rg - 16 < 16 ? r1 - rg - 16 : 16;
+	pf->lines = (int)((ce - cb + 63) / 64) + 1; /* + 1: a row's chunk may straddle one more line */
+	pf->r = pf->l = 0;
+	const int n = pf->rows * pf->lines;
+	pf->per = slots > 0 ? (n + slots - 1) / slots : n;
 }
 
 int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wtv,
