@@ -91,15 +91,16 @@ static void detect(void)
 	const int dense512 = p->avx512f && p->avx512bw && p->avx512vl && p->avx512dq && (p->xcr0 & 0xe6) == 0xe6;
 	features.avx512_built = hs__dense_avx512() != NULL;
 	hs__prefetch_ahead = p->amd ? p->family == 0x19 ? 4096 : 8192 : 16384;
+	hs__prefetch_l2 = !p->amd;
 	features.use_avx2 = features.tier >= HS_TIER_AVX2;
 	features.use_avx512 = features.use_avx2 && dense512 && features.avx512_built &&
 			      (features.tier == features.best || features.tier >= HS_TIER_AVX512_VNNI);
 	/* one line: the tier, and why a faster one was refused or what
 	 * HOTSET_CPU_TIER changed */
-	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s; decode prefetch %zu KiB ahead",
+	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s; decode prefetch %zu KiB ahead%s",
 		hs__cpu_tier_name(features.tier), *features.note ? "; " : "", features.note,
 		features.use_avx512 ? "AVX-512 where it pays" : features.use_avx2 ? "AVX2" : "scalar reference",
-		hs__prefetch_ahead >> 10);
+		hs__prefetch_ahead >> 10, hs__prefetch_l2 ? " (packed: into L2)" : "");
 }
 
 const struct hs_cpu_features *hs__cpu_features(void)

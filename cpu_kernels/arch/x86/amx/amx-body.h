@@ -210,7 +210,6 @@ static inline int amx_qx_pass_tokens(int nb)
 	return t >= AMX_TOKENS ? t : AMX_TOKENS;
 }
 
-
 /* the product of step s (block s / nh, half s % nh) of token tile t into tile set (A, B, C) */
 #define QX_ISSUE(A, B, C, s)                                                                                       \
 	do {                                                                                                       \

@@ -48,9 +48,14 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		const uint8_t *bg = g + (size_t)b * gbb;
 		__m512i a0[TOKENS], a1[TOKENS];
 		__m512 ws;
-		if (NT <= 2 && bg + PREFETCH_AHEAD + gbb <= end)
-			for (size_t o = 0; o < gbb; o += 64)
-				_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T0);
+		if (NT <= 2 && bg + PREFETCH_AHEAD + gbb <= end) {
+			if (hs__prefetch_l2) /* cpu-features.h: into L2 on Intel */
+				for (size_t o = 0; o < gbb; o += 64)
+					_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T1);
+			else
+				for (size_t o = 0; o < gbb; o += 64)
+					_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T0);
+		}
 		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
 			a0[j] = _mm512_set1_epi32(corr[j * nb + b]);
 			a1[j] = _mm512_setzero_si512();
