@@ -834,9 +834,210 @@ static int tile_qp(int type, const uint8_t *w, size_t row_bytes, int r0, int r1,
 	return 1;
 }
 
+/* ---- one token (decode) of Q4_K, Q5_K, Q6_K, IQ4_XS: 512-bit rows ----------
+ * The 256-bit rows (rows_qx) take one 32-value block a register: a byte
+ * dot, a convert, a broadcast scale and an FMA for every 32 values.  Here a
+ * super-block's weights are four 64-byte registers as the bytes lie (a
+ * nibble mask or shift each, no shuffling), and the token's bytes are put
+ * once a call in the order those registers hold the values (qx1_order), so
+ * one vpdpbusd covers 64 values and its 16 lanes fall into whole 32-value
+ * blocks (16-value halves for Q6_K) whose scales one permute places: half
+ * the vector work per byte of the 256-bit rows.  The prefetch goes into L2
+ * on Intel, as the packed decode's (with T0 this kernel was no faster than
+ * the 256-bit rows there).  On a 2-core Xeon, fused FFN at 1 token, GB/s
+ * over read, 1 and 2 threads: Q4_K 0.77-0.80 -> 0.88-0.97, Q5_K 0.74-0.77
+ * -> 0.89-0.92, Q6_K 0.78-0.83 -> 0.85-0.89, IQ4_XS 0.72-0.78 -> 0.89-0.99
+ * (docs/kernels.md). */
+static inline int qx1_type(int type)
+{
+	return type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K || type == HS_TYPE_Q6_K || type == HS_TYPE_IQ4_XS;
+}
+
+/* The token's bytes, per super-block, in the order of qx1_weights's four
+ * registers: blocks 0 2 1 3 4 6 5 7 (Q4_K, Q5_K: a register's low 32 bytes
+ * are one block's low nibbles, its high 32 the block two on); as they are
+ * (Q6_K); 16-byte halves 0a 1a 2a 3a 0b 1b 2b 3b, then blocks 4-7 alike
+ * (IQ4_XS: low nibbles of 64 bytes are the first halves of 4 blocks). */
+static void qx1_order(int type, const struct hs_block_q8_0 *x, int nb, int8_t *xq)
+{
+	static const int k45[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+	for (int u = 0; u < nb / 8; u++) {
+		const struct hs_block_q8_0 *xb = x + 8 * u;
+		int8_t *o = xq + 256 * u;
+		for (int j = 0; j < 8; j++)
+			if (type == HS_TYPE_IQ4_XS) {
+				memcpy(o + 128 * (j / 4) + 16 * (j % 4), xb[j].qs, 16);
+				memcpy(o + 128 * (j / 4) + 64 + 16 * (j % 4), xb[j].qs + 16, 16);
+			} else {
+				memcpy(o + 32 * j, xb[type == HS_TYPE_Q6_K ? j : k45[j]].qs, 32);
+			}
+	}
+}
+
+/* Shift counts for the low and the high 32 bytes of a register. */
+static inline __m512i qx1_counts(int lo, int hi)
+{
+	return _mm512_inserti64x4(_mm512_set1_epi16((short)lo), _mm256_set1_epi16((short)hi), 1);
+}
+
+/* A super-block's 256 values (+ the offset qx_offset names) in four
+ * registers, in qx1_order's order.  The high bits (Q5_K's fifth, Q6_K's
+ * fifth and sixth) move into place with a 16-bit shift of the high-bit
+ * bytes copied to both halves, by a count per half; a 16-bit shift by at
+ * most 4 keeps each byte's bits in the byte (as qx_values). */
+static inline __attribute__((always_inline)) void qx1_weights(int type, const uint8_t *blk, __m512i W[4],
+							       const __m512i iq4)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	switch (type) {
+	case HS_TYPE_Q4_K:
+	case HS_TYPE_Q5_K: {
+		const uint8_t *qs = blk + (type == HS_TYPE_Q5_K ? 48 : 16);
+		for (int h = 0; h < 2; h++) {
+			const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+			W[2 * h] = _mm512_and_si512(q, m4);
+			W[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+		}
+		if (type == HS_TYPE_Q5_K) { /* bit j of the high-bit bytes to bit 4, block j */
+			const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
+			const __m512i m10 = _mm512_set1_epi8(0x10);
+			W[0] = _mm512_or_si512(W[0], _mm512_and_si512(_mm512_sllv_epi16(H, qx1_counts(4, 2)), m10));
+			W[1] = _mm512_or_si512(W[1], _mm512_and_si512(_mm512_sllv_epi16(H, qx1_counts(3, 1)), m10));
+			W[2] = _mm512_or_si512(W[2], _mm512_and_si512(_mm512_srlv_epi16(H, qx1_counts(0, 2)), m10));
+			W[3] = _mm512_or_si512(W[3], _mm512_and_si512(_mm512_srlv_epi16(H, qx1_counts(1, 3)), m10));
+		}
+		return;
+	}
+	case HS_TYPE_Q6_K: { /* blocks 4n + k: bits 2k, 2k + 1 of the high-bit bytes to bits 4, 5 */
+		const __m512i m30 = _mm512_set1_epi8(0x30);
+		for (int n = 0; n < 2; n++) {
+			const __m512i q = _mm512_loadu_si512(blk + 64 * n);
+			const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n)));
+			W[2 * n] = _mm512_or_si512(_mm512_and_si512(q, m4),
+						   _mm512_and_si512(_mm512_sllv_epi16(H, qx1_counts(4, 2)), m30));
+			W[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+						       _mm512_and_si512(_mm512_srlv_epi16(H, qx1_counts(0, 2)), m30));
+		}
+		return;
+	}
+	default: /* IQ4_XS */
+		for (int h = 0; h < 2; h++) {
+			const __m512i q = _mm512_loadu_si512(blk + 8 + 64 * h);
+			W[2 * h] = _mm512_shuffle_epi8(iq4, _mm512_and_si512(q, m4));
+			W[2 * h + 1] = _mm512_shuffle_epi8(iq4, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+		}
+		return;
+	}
+}
+
+/* Rows r0..r1 against one token: xq from qx1_order, tk from qx_prepare.
+ * Per super-block: the scales (qx_unit_scales) times the token's block
+ * scales in one multiply, the mins in one FMA (two for Q6_K's 16), then per
+ * register a vpdpbusd, a convert, a permute of the scales and an FMA (IQ4_XS:
+ * a block's two halves share a scale, so two registers share one). */
+static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8_t *w, size_t row_bytes, int r0,
+							    int r1, int nb, const int8_t *xq, const struct qx_tok *tk,
+							    float *out)
+{
+	const __m512i iq4 = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)hs__iq4nl_values),
+								 _mm_set1_epi8((char)qx_offset(type))));
+	const int halves = qx_halves(type), iq = type == HS_TYPE_IQ4_XS;
+	const size_t ub = qx_unit_bytes(type), ahead = qx_prefetch_ahead(type);
+	const uint8_t *end = w + (size_t)r1 * row_bytes; /* prefetches stay inside the call's rows */
+	/* the scale of each lane, register z: Q4_K/Q5_K blocks (0|2) (1|3) (4|6)
+	 * (5|7); Q6_K halves 4z + lane / 4; IQ4_XS (z = 0, 2) blocks 2z + lane / 4 */
+	__m512i idx[4];
+	for (int z = 0; z < 4; z++) {
+		static const int b45[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
+		const __m512i l4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+		idx[z] = halves ? _mm512_add_epi32(l4, _mm512_set1_epi32(4 * z))
+			 : iq	? _mm512_add_epi32(l4, _mm512_set1_epi32(2 * z))
+				: _mm512_inserti64x4(_mm512_set1_epi32(b45[z][0]), _mm256_set1_epi32(b45[z][1]), 1);
+	}
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *row = w + (size_t)r * row_bytes;
+		__m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), macc = _mm512_setzero_ps();
+		for (int u = 0; u < nb / 8; u++) {
+			_Alignas(64) float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
+			const uint8_t *blk = row + (size_t)u * ub;
+			const int8_t *xu = xq + 256 * u;
+			const int b0 = 8 * u;
+			if (blk + ahead + ub <= end) { /* as rows_qx; T1 on Intel (cpu-features.h) */
+				if (hs__prefetch_l2)
+					for (size_t o = 0; o < ub; o += 64)
+						_mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T1);
+				else
+					for (size_t o = 0; o < ub; o += 64)
+						_mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
+			}
+			qx_unit_scales(type, blk, s, m);
+			__m512 f;
+			if (halves) { /* Q6_K: 16 scales, the offset 32 through the mins */
+				const __m512 s16 = _mm512_load_ps(s);
+				f = _mm512_mul_ps(s16, _mm512_loadu_ps(tk->d2 + 2 * b0));
+				macc = _mm512_fmadd_ps(_mm512_mul_ps(s16, _mm512_set1_ps((float)qx_offset(type))),
+						       _mm512_loadu_ps(tk->x2 + 2 * b0), macc);
+			} else {
+				const __m256 s8 = _mm256_load_ps(s);
+				const __m256 m8 = iq ? _mm256_mul_ps(s8, _mm256_set1_ps((float)qx_offset(type))) : _mm256_load_ps(m);
+				f = _mm512_zextps256_ps512(_mm256_mul_ps(s8, _mm256_loadu_ps(tk->d1 + b0)));
+				macc = _mm512_fmadd_ps(_mm512_zextps256_ps512(m8),
+						       _mm512_zextps256_ps512(_mm256_loadu_ps(tk->x1 + b0)), macc);
+			}
+			__m512i W[4];
+			qx1_weights(type, blk, W, iq4);
+			if (iq) {
+				const __m512i p0 = _mm512_dpbusd_epi32(
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(), W[0], _mm512_loadu_si512(xu)), W[1],
+					_mm512_loadu_si512(xu + 64));
+				const __m512i p1 = _mm512_dpbusd_epi32(
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(), W[2], _mm512_loadu_si512(xu + 128)),
+					W[3], _mm512_loadu_si512(xu + 192));
+				acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(idx[0], f), acc0);
+				acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(idx[2], f), acc1);
+				continue;
+			}
+			_Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
+				const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W[z],
+								      _mm512_loadu_si512(xu + 64 * z));
+				if (z % 2) /* two chains */
+					acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(idx[z], f), acc1);
+				else
+					acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(idx[z], f), acc0);
+			}
+		}
+		out[r - r0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm512_reduce_add_ps(macc);
+	}
+}
+
+#define ROWS_QX1(TYPE) rows_qx1(TYPE, w, row_bytes, r0, r1, nb, xq, &tk, out)
+
+static void tile_qx1(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		     const struct hs_block_q8_0 *x, float *out)
+{
+	const int nb = ncols / HS_QK, halves = qx_halves(type);
+	/* the token's bytes and its prepared sums: at most 64 KiB and 40 KiB
+	 * for the 65536 columns hotset accepts */
+	_Alignas(64) int8_t xq[(size_t)nb * 32];
+	float d[nb * (halves ? 5 : 2)];
+	struct qx_tok tk = { d, halves ? d + nb : NULL, halves ? NULL : d + nb, halves ? d + 3 * nb : NULL };
+	qx1_order(type, x, nb, xq);
+	qx_prepare(type, x, nb, tk);
+	switch (type) {
+	case HS_TYPE_Q4_K: ROWS_QX1(HS_TYPE_Q4_K); break;
+	case HS_TYPE_Q5_K: ROWS_QX1(HS_TYPE_Q5_K); break;
+	case HS_TYPE_Q6_K: ROWS_QX1(HS_TYPE_Q6_K); break;
+	default: ROWS_QX1(HS_TYPE_IQ4_XS); break;
+	}
+}
+
 static void tile_q_512(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
+	if (nt == 1 && qx1_type(type)) {
+		tile_qx1(type, w, row_bytes, r0, r1, ncols, x[0], out[0]);
+		return;
+	}
 	if (type != HS_TYPE_Q8_0 && type != HS_TYPE_MXFP4 && nt >= QP_MIN_TOKENS &&
 	    tile_qp(type, w, row_bytes, r0, r1, ncols, x, nt, out))
 		return;
