@@ -261,15 +261,23 @@ const struct hs_fwd_be hs__fwd_cpu = {
  * row-interleaved layout the expert kernels read (repack.h): the decode
  * product streams them at the speed the expert tiles reach (the plain-row
  * path is about half as fast per byte), and a token's outputs keep the same
- * bits alone or batched.  A copy in memory on the plan's CPU node; the
- * file's pages are no longer touched.  Other types are read in place. */
+ * bits alone or batched.  The other quantized types (the K-quants, IQ4,
+ * Q4_0..Q5_1) are copied as their rows lie: the file's pages are 4 KiB
+ * ones, where the hardware prefetchers stop at every page and the TLB
+ * misses, and a Q4_K_M file's output matrix alone is most of a generated
+ * token's bytes.  Either copy is in memory on the plan's CPU node (2 MiB
+ * pages where the kernel gives them); the file's pages are no longer
+ * touched.  Float types are read in place. */
 
 static int pack_weight(struct hs_fwd *f, struct hs_weight *w)
 {
 	hs_runtime *rt = f->rt;
-	if (!hs__pack_supported(w->type, w->rows, w->cols) || w->row_bytes != hs__type_row_bytes(w->type, (uint64_t)w->cols))
+	const size_t natural = hs__type_row_bytes(w->type, (uint64_t)w->cols);
+	const int pack = hs__pack_supported(w->type, w->rows, w->cols) && w->row_bytes == natural;
+	if (!w->data || w->rows <= 0 || (!pack && !hs__kernel_type_quantized(w->type)))
 		return 0;
-	size_t bytes = (size_t)w->rows * w->row_bytes;
+	/* a copy ends at the last row's last byte (the stride may pad rows) */
+	size_t bytes = pack ? (size_t)w->rows * w->row_bytes : (size_t)(w->rows - 1) * w->row_bytes + natural;
 	void **bufs = realloc(rt->cwhole_bufs, sizeof *bufs * (size_t)(rt->n_cwhole_bufs + 1));
 	if (bufs)
 		rt->cwhole_bufs = bufs;
@@ -282,9 +290,12 @@ static int pack_weight(struct hs_fwd *f, struct hs_weight *w)
 		return -ENOMEM;
 	rt->cwhole_bufs[rt->n_cwhole_bufs] = p;
 	rt->cwhole_bytes[rt->n_cwhole_bufs++] = bytes;
-	hs__pack_matrix(w->type, w->rows, w->cols, w->data, w->row_bytes, p);
+	if (pack)
+		hs__pack_matrix(w->type, w->rows, w->cols, w->data, w->row_bytes, p);
+	else
+		memcpy(p, w->data, bytes);
 	w->data = p;
-	w->packed = 1;
+	w->packed = pack;
 	return 0;
 }
 
