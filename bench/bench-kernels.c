@@ -111,11 +111,10 @@ static int make_layer(struct bench_layer *b, const struct shape *s, int packed)
 	const struct hs_expert_pack pack = hs__expert_pack_layout1(s->type, s->D, s->F, s->arch->has_bias);
 	/* on 2 MiB pages where the kernel gives them, as the runtime's host
 	 * copy (runtime/numa.c) */
-	b->pool = aligned_alloc(2u << 20, (pack.bytes * s->E + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1));
+	b->pool = huge_buf(pack.bytes * s->E);
 	b->slot_of = malloc(sizeof *b->slot_of * s->E);
 	if (!b->pool || !b->slot_of)
 		return -1;
-	madvise(b->pool, pack.bytes * s->E, MADV_HUGEPAGE);
 	for (int e = 0; e < s->E; e++) {
 		b->slot_of[e] = e;
 		hs__expert_pack(&b->l, e, &pack, b->pool + (size_t)e * pack.bytes);
@@ -401,7 +400,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;
 	}
-	uint64_t *buf = aligned_alloc(64, words * 8);
+	uint64_t *buf = huge_buf(words * 8);
 	if (!buf) {
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;
