@@ -40,6 +40,10 @@ predict() { # profile model -> "decode prefill" of the whole model
 		python3 -c 'import json,sys; w=json.load(sys.stdin)["predicted"]["whole_model"]; print("%.1f %.0f" % (w["decode_tok_s"], w["prefill_tok_s"]))'
 }
 summary=""
+# the read bandwidth the profile holds (its first node's own memory), to
+# set beside the one the bench measures minutes later: a VM's moves by a
+# quarter from minute to minute
+tread=$(python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["nodes"][0]["read_gbps"][0]["gbps"])' "$prof")
 for m in "$@"; do
 	{
 		echo
@@ -54,9 +58,11 @@ for m in "$@"; do
 	p1=$(predict "$prof1" "$m")
 	mtg=$(awk '$1 == "cpu" {print $5}' "$out.round")
 	mpp=$(awk '$1 == "cpu" {print $3}' "$out.round")
+	bread=$(sed -n 's/^read bandwidth of this machine (measured now, .*): \([0-9.]*\) GB\/s/\1/p' "$out.round")
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 	summary="$summary$(basename "$m"): tg predicted ${pd% *} measured $mtg, ratio $(ratio "$mtg" "${pd% *}"); pp512 predicted ${pd#* } measured $mpp, ratio $(ratio "$mpp" "${pd#* }")
   with the MXFP4 figures alone: tg predicted ${p1% *}, ratio $(ratio "$mtg" "${p1% *}"); pp512 predicted ${p1#* }, ratio $(ratio "$mpp" "${p1#* }")
+  read bandwidth: $tread GB/s in the tune, $bread beside the bench; the tg ratio with the prediction scaled by the two (decode is read-bound; what is left is the plan's own error): $(awk -v a="$mtg" -v b="${pd% *}" -v t="$tread" -v r="$bread" 'BEGIN { printf "%.2f", a / (b * r / t) }')
 "
 done
 rm -f "$out.round" # the profiles stay beside the raw output
