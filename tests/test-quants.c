@@ -203,9 +203,9 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 	/* from 8 tokens the AVX-512 tier decodes 16 rows once for a pass of
 	 * tokens (tile_qp; 70: a second pass, ending with 4 and 2; its lanes,
 	 * 15 tokens a tile, take only rows too long for a pass); from 8 the
-	 * 256-bit tiers decode 8 rows once for 64 tokens at a time; from 48
-	 * the AMX tier puts the one-scale-a-block types on tiles (70: five
-	 * token tiles, the last partial) */
+	 * 256-bit tiers decode 8 rows once for 64 tokens at a time; from 24
+	 * the AMX tier puts the one-scale-a-block types on tiles (33: three
+	 * token tiles, the last of one token; 70: five, the last partial) */
 	const int nts[9] = { 1, 2, 3, 4, 5, 9, 17, 33, 70 };
 	const int R = 40;
 	enum { MAXT = 70 };

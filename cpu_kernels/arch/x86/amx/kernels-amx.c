@@ -57,8 +57,10 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
  * FFN on the Qwen3 shape, 1 thread, AMX / AVX-512 GFLOP/s at 64 tokens an
  * expert: Q4_K 174 / 149, IQ4_XS 181 / 148, Q5_K 166 / 137, Q4_0 147 /
  * 134; on tiles at 8 tokens 5-15% slower, and Q6_K (two products a block,
- * for the halves' scales) 3-8% slower at 64 (docs/kernels.md). */
-#define AMX_QX_MIN_TOKENS 48
+ * for the halves' scales) 3-8% slower at 64 (docs/kernels.md).  From 24
+ * rather than 48: at 512 tokens (32 an expert, a prompt's usual share) the
+ * fused FFN went x1.03-1.13 by type, at 256 (16) unchanged. */
+#define AMX_QX_MIN_TOKENS 24
 
 static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
