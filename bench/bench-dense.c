@@ -81,7 +81,7 @@ static void bench_matmul(const struct mshape *s, int type, const struct hs_dense
 {
 	const size_t rb = hs__type_row_bytes(type, (uint64_t)s->cols), mat = rb * (size_t)s->rows;
 	const int copies = n == 1 && mat < pool_bytes ? (int)(pool_bytes / mat) : 1;
-	uint8_t *w = huge_buf(mat * copies); /* as the runtime keeps dense weights */
+	uint8_t *w = hs__huge_alloc(mat * copies); /* as the runtime keeps dense weights */
 	float *x = malloc(sizeof(float) * (size_t)n * s->cols), *y = malloc(sizeof(float) * (size_t)n * s->rows);
 	size_t sb = hs__matmul_scratch_bytes(type, s->cols, n);
 	void *scratch = sb ? aligned_alloc(64, sb) : NULL;

@@ -111,7 +111,7 @@ static int make_layer(struct bench_layer *b, const struct shape *s, int packed)
 	const struct hs_expert_pack pack = hs__expert_pack_layout1(s->type, s->D, s->F, s->arch->has_bias);
 	/* on 2 MiB pages where the kernel gives them, as the runtime's host
 	 * copy (runtime/numa.c) */
-	b->pool = huge_buf(pack.bytes * s->E);
+	b->pool = hs__huge_alloc(pack.bytes * s->E);
 	b->slot_of = malloc(sizeof *b->slot_of * s->E);
 	if (!b->pool || !b->slot_of)
 		return -1;
@@ -400,7 +400,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;
 	}
-	uint64_t *buf = huge_buf(words * 8);
+	uint64_t *buf = hs__huge_alloc(words * 8);
 	if (!buf) {
 		fprintf(stderr, "bench-kernels: cannot allocate 1 GiB\n");
 		return 1;

@@ -11,10 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include <jansson.h>
+
+#include "runtime/numa.h"
 
 static double now(void)
 {
@@ -101,27 +102,13 @@ static int parse_threads(char *arg, int *thr)
 	return n;
 }
 
-/* A buffer on 2 MiB pages where the kernel gives them (free() it), as the
- * runtime keeps weights (runtime/numa.c): the read bandwidth a ratio
- * divides by must be measured on the same kind of pages, since on 4 KiB
- * ones the hardware prefetchers stop at every page (a Xeon VM read 20%
- * less there). */
-static void *huge_buf(size_t bytes)
-{
-	const size_t huge = (size_t)2 << 20, n = (bytes + huge - 1) & ~(huge - 1);
-	void *p = aligned_alloc(huge, n ? n : huge);
-	if (p)
-		madvise(p, n, MADV_HUGEPAGE);
-	return p;
-}
-
 /* The read bandwidth over `bytes` for each of nthr thread counts into
  * read[], a line each on o, and rb["count"] in JSON.  -1 when the buffer
  * cannot be had. */
 static int measure_read(size_t bytes, const int *thr, int nthr, double *read, FILE *o, json_t *rb)
 {
 	const size_t words = bytes / 8;
-	uint64_t *buf = huge_buf(words * 8);
+	uint64_t *buf = hs__huge_alloc(words * 8); /* the weights' kind of pages */
 
 	if (!buf)
 		return -1;

@@ -60,13 +60,14 @@ struct hs_cpu_features {
  * VM (a core reads 28 GB/s) one thread's decode took 10-21% less time at
  * 4 KiB than at 16 (3-9% less than at 8); Zen 5 had been tuned at 8 KiB. */
 extern size_t hs__prefetch_ahead;
-/* 1: the packed decode (AVX-512 tier) prefetches into L2 (T1) rather than
- * L1 (T0); set on Intel.  On the Xeon VM one core's MXFP4 decode went from
+/* 1: the packed decode and the 512-bit one-token K-quant rows (AVX-512
+ * tier) prefetch into L2 (T1) rather than L1 (T0); set on Intel.  On the Xeon VM one core's MXFP4 decode went from
  * 8.3-9.0 to 9.8-10.0 GB/s and two cores' from 12.3-17.7 to 18.2-19.9
  * (a T0 prefetch holds one of the few L1 fill buffers until its line
  * arrives; the L2 has many more misses in flight).  AMD keeps T0: not
- * measured there.  The plain-row K-quant decode keeps T0 everywhere: T1
- * moved it -6..+10% by type on the Xeon, nothing clear. */
+ * measured there.  The 256-bit plain-row decode keeps T0 everywhere: T1
+ * moved it -6..+10% by type on the Xeon, nothing clear; the 512-bit rows
+ * were no faster than it with T0 and x1.07-1.29 with T1 (docs/kernels.md). */
 extern int hs__prefetch_l2;
 
 /* Detected once, then cached; never fails. */

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,13 +100,10 @@ static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 
 double hs__read_bandwidth(int threads, size_t bytes, int reps)
 {
-	/* on 2 MiB pages where the kernel gives them, as the weights it is set
-	 * beside (runtime/numa.c): 4 KiB pages read 20% slower on a Xeon VM */
-	bytes = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-	uint64_t *buf = aligned_alloc((size_t)2 << 20, bytes);
+	bytes = (bytes + 127) & ~(size_t)127;
+	uint64_t *buf = hs__huge_alloc(bytes); /* the weights' kind of pages */
 	if (!buf)
 		return 0;
-	madvise(buf, bytes, MADV_HUGEPAGE);
 	memset(buf, 0x5a, bytes); /* places the pages */
 	double b = read_bw(buf, bytes / 8, threads, reps);
 	free(buf);

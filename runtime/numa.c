@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,6 +30,15 @@ void *hs__numa_alloc_on(int os_node, size_t bytes)
 	else /* expert weights are streamed: 2 MiB pages spare the TLB and let the
 		prefetchers run past 4 KiB boundaries (a hint; ignored without THP) */
 		madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
+}
+
+void *hs__huge_alloc(size_t bytes)
+{
+	const size_t huge = (size_t)2 << 20, n = bytes ? (bytes + huge - 1) & ~(huge - 1) : huge;
+	void *p = aligned_alloc(huge, n);
+	if (p)
+		madvise(p, n, MADV_HUGEPAGE);
 	return p;
 }
 
