@@ -21,10 +21,11 @@
 #include "bench/bench-util.h"
 #include "cpu_kernels/attention.h"
 #include "cpu_kernels/cpu-features.h"
+#include "cpu_kernels/repack.h"
 #include "hotset.h"
 
 static double secs = 1.0;
-static size_t pool_bytes = (size_t)512 << 20; /* copies cycled through, so reads come from DRAM */
+static size_t pool_bytes; /* copies cycled through, so reads come from DRAM (default: 4x the last-level cache) */
 static FILE *o;
 static json_t *cases;
 
@@ -93,6 +94,21 @@ static void bench_matmul(const struct mshape *s, int type, const struct hs_dense
 		exit(1);
 	}
 	fill_weights(w, type, (size_t)s->rows * copies, s->cols, rb);
+	/* the layout the runtime keeps the matrix in (runtime/fwd-cpu.c packs
+	 * Q8_0 and MXFP4 at open): each copy packed from its plain rows */
+	const int packed = hs__pack_supported(type, s->rows, s->cols);
+	if (packed) {
+		uint8_t *plain = malloc(mat);
+		if (!plain) {
+			fprintf(stderr, "bench-dense: out of memory for %s\n", s->name);
+			exit(1);
+		}
+		for (int c = 0; c < copies; c++) {
+			memcpy(plain, w + (size_t)c * mat, mat);
+			hs__pack_matrix(type, s->rows, s->cols, plain, rb, w + (size_t)c * mat);
+		}
+		free(plain);
+	}
 	for (int i = 0; i < n * s->cols; i++)
 		x[i] = (float)((int)(next() % 2001) - 1000) / 1000.0f;
 	for (int step = -1; step < 3 || t_run < secs; step++) {
@@ -103,6 +119,7 @@ static void bench_matmul(const struct mshape *s, int type, const struct hs_dense
 					   .cols = s->cols,
 					   .w = w + (size_t)((step + 1) % copies) * mat,
 					   .row_bytes = rb,
+					   .packed = packed,
 					   .n = n,
 					   .x = x,
 					   .x_stride = (size_t)s->cols,
@@ -284,7 +301,9 @@ int main(int argc, char **argv)
 	}
 	double read[8];
 	json_t *root = json_object(), *rb = json_object();
-	if (measure_read(quick ? (size_t)256 << 20 : (size_t)1 << 30, thr, nthr, read, o, rb) != 0) {
+	if (!pool_bytes)
+		pool_bytes = hs__past_cache_bytes((size_t)512 << 20);
+	if (measure_read(quick ? (size_t)256 << 20 : hs__past_cache_bytes((size_t)1 << 30), thr, nthr, read, o, rb) != 0) {
 		fprintf(stderr, "bench-dense: cannot allocate the read buffer\n");
 		return 1;
 	}

@@ -7,8 +7,9 @@
 #include "planner/planner.h"
 #include "device/device.h"
 
-/* Best of `reps` passes of `threads` threads reading `bytes` of fresh
- * memory; bytes/s (tune.c's measurement). */
+/* Best of `reps` passes of `threads` threads reading `bytes` (at least
+ * 4x the last-level cache, hs__past_cache_bytes) of fresh memory; bytes/s
+ * (tune.c's measurement). */
 double hs__read_bandwidth(int threads, size_t bytes, int reps);
 
 /* Measures, with MoE layer `layer` of m (its own experts, copied to node

@@ -100,7 +100,7 @@ static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 
 double hs__read_bandwidth(int threads, size_t bytes, int reps)
 {
-	bytes = (bytes + 127) & ~(size_t)127;
+	bytes = (hs__past_cache_bytes(bytes) + 127) & ~(size_t)127;
 	uint64_t *buf = hs__huge_alloc(bytes); /* the weights' kind of pages */
 	if (!buf)
 		return 0;
@@ -128,10 +128,13 @@ static const int typed[] = { HS_TYPE_Q8_0, HS_TYPE_Q6_K, HS_TYPE_Q5_K, HS_TYPE_Q
 			     HS_TYPE_IQ4_XS, HS_TYPE_IQ4_NL, HS_TYPE_Q5_1, HS_TYPE_Q5_0, HS_TYPE_Q4_1, HS_TYPE_Q4_0 };
 #define N_TYPED ((int)(sizeof typed / sizeof typed[0]))
 
+#define SYNTH_MAX 1024 /* experts of a synthetic layer */
+
 struct synth {
 	struct hs_moe_layer l;  /* packed blocks in mem, as the runtime's host copy */
 	uint8_t *mem;
-	int32_t slot_of[512];
+	int32_t slot_of[SYNTH_MAX];
+	int prefill_experts;    /* the experts prefill routes among: the model's count, not the pool's */
 	size_t bytes, expert_bytes;
 	int node;
 };
@@ -177,12 +180,17 @@ static int synth_make(struct synth *s, int os_node, int n_experts)
 		return -ENOMEM;
 	for (int e = 0; e < n_experts; e++) {
 		uint8_t *b = s->mem + (size_t)e * pack.bytes;
-		synth_fill(b + pack.gate, (size_t)KF * rin, &seed);
-		synth_fill(b + pack.up, (size_t)KF * rin, &seed);
-		synth_fill(b + pack.down, (size_t)KD * rout, &seed);
+		if (e >= 8) /* copies of the first eight: the speed does not depend on the values */
+			memcpy(b, s->mem + (size_t)(e % 8) * pack.bytes, pack.bytes);
+		else {
+			synth_fill(b + pack.gate, (size_t)KF * rin, &seed);
+			synth_fill(b + pack.up, (size_t)KF * rin, &seed);
+			synth_fill(b + pack.down, (size_t)KD * rout, &seed);
+		}
 		s->slot_of[e] = e;
 	}
 	synth_pool(s, &hs__arch_gpt_oss, HS_TYPE_MXFP4, KD, KF, n_experts, KK, &pack);
+	s->prefill_experts = n_experts < 32 ? n_experts : 32; /* gpt-oss-20b's: 64 tokens an expert at 512 */
 	return 0;
 }
 
@@ -237,12 +245,14 @@ static int synth_make_typed(struct synth *s, int os_node, int type, size_t bytes
 	if (!s->mem)
 		return -ENOMEM;
 	synth_pool(s, &hs__arch_qwen3moe, type, QD, QF, n, QK, &pack);
+	s->prefill_experts = n < 128 ? n : 128; /* Qwen3-30B-A3B's: 32 tokens an expert at 512 */
 	return 0;
 }
 
 /* Decode: steps of one token with K experts, walking through the experts
  * in order so that no step finds its weights in the cache.  Prefill: 512
- * tokens with random ids.  Returns bytes/s and FLOP/s. */
+ * tokens with random ids among the model's count of experts (its tokens
+ * per expert set the tiles' fill).  Returns bytes/s and FLOP/s. */
 static int kernel_speed(struct synth *s, int threads, double secs, struct hs_kernel_speed *out)
 {
 	const int E = s->l.n_experts, NP = 512, K = s->l.n_used, D = s->l.n_embd, F = s->l.n_ff;
@@ -274,7 +284,7 @@ static int kernel_speed(struct synth *s, int threads, double secs, struct hs_ker
 				for (int j = 0; j < K; j++) {
 					r = r * 6364136223846793005ull + 1442695040888963407ull;
 					/* decode: experts step*K.. in turn; prefill: random, distinct per token */
-					int e = phase ? (int)((r >> 33) % (uint64_t)(E / K)) * K + j
+					int e = phase ? (int)((r >> 33) % (uint64_t)(s->prefill_experts / K)) * K + j
 						      : ((step + 1) * K + j) % E;
 					ids[tok * K + j] = e;
 				}
@@ -477,9 +487,16 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const cha
 		       void *ctx, struct hs_profile *p)
 {
 	struct tune tu = { t, progress, ctx, 0, 0 };
-	size_t bytes = level == HS_TUNE_QUICK ? 128u << 20 : level == HS_TUNE_DEFAULT ? 512u << 20 : 1024u << 20;
+	/* read buffers, the typed layers and the dense matrices span 4x the
+	 * last-level cache (default and thorough; quick keeps its small
+	 * buffers): a stream that part of the cache holds reads faster than
+	 * the weights of a whole model can */
+	size_t bytes = level == HS_TUNE_QUICK	  ? 128u << 20
+		       : level == HS_TUNE_DEFAULT ? hs__past_cache_bytes(512u << 20)
+						  : hs__past_cache_bytes(1024u << 20);
 	double ksecs = level == HS_TUNE_QUICK ? 0.3 : level == HS_TUNE_DEFAULT ? 1.0 : 3.0;
-	int n_exp = level == HS_TUNE_QUICK ? 16 : 32; /* 211-422 MB: far past any cache */
+	const size_t mx_expert = hs__expert_pack_layout1(HS_TYPE_MXFP4, KD, KF, 1).bytes;
+	int n_exp = level == HS_TUNE_QUICK ? 16 : (int)((bytes + mx_expert - 1) / mx_expert);
 	int rc;
 
 	HS_NEED(t, -EINVAL);
@@ -487,8 +504,11 @@ int hs_profile_measure(const hs_topology *t, enum hs_tune_level level, const cha
 	if ((unsigned)level > HS_TUNE_THOROUGH)
 		return hs__error(EINVAL, "tune: level %d (HS_TUNE_QUICK %d .. HS_TUNE_THOROUGH %d)", (int)level,
 				 HS_TUNE_QUICK, HS_TUNE_THOROUGH);
-	/* the typed layers and dense matrices: past any last-level cache at every level */
 	const size_t typed_bytes = bytes > (256u << 20) ? bytes : 256u << 20;
+	if (n_exp < 32)
+		n_exp = 32;
+	if (n_exp > SYNTH_MAX)
+		n_exp = SYNTH_MAX;
 	int ty[N_TYPED], n_ty = parse_types(types, ty);
 	if (n_ty < 0)
 		return n_ty;

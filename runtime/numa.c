@@ -42,6 +42,17 @@ void *hs__huge_alloc(size_t bytes)
 	return p;
 }
 
+size_t hs__past_cache_bytes(size_t floor)
+{
+	long llc = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	size_t want = 4 * (size_t)(llc > l2 ? (llc > 0 ? llc : 0) : (l2 > 0 ? l2 : 0));
+	size_t cap = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : want;
+	if (want > cap)
+		want = cap;
+	return want > floor ? want : floor;
+}
+
 void hs__numa_free(void *p, size_t bytes)
 {
 	if (!p)

@@ -17,6 +17,12 @@ void hs__numa_free(void *p, size_t bytes);
  * buffers whose bandwidth is set beside weights on such pages: 4 KiB pages
  * read a fifth slower on a Xeon VM.  NULL when out of memory. */
 void *hs__huge_alloc(size_t bytes);
+/* Bytes a buffer must span so that streaming through it again and again
+ * reads DRAM rather than the last-level cache: 4x the largest CPU cache
+ * (a Xeon VM reports a 480 MiB L3, and a matrix product cycling through
+ * 512 MiB of weights ran 8% faster there than through 2 GiB), at least
+ * `floor`, at most an eighth of the machine's memory. */
+size_t hs__past_cache_bytes(size_t floor);
 
 /* Memory of node os_node free for new data now: MemAvailable on a
  * one-node machine, else the node's free memory. */
