@@ -269,33 +269,64 @@ const struct hs_fwd_be hs__fwd_cpu = {
  * pages where the kernel gives them); the file's pages are no longer
  * touched.  Float types are read in place. */
 
-static int pack_weight(struct hs_fwd *f, struct hs_weight *w)
+/* All the copies lie in one buffer, each matrix 64-byte aligned, in the
+ * order the forward pass reads them: a buffer of its own per matrix never
+ * got 2 MiB pages for those under 2 MiB (gpt-oss's k and v, 1.5 MB), and
+ * their decode products read on 4 KiB pages took 101-117 us where 60-66
+ * would do. */
+struct arena {
+	uint8_t *base; /* NULL: only count the bytes */
+	size_t used;
+};
+
+static int pack_weight(struct arena *a, struct hs_weight *w)
 {
-	hs_runtime *rt = f->rt;
 	const size_t natural = hs__type_row_bytes(w->type, (uint64_t)w->cols);
 	const int pack = hs__pack_supported(w->type, w->rows, w->cols) && w->row_bytes == natural;
 	if (!w->data || w->rows <= 0 || (!pack && !hs__kernel_type_quantized(w->type)))
 		return 0;
 	/* a copy ends at the last row's last byte (the stride may pad rows) */
 	size_t bytes = pack ? (size_t)w->rows * w->row_bytes : (size_t)(w->rows - 1) * w->row_bytes + natural;
-	void **bufs = realloc(rt->cwhole_bufs, sizeof *bufs * (size_t)(rt->n_cwhole_bufs + 1));
-	if (bufs)
-		rt->cwhole_bufs = bufs;
-	size_t *sizes = bufs ? realloc(rt->cwhole_bytes, sizeof *sizes * (size_t)(rt->n_cwhole_bufs + 1)) : NULL;
-	if (!bufs || !sizes)
-		return hs__error(ENOMEM, "context: out of memory");
-	rt->cwhole_bytes = sizes;
-	uint8_t *p = hs__numa_alloc_on(rt->plan.cpu_node, bytes);
-	if (!p)
-		return -ENOMEM;
-	rt->cwhole_bufs[rt->n_cwhole_bufs] = p;
-	rt->cwhole_bytes[rt->n_cwhole_bufs++] = bytes;
+	uint8_t *p = a->base + a->used;
+	a->used += (bytes + 63) & ~(size_t)63;
+	if (!a->base)
+		return 0;
 	if (pack)
 		hs__pack_matrix(w->type, w->rows, w->cols, w->data, w->row_bytes, p);
 	else
 		memcpy(p, w->data, bytes);
 	w->data = p;
 	w->packed = pack;
+	return 0;
+}
+
+/* Every dense matrix of cw through pack_weight: counting (a->base NULL),
+ * then copying with progress. */
+static int pack_all(struct hs_fwd *f, struct hs_whole *cw, struct arena *a)
+{
+	hs_runtime *rt = f->rt;
+	int rc;
+
+	if ((rc = pack_weight(a, &cw->output)))
+		return rc;
+	for (int l = 0; l < cw->hp.n_layers; l++) {
+		struct hs_dense_layer *L = &cw->layers[l];
+		if (a->base && rt->o.progress) {
+			char what[64];
+			snprintf(what, sizeof what, "dense layer %d repacked", l);
+			rt->o.progress(what, (double)l / cw->hp.n_layers, rt->o.progress_ctx);
+		}
+		if ((a->base && (rc = hs__runtime_aborted(rt, "repacking the dense weights"))) ||
+		    (rc = pack_weight(a, &L->wq)) || (rc = pack_weight(a, &L->wk)) || (rc = pack_weight(a, &L->wv)) ||
+		    (rc = pack_weight(a, &L->wo)) ||
+		    (L->ffn_gate.data && ((rc = pack_weight(a, &L->ffn_gate)) || (rc = pack_weight(a, &L->ffn_up)) ||
+					  (rc = pack_weight(a, &L->ffn_down)))))
+			return rc;
+		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
+		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
+			if ((rc = pack_weight(a, extra[k])))
+				return rc;
+	}
 	return 0;
 }
 
@@ -318,25 +349,38 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 	*cw = *hw;
 	cw->layers = layers;
 	memcpy(cw->layers, hw->layers, sizeof *cw->layers * (size_t)hw->hp.n_layers);
-	/* what is packed before a failure stays in the runtime's list, freed at its close */
-	if ((rc = pack_weight(f, &cw->output)))
+	struct arena a = { NULL, 0 };
+	if ((rc = pack_all(f, cw, &a)))
 		goto out_free;
-	for (int l = 0; l < hw->hp.n_layers; l++) {
-		struct hs_dense_layer *L = &cw->layers[l];
-		if (rt->o.progress) {
-			char what[64];
-			snprintf(what, sizeof what, "dense layer %d repacked", l);
-			rt->o.progress(what, (double)l / hw->hp.n_layers, rt->o.progress_ctx);
-		}
-		if ((rc = hs__runtime_aborted(rt, "repacking the dense weights")) || (rc = pack_weight(f, &L->wq)) ||
-		    (rc = pack_weight(f, &L->wk)) || (rc = pack_weight(f, &L->wv)) || (rc = pack_weight(f, &L->wo)) ||
-		    (L->ffn_gate.data && ((rc = pack_weight(f, &L->ffn_gate)) || (rc = pack_weight(f, &L->ffn_up)) ||
-					  (rc = pack_weight(f, &L->ffn_down)))))
+	/* a buffer left by an open that failed half way: nothing points into it */
+	for (int i = 0; i < rt->n_cwhole_bufs; i++)
+		hs__numa_free(rt->cwhole_bufs[i], rt->cwhole_bytes[i]);
+	free(rt->cwhole_bufs);
+	free(rt->cwhole_bytes);
+	rt->cwhole_bufs = NULL;
+	rt->cwhole_bytes = NULL;
+	rt->n_cwhole_bufs = 0;
+	if (a.used) {
+		/* the buffer starts on a 2 MiB boundary (the mapping may not) */
+		const size_t huge = (size_t)2 << 20, bytes = a.used + huge;
+		uint8_t *p = hs__numa_alloc_on(rt->plan.cpu_node, bytes);
+		if (!p) {
+			rc = -ENOMEM;
 			goto out_free;
-		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
-		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
-			if ((rc = pack_weight(f, extra[k])))
-				goto out_free;
+		}
+		if (!(rt->cwhole_bufs = malloc(sizeof *rt->cwhole_bufs)) ||
+		    !(rt->cwhole_bytes = malloc(sizeof *rt->cwhole_bytes))) {
+			hs__numa_free(p, bytes);
+			rc = hs__error(ENOMEM, "context: out of memory");
+			goto out_free;
+		}
+		/* freed at the runtime's close, as is what a failure below leaves */
+		rt->cwhole_bufs[0] = p;
+		rt->cwhole_bytes[0] = bytes;
+		rt->n_cwhole_bufs = 1;
+		a = (struct arena){ p + ((huge - (uintptr_t)p % huge) % huge), 0 };
+		if ((rc = pack_all(f, cw, &a)))
+			goto out_free;
 	}
 	rt->cwhole = cw;
 	f->w = cw;
