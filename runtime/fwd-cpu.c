@@ -279,25 +279,24 @@ struct arena {
 	size_t used;
 };
 
-static int pack_weight(struct arena *a, struct hs_weight *w)
+static void pack_weight(struct arena *a, struct hs_weight *w)
 {
 	const size_t natural = hs__type_row_bytes(w->type, (uint64_t)w->cols);
 	const int pack = hs__pack_supported(w->type, w->rows, w->cols) && w->row_bytes == natural;
 	if (!w->data || w->rows <= 0 || (!pack && !hs__kernel_type_quantized(w->type)))
-		return 0;
+		return;
 	/* a copy ends at the last row's last byte (the stride may pad rows) */
 	size_t bytes = pack ? (size_t)w->rows * w->row_bytes : (size_t)(w->rows - 1) * w->row_bytes + natural;
 	uint8_t *p = a->base + a->used;
 	a->used += (bytes + 63) & ~(size_t)63;
 	if (!a->base)
-		return 0;
+		return;
 	if (pack)
 		hs__pack_matrix(w->type, w->rows, w->cols, w->data, w->row_bytes, p);
 	else
 		memcpy(p, w->data, bytes);
 	w->data = p;
 	w->packed = pack;
-	return 0;
 }
 
 /* Every dense matrix of cw through pack_weight: counting (a->base NULL),
@@ -307,8 +306,7 @@ static int pack_all(struct hs_fwd *f, struct hs_whole *cw, struct arena *a)
 	hs_runtime *rt = f->rt;
 	int rc;
 
-	if ((rc = pack_weight(a, &cw->output)))
-		return rc;
+	pack_weight(a, &cw->output);
 	for (int l = 0; l < cw->hp.n_layers; l++) {
 		struct hs_dense_layer *L = &cw->layers[l];
 		if (a->base && rt->o.progress) {
@@ -316,16 +314,13 @@ static int pack_all(struct hs_fwd *f, struct hs_whole *cw, struct arena *a)
 			snprintf(what, sizeof what, "dense layer %d repacked", l);
 			rt->o.progress(what, (double)l / cw->hp.n_layers, rt->o.progress_ctx);
 		}
-		if ((a->base && (rc = hs__runtime_aborted(rt, "repacking the dense weights"))) ||
-		    (rc = pack_weight(a, &L->wq)) || (rc = pack_weight(a, &L->wk)) || (rc = pack_weight(a, &L->wv)) ||
-		    (rc = pack_weight(a, &L->wo)) ||
-		    (L->ffn_gate.data && ((rc = pack_weight(a, &L->ffn_gate)) || (rc = pack_weight(a, &L->ffn_up)) ||
-					  (rc = pack_weight(a, &L->ffn_down)))))
+		if (a->base && (rc = hs__runtime_aborted(rt, "repacking the dense weights")))
 			return rc;
-		struct hs_weight *extra[8]; /* qwen35moe's DeltaNet and shared-expert matrices */
-		for (int k = 0, ne = hs__q35_matrices(L, extra); k < ne; k++)
-			if ((rc = pack_weight(a, extra[k])))
-				return rc;
+		struct hs_weight *ws[15] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down };
+		/* then qwen35moe's DeltaNet and shared-expert matrices */
+		const int nw = 7 + hs__q35_matrices(L, ws + 7);
+		for (int k = 0; k < nw; k++)
+			pack_weight(a, ws[k]); /* absent matrices (no data) are skipped */
 	}
 	return 0;
 }
@@ -353,13 +348,8 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 	if ((rc = pack_all(f, cw, &a)))
 		goto out_free;
 	/* a buffer left by an open that failed half way: nothing points into it */
-	for (int i = 0; i < rt->n_cwhole_bufs; i++)
-		hs__numa_free(rt->cwhole_bufs[i], rt->cwhole_bytes[i]);
-	free(rt->cwhole_bufs);
-	free(rt->cwhole_bytes);
-	rt->cwhole_bufs = NULL;
-	rt->cwhole_bytes = NULL;
-	rt->n_cwhole_bufs = 0;
+	hs__numa_free(rt->cwhole_buf, rt->cwhole_bytes);
+	rt->cwhole_buf = NULL;
 	if (a.used) {
 		/* the buffer starts on a 2 MiB boundary (the mapping may not) */
 		const size_t huge = (size_t)2 << 20, bytes = a.used + huge;
@@ -368,16 +358,9 @@ int hs__fwd_cpu_open(struct hs_fwd *f)
 			rc = -ENOMEM;
 			goto out_free;
 		}
-		if (!(rt->cwhole_bufs = malloc(sizeof *rt->cwhole_bufs)) ||
-		    !(rt->cwhole_bytes = malloc(sizeof *rt->cwhole_bytes))) {
-			hs__numa_free(p, bytes);
-			rc = hs__error(ENOMEM, "context: out of memory");
-			goto out_free;
-		}
 		/* freed at the runtime's close, as is what a failure below leaves */
-		rt->cwhole_bufs[0] = p;
-		rt->cwhole_bytes[0] = bytes;
-		rt->n_cwhole_bufs = 1;
+		rt->cwhole_buf = p;
+		rt->cwhole_bytes = bytes;
 		a = (struct arena){ p + ((huge - (uintptr_t)p % huge) % huge), 0 };
 		if ((rc = pack_all(f, cw, &a)))
 			goto out_free;

@@ -152,10 +152,7 @@ void hs_runtime_close(hs_runtime *rt)
 		rt->d->ops->free(rt->d->dev, rt->dwhole_bufs[i]);
 	free(rt->dwhole_bufs);
 	hs__whole_free(rt->dwhole);
-	for (int i = 0; i < rt->n_cwhole_bufs; i++)
-		hs__numa_free(rt->cwhole_bufs[i], rt->cwhole_bytes[i]);
-	free(rt->cwhole_bufs);
-	free(rt->cwhole_bytes);
+	hs__numa_free(rt->cwhole_buf, rt->cwhole_bytes);
 	hs__whole_free(rt->cwhole);
 	if (rt->trace)
 		hs_trace_writer_close(rt->trace, 1);

@@ -49,9 +49,8 @@ struct hs_runtime {
 	void **dwhole_bufs;            /* device buffers behind dwhole */
 	int n_dwhole_bufs;
 	struct hs_whole *cwhole;       /* the CPU backend's view: Q8_0/MXFP4 matrices repacked, or NULL */
-	void **cwhole_bufs;            /* host buffer(s) behind cwhole (NUMA-placed), and their sizes */
-	size_t *cwhole_bytes;
-	int n_cwhole_bufs;
+	void *cwhole_buf;              /* the host buffer behind cwhole (NUMA-placed) or NULL, and its size */
+	size_t cwhole_bytes;
 	int n_contexts;
 };
 
