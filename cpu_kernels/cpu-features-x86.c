@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -97,10 +98,13 @@ static void detect(void)
 			      (features.tier == features.best || features.tier >= HS_TIER_AVX512_VNNI);
 	/* one line: the tier, and why a faster one was refused or what
 	 * HOTSET_CPU_TIER changed */
+	char l2[64] = "";
+	if (hs__prefetch_l2)
+		snprintf(l2, sizeof l2, " (512-bit: into L2, %zu KiB ahead)", hs__prefetch_ahead_l2 >> 10);
 	hs__log(HS_LOG_INFO, "CPU kernels: %s%s%s; dense ops: %s; decode prefetch %zu KiB ahead%s",
 		hs__cpu_tier_name(features.tier), *features.note ? "; " : "", features.note,
 		features.use_avx512 ? "AVX-512 where it pays" : features.use_avx2 ? "AVX2" : "scalar reference",
-		hs__prefetch_ahead >> 10, hs__prefetch_l2 ? " (packed: into L2)" : "");
+		hs__prefetch_ahead >> 10, l2);
 }
 
 const struct hs_cpu_features *hs__cpu_features(void)

@@ -54,9 +54,10 @@ struct hs_cpu_features {
 
 /* How far ahead of the weights being read the decode kernels prefetch
  * (bytes; kernels-256.h's PREFETCH_AHEAD), set with the features: 4 KiB on
- * AMD family 0x19 (Zen 3, Zen 4), 8 KiB on other AMD, 16 KiB elsewhere.
+ * AMD family 0x19 (Zen 3, Zen 4), 8 KiB on other AMD, 16 KiB elsewhere
+ * (Intel's 512-bit decode prefetches into L2 at hs__prefetch_ahead_l2).
  * Measured: on a Xeon VM (Sapphire Rapids, a core reads 13 GB/s) 16 KiB
- * beat 8 (MXFP4 decode 0.66 -> 0.78 of read on one core); on a Zen 4 EPYC
+ * beat 8 with T0 (MXFP4 decode 0.66 -> 0.78 of read on one core); on a Zen 4 EPYC
  * VM (a core reads 28 GB/s) one thread's decode took 10-21% less time at
  * 4 KiB than at 16 (3-9% less than at 8); Zen 5 had been tuned at 8 KiB. */
 extern size_t hs__prefetch_ahead;
@@ -69,6 +70,18 @@ extern size_t hs__prefetch_ahead;
  * moved it -6..+10% by type on the Xeon, nothing clear; the 512-bit rows
  * were no faster than it with T0 and x1.07-1.29 with T1 (docs/kernels.md). */
 extern int hs__prefetch_l2;
+/* How far ahead the prefetches into L2 go (the 512-bit decode on Intel,
+ * where hs__prefetch_l2 is set): 3 KiB, about what one core has in flight
+ * at its bandwidth (13-16 GB/s x ~150 ns), not 16 KiB (why farther is
+ * slower is a guess: more misses than the L2 can track, so some prefetches
+ * are dropped and their lines come late, on demand).  On the Xeon VM,
+ * one product streaming 1 GiB of packed MXFP4: 1 KiB 0.78 of read, 2 KiB
+ * 0.84-0.87, 3 KiB 0.85, 4 KiB 0.85, 16 KiB 0.81-0.83 (1 and 2 threads);
+ * bench-kernels' fused FFN at 1 token from DRAM: Q4_K, Q5_K, Q6_K 0.58-0.61
+ * -> 0.60-0.67 at 3 KiB; the 24-layer gpt-oss file's decode 0.71-0.77 ->
+ * 0.74-0.83 of read at 2 KiB in 6 of 7 alternating pairs
+ * (docs/kernels.md). */
+extern size_t hs__prefetch_ahead_l2;
 
 /* Detected once, then cached; never fails. */
 const struct hs_cpu_features *hs__cpu_features(void);

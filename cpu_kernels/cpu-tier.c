@@ -8,6 +8,7 @@
 #include "cpu_kernels/cpu-features.h"
 
 size_t hs__prefetch_ahead = 16384;
+size_t hs__prefetch_ahead_l2 = 3072;
 int hs__prefetch_l2;
 
 static const char *const names[HS_TIER_COUNT] = { "ref", "avx2", "avx-vnni", "avx512-vnni", "amx" };

@@ -21,7 +21,7 @@ HOTSET_CPU_TIER=ref expect_ok "--version, tier ref, no -v" "$HOTSET" --version
 # -v: the library says which CPU kernels and which device it chose
 expect_ok "-v --version" "$HOTSET" -v --version
 expect_grep "-v: CPU kernels" '^hotset: info: CPU kernels: ' "$TMP/err"
-expect_grep "-v: decode prefetch" '^hotset: info: CPU kernels: .*; decode prefetch (4|8|16) KiB ahead( \(packed: into L2\))?$' "$TMP/err"
+expect_grep "-v: decode prefetch" '^hotset: info: CPU kernels: .*; decode prefetch (4|8|16) KiB ahead( \(512-bit: into L2, 3 KiB ahead\))?$' "$TMP/err"
 [ -s "$TMP/err" ] && ! grep -vq '^hotset: info: ' "$TMP/err" || fail "-v --version: stray stderr: $(cat "$TMP/err")"
 M="$HS_DATA/models/gptoss-tiny-h256-e32.gguf" X="$HS_DATA/models/x-h256-n4.npy"
 expect_ok "run-layer quiet" "$HOTSET" run-layer --model "$M" --layer 0 --input "$X" --output "$TMP/y.npy" --device sim

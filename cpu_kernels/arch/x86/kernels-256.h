@@ -291,6 +291,9 @@ static void tile_mxfp4_prefill(const uint8_t *w, size_t row_bytes, int r0, int r
  * far-memory Xeon).  The plain-row types (quants-256.h) go as many values ahead, not
  * bytes. */
 #define PREFETCH_AHEAD hs__prefetch_ahead /* cpu-features.h: by vendor */
+/* The 512-bit decode's distance: into L2 on Intel, where a few KiB are
+ * enough (cpu-features.h), else as above. */
+#define PREFETCH_AHEAD_512 (hs__prefetch_l2 ? hs__prefetch_ahead_l2 : hs__prefetch_ahead)
 
 #include "cpu_kernels/arch/x86/quants-256.h"
 

@@ -301,13 +301,13 @@ static inline size_t qx_unit_bytes(int type)
 }
 
 /* The decode prefetch distance in bytes: as many values ahead as
- * PREFETCH_AHEAD bytes of Q4_K hold, whatever the type's bytes per value
+ * q4k_bytes of Q4_K hold, whatever the type's bytes per value
  * (the work per value is about the same for all, so this is the same time
  * ahead).  On the Xeon VM a fixed 16 KiB was best for Q4_K and IQ4_XS and
  * 24 KiB for Q6_K (0.58 -> 0.70 of read), its 6.6 bits a value against 4.5. */
-static inline size_t qx_prefetch_ahead(int type)
+static inline size_t qx_prefetch_ahead(int type, size_t q4k_bytes)
 {
-	const size_t units = PREFETCH_AHEAD / qx_unit_bytes(HS_TYPE_Q4_K) * (HS_QK_K / qx_unit_values(type));
+	const size_t units = q4k_bytes / qx_unit_bytes(HS_TYPE_Q4_K) * (HS_QK_K / qx_unit_values(type));
 	return units * qx_unit_bytes(type);
 }
 
@@ -327,7 +327,7 @@ static inline __attribute__((always_inline)) void rows_qx(int type, const uint8_
 	const size_t ub = qx_unit_bytes(type);
 
 	const uint8_t *end = w + (size_t)r1 * row_bytes; /* prefetches stay inside the call's rows */
-	const size_t ahead = qx_prefetch_ahead(type);
+	const size_t ahead = qx_prefetch_ahead(type, PREFETCH_AHEAD);
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w + (size_t)r * row_bytes;
 		__m256 acc[4], acc2[4], macc[4];

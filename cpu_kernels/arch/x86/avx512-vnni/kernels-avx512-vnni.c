@@ -25,7 +25,7 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
 #include "cpu_kernels/arch/x86/kernels-256.h"
 
 #define TOKENS 8 /* tokens per pass over a group */
-/* (decode prefetches PREFETCH_AHEAD bytes ahead, as kernels-256.h says) */
+/* (decode prefetches PREFETCH_AHEAD_512 bytes ahead, as kernels-256.h says) */
 
 /* A 16-row group against NT (1..8) tokens over nb block groups.  Two int32
  * chains per token while registers allow (NT <= 4), so the dependent
@@ -39,7 +39,7 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 {
 	const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)plus12));
 	const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
-	const size_t gbb = HS_PACK_ROWS * hs__type_block_bytes(type);
+	const size_t gbb = HS_PACK_ROWS * hs__type_block_bytes(type), ahead = PREFETCH_AHEAD_512;
 	__m512 acc[TOKENS];
 
 	_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
@@ -48,13 +48,13 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		const uint8_t *bg = g + (size_t)b * gbb;
 		__m512i a0[TOKENS], a1[TOKENS];
 		__m512 ws;
-		if (NT <= 2 && bg + PREFETCH_AHEAD + gbb <= end) {
+		if (NT <= 2 && bg + ahead + gbb <= end) {
 			if (hs__prefetch_l2) /* cpu-features.h: into L2 on Intel */
 				for (size_t o = 0; o < gbb; o += 64)
-					_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T1);
+					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T1);
 			else
 				for (size_t o = 0; o < gbb; o += 64)
-					_mm_prefetch((const char *)bg + PREFETCH_AHEAD + o, _MM_HINT_T0);
+					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T0);
 		}
 		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
 			a0[j] = _mm512_set1_epi32(corr[j * nb + b]);
@@ -942,7 +942,7 @@ static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8
 	const __m512i iq4 = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)hs__iq4nl_values),
 								 _mm_set1_epi8((char)qx_offset(type))));
 	const int halves = qx_halves(type), iq = type == HS_TYPE_IQ4_XS;
-	const size_t ub = qx_unit_bytes(type), ahead = qx_prefetch_ahead(type);
+	const size_t ub = qx_unit_bytes(type), ahead = qx_prefetch_ahead(type, PREFETCH_AHEAD_512);
 	const uint8_t *end = w + (size_t)r1 * row_bytes; /* prefetches stay inside the call's rows */
 	/* the scale of each lane, register z: Q4_K/Q5_K blocks (0|2) (1|3) (4|6)
 	 * (5|7); Q6_K halves 4z + lane / 4; IQ4_XS (z = 0, 2) blocks 2z + lane / 4 */
