@@ -5,7 +5,6 @@
 #ifndef HS_BENCH_UTIL_H
 #define HS_BENCH_UTIL_H
 
-#include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "cpu_kernels/dense.h"
 #include "runtime/numa.h"
 
 static double now(void)
@@ -33,24 +33,17 @@ static uint64_t next(void)
 	return rng;
 }
 
-/* Memory read bandwidth: every thread streams its share with 32-byte
- * loads (the benchmarks are built only where AVX2 kernels are). */
-__attribute__((target("avx2"))) static uint64_t read_share(const uint64_t *buf, size_t lo, size_t hi)
+/* Memory read bandwidth: every thread streams words lo..hi of buf with
+ * the library's read probe (dense.h), prefetching ahead into L2 or not. */
+static uint64_t read_share(const uint64_t *buf, size_t lo, size_t hi, size_t ahead)
 {
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	for (size_t i = lo; i + 16 <= hi; i += 16) {
-		a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(buf + i)));
-		a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(buf + i + 4)));
-		a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(buf + i + 8)));
-		a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(buf + i + 12)));
-	}
-	a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-	return (uint64_t)_mm256_extract_epi64(a0, 0) ^ (uint64_t)_mm256_extract_epi64(a0, 3);
+	return hs__dense_best()->xor_read(buf + lo, (hi - lo) * 8, ahead);
 }
 
-/* Two patterns, the best counts: each thread streams one contiguous half
- * of the buffer; or, like the kernels, the buffer is read in 4 MiB pieces
- * in a shuffled order, each piece split between the threads. */
+/* Two patterns, each with and without the probe's prefetch, the best
+ * counts: each thread streams one contiguous half of the buffer; or, like
+ * the kernels, the buffer is read in 4 MiB pieces in a shuffled order,
+ * each piece split between the threads. */
 static double read_gbps(const uint64_t *buf, size_t words, int threads)
 {
 	const size_t piece = (4u << 20) / 8, n_pieces = words / piece;
@@ -70,14 +63,15 @@ static double read_gbps(const uint64_t *buf, size_t words, int threads)
 #pragma omp parallel num_threads(threads) reduction(^ : total)
 		{
 			int ith = omp_get_thread_num(), nth = omp_get_num_threads();
+			const size_t ahead = rep / 2 % 2 ? HS_READ_AHEAD : 0;
 			if (rep % 2 == 0) {
 				size_t lo = words * ith / nth / 16 * 16, hi = words * (ith + 1) / nth / 16 * 16;
-				total ^= read_share(buf, lo, hi);
+				total ^= read_share(buf, lo, hi, ahead);
 			} else {
 				for (size_t p = 0; p < n_pieces && p < 1024; p++) {
 					const uint64_t *b = buf + order[p] * piece;
 					total ^= read_share(b, piece * ith / nth / 16 * 16,
-							    piece * (ith + 1) / nth / 16 * 16);
+							    piece * (ith + 1) / nth / 16 * 16, ahead);
 				}
 			}
 		}

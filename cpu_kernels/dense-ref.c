@@ -107,11 +107,14 @@ static void attend_ref(const struct hs_attn_tile *t)
 	}
 }
 
-static uint64_t xor_read_ref(const void *p, size_t bytes)
+static uint64_t xor_read_ref(const void *p, size_t bytes, size_t ahead)
 {
 	const uint64_t *w = p;
+	const size_t stop = ahead < bytes ? (bytes - ahead) / 8 : 0; /* prefetches stay inside */
 	uint64_t a = 0, b = 0, c = 0, d = 0; /* four streams: loads in flight, not one chain */
 	for (size_t i = 0; i < bytes / 8; i += 4) {
+		if (ahead && i % 8 == 0 && i < stop)
+			__builtin_prefetch((const char *)(w + i) + ahead, 0, 2); /* 2: into L2 */
 		a ^= w[i];
 		b ^= w[i + 1];
 		c ^= w[i + 2];

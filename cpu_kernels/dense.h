@@ -28,6 +28,13 @@ struct hs_dn_job;
 /* Inner loops of one instruction tier.  The scalar set (hs__dense_ref)
  * computes in double where it is arithmetic; the SIMD sets in float (see
  * each op's bound in its test). */
+/* The read probe's prefetch distance.  On the 2-core Xeon VM a plain
+ * stream of 32-byte loads read 26-27.5 GB/s on 2 cores (13-14 on one),
+ * the same loop prefetching into L2 2-3 KiB ahead 31-33 (16-17): without
+ * it the probe called a sixth of the memory's bandwidth missing (1 KiB
+ * ahead 29-30, 4-16 KiB 28.5-29.5; docs/kernels.md). */
+#define HS_READ_AHEAD 3072
+
 struct hs_dense_ops {
 	const char *name;
 	/* out[j][r - r0] = row r of w . x[j] for rows [r0, r1), j < nt; rows of
@@ -50,10 +57,12 @@ struct hs_dense_ops {
 	/* Gated DeltaNet's chunked delta rule, thread ith's share (deltanet.h). */
 	void (*dn_chunk)(const struct hs_dn_job *j, int ith, int nth);
 	/* Every 8-byte word of p XORed together (p 32-byte aligned, bytes a
-	 * multiple of 128): the read-bandwidth probe's loop (measure/), with
-	 * the widest loads of the tier so that the probe finds the memory's
-	 * limit, not the core's. */
-	uint64_t (*xor_read)(const void *p, size_t bytes);
+	 * multiple of 128): the read-bandwidth probe's loop (measure/).  With
+	 * ahead > 0 it also prefetches into L2 that many bytes ahead of its
+	 * loads, never past p + bytes: the probe tries both (HS_READ_AHEAD)
+	 * and keeps the faster, so that it finds the memory's limit, not one
+	 * loop's. */
+	uint64_t (*xor_read)(const void *p, size_t bytes, size_t ahead);
 };
 
 extern const struct hs_dense_ops hs__dense_ref;

@@ -350,12 +350,19 @@ static void test_xor_read(void)
 		w[i] = s;
 	}
 	for (size_t bytes = 128; bytes <= most; bytes = bytes * 3 / 256 * 128 + 128) {
-		const uint64_t a = hs__dense_ref.xor_read(w, bytes), b = fast->xor_read(w, bytes);
 		uint64_t want = 0;
 		for (size_t i = 0; i < bytes / 8; i++)
 			want ^= w[i];
-		CHECK(a == want && b == want, "xor_read of %zu bytes: %s %016llx, reference %016llx, want %016llx", bytes,
-		      fast->name, (unsigned long long)b, (unsigned long long)a, (unsigned long long)want);
+		/* with and without the prefetch, its distance short of, inside and past the buffer */
+		static const size_t aheads[] = { 0, 64, HS_READ_AHEAD, 1 << 20 };
+		for (int k = 0; k < 4; k++) {
+			const uint64_t a = hs__dense_ref.xor_read(w, bytes, aheads[k]),
+				       b = fast->xor_read(w, bytes, aheads[k]);
+			CHECK(a == want && b == want,
+			      "xor_read of %zu bytes, %zu ahead: %s %016llx, reference %016llx, want %016llx", bytes,
+			      aheads[k], fast->name, (unsigned long long)b, (unsigned long long)a,
+			      (unsigned long long)want);
+		}
 	}
 	free(w);
 }

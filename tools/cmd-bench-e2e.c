@@ -332,7 +332,7 @@ int hs_cmd_bench_e2e(int argc, char **argv)
 		return hs_cli_fail("bench", "%s: not a whole model (--e2e runs token to token)", path);
 	/* the machine's limit, measured now: read bandwidth with the workers' thread count */
 	int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	double read_gbps = hs__read_bandwidth(threads, (size_t)1 << 30, 5) / 1e9;
+	double read_gbps = hs__read_bandwidth(threads, (size_t)1 << 30, 6) / 1e9;
 	const double token_bytes = (double)in.layer_token_bytes * in.n_moe_layers + (double)in.dense_bytes;
 
 	printf("# hotset bench --e2e: the whole model, measured (tokens per second; median [range] of %d runs)\n",

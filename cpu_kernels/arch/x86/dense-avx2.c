@@ -330,11 +330,22 @@ static void attend_block(const struct hs_attn_tile *t, const int *idx, int nv, i
 #define ATTEND_B(D) ((HS_ATTN_BLOCK_VALUES / (D) < 32 ? HS_ATTN_BLOCK_VALUES / (D) : 32) & ~7)
 #include "cpu_kernels/arch/x86/dense-attend.h"
 
-uint64_t hs__xor_read_avx2(const void *p, size_t bytes)
+uint64_t hs__xor_read_avx2(const void *p, size_t bytes, size_t ahead)
 {
 	const __m256i *v = p;
+	const size_t n = bytes / 32, stop = ahead && ahead < bytes ? (bytes - ahead) / 32 : 0;
 	__m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-	for (size_t i = 0; i < bytes / 32; i += 4) {
+	size_t i = 0;
+	/* while the prefetches stay inside: two lines ahead each 128 bytes */
+	for (; i + 4 <= stop; i += 4) {
+		_mm_prefetch((const char *)(v + i) + ahead, _MM_HINT_T1);
+		_mm_prefetch((const char *)(v + i) + ahead + 64, _MM_HINT_T1);
+		a = _mm256_xor_si256(a, _mm256_load_si256(v + i));
+		b = _mm256_xor_si256(b, _mm256_load_si256(v + i + 1));
+		c = _mm256_xor_si256(c, _mm256_load_si256(v + i + 2));
+		d = _mm256_xor_si256(d, _mm256_load_si256(v + i + 3));
+	}
+	for (; i < n; i += 4) {
 		a = _mm256_xor_si256(a, _mm256_load_si256(v + i));
 		b = _mm256_xor_si256(b, _mm256_load_si256(v + i + 1));
 		c = _mm256_xor_si256(c, _mm256_load_si256(v + i + 2));

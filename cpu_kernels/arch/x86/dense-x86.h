@@ -16,6 +16,6 @@ void hs__rmsnorm_row_avx2(const float *x, float *y, int n, const float *w, float
 void hs__rope_row_avx2(float *x, int n_rot, const float *cs);
 void hs__to_f16_avx2(const float *x, uint16_t *y, int n);
 void hs__attend_avx2(const struct hs_attn_tile *t);
-uint64_t hs__xor_read_avx2(const void *p, size_t bytes);
+uint64_t hs__xor_read_avx2(const void *p, size_t bytes, size_t ahead);
 
 #endif
