@@ -39,7 +39,11 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 {
 	const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)plus12));
 	const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
-	const size_t gbb = HS_PACK_ROWS * hs__type_block_bytes(type), ahead = PREFETCH_AHEAD_512;
+	/* a constant, so that the prefetches below unroll (a call per group to
+	 * hs__type_block_bytes left a loop of them, a branch each line) */
+	const size_t gbb = HS_PACK_ROWS * (type == HS_TYPE_MXFP4 ? sizeof(struct hs_block_mxfp4)
+								  : sizeof(struct hs_block_q8_0)),
+		     ahead = PREFETCH_AHEAD_512;
 	__m512 acc[TOKENS];
 
 	_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
@@ -50,10 +54,10 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		__m512 ws;
 		if (NT <= 2 && bg + ahead + gbb <= end) {
 			if (hs__prefetch_l2) /* cpu-features.h: into L2 on Intel */
-				for (size_t o = 0; o < gbb; o += 64)
+				_Pragma("GCC unroll 16") for (size_t o = 0; o < gbb; o += 64)
 					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T1);
 			else
-				for (size_t o = 0; o < gbb; o += 64)
+				_Pragma("GCC unroll 16") for (size_t o = 0; o < gbb; o += 64)
 					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T0);
 		}
 		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
@@ -63,6 +67,9 @@ static inline __attribute__((always_inline)) void packed_512(int type, const uin
 		if (type == HS_TYPE_MXFP4) {
 			_Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
 				__m512i v = _mm512_loadu_si512((const void *)(bg + 16 + 64 * u));
+				/* one load into a register: gcc otherwise folds it into
+				 * both the mask and the shift, two loads of each line */
+				__asm__("" : "+v"(v));
 				__m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
 				__m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
 				_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
