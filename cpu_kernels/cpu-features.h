@@ -79,8 +79,8 @@ extern int hs__prefetch_l2;
  * 0.84-0.87, 3 KiB 0.85, 4 KiB 0.85, 16 KiB 0.81-0.83 (1 and 2 threads);
  * bench-kernels' fused FFN at 1 token from DRAM: Q4_K, Q5_K, Q6_K 0.58-0.61
  * -> 0.60-0.67 at 3 KiB; the 24-layer gpt-oss file's decode 0.71-0.77 ->
- * 0.74-0.83 of read (the old read probe's, ~15% low) at 2 KiB in 6 of 7
- * alternating pairs (docs/kernels.md). */
+ * 0.74-0.83 of read at 2 KiB in 6 of 7 alternating pairs (ratios to the
+ * old read probe, which read ~15% low; docs/kernels.md). */
 extern size_t hs__prefetch_ahead_l2;
 
 /* Detected once, then cached; never fails. */
