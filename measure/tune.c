@@ -78,7 +78,7 @@ static void unbind_team(int threads)
  * the loads; four accumulators keep them independent. */
 static double read_bw(const uint64_t *buf, size_t words, int threads, int reps)
 {
-	const struct hs_dense_ops *dops = hs__dense_best(); /* the widest loads this CPU has */
+	const struct hs_dense_ops *dops = hs__dense_best(); /* its xor_read: the probe both ways (dense.h) */
 	double best = 0;
 
 	for (int r = 0; r < reps; r++) {
