@@ -79,7 +79,8 @@ void hs__matmul_step_quantize(struct hs_matmul_job *job, int ith, int nth)
 	if (!job->xq)
 		return;
 	for (int t = ith; t < job->n; t += nth)
-		job->ops->quantize_q8_0(job->x + (size_t)t * job->x_stride, job->xq + (size_t)t * nb, job->cols);
+		hs__quantize_for(job->ops, job->type, job->x + (size_t)t * job->x_stride, job->xq + (size_t)t * nb,
+				 job->cols);
 }
 
 /* Rows per work item.  Decode: about eight items per thread (an even

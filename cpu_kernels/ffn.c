@@ -141,21 +141,27 @@ static int mine(uint64_t c, uint64_t w, uint64_t total, int ith, int nth)
 
 void hs__ffn_step_quantize(struct hs_ffn_job *job, int ith, int nth)
 {
-	const int D = job->layer->n_embd;
+	const int D = job->layer->n_embd, tg = job->layer->type[HS_GATE], tu = job->layer->type[HS_UP];
 
-	if (!hs__kernel_type_quantized(job->layer->type[HS_GATE]) && !hs__kernel_type_quantized(job->layer->type[HS_UP]))
+	if (!hs__kernel_type_quantized(tg) && !hs__kernel_type_quantized(tu))
 		return;
+	/* one quantization for both: a shared scale a super-block where either
+	 * takes it (exact for the other too) */
 	for (int t = ith; t < job->n; t += nth)
-		job->ops->quantize_q8_0(job->x + (size_t)t * D, job->xq + (size_t)t * (D / HS_QK), D);
+		hs__quantize_for(job->ops, hs__q8_k_for(job->ops, tg) ? tg : tu, job->x + (size_t)t * D,
+				 job->xq + (size_t)t * (D / HS_QK), D);
 }
 
 void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 {
 	const struct hs_moe_layer *l = job->layer;
-	const int D = l->n_embd, F = l->n_ff, nrb = (F + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-	const int tg = l->type[HS_GATE], tu = l->type[HS_UP];
+	const int tg = l->type[HS_GATE], tu = l->type[HS_UP], td = l->type[HS_DOWN];
 	const int qg = hs__kernel_type_quantized(tg), qu = hs__kernel_type_quantized(tu);
-	const int qd = hs__kernel_type_quantized(l->type[HS_DOWN]);
+	const int qd = hs__kernel_type_quantized(td);
+	/* h quantized for down with a scale per 256 values takes items of
+	 * whole super-blocks */
+	const int rpi = hs__q8_k_for(job->ops, td) && l->n_ff % 256 == 0 ? 256 : ROWS_PER_ITEM;
+	const int D = l->n_embd, F = l->n_ff, nrb = (F + rpi - 1) / rpi;
 	const size_t rbg = hs__type_row_bytes(tg, (uint64_t)D), rbu = hs__type_row_bytes(tu, (uint64_t)D);
 	const uint64_t total = job->cost_prefix[job->n_active] * (uint64_t)nrb;
 	const struct hs_block_q8_0 *xs[CHUNK];
@@ -179,7 +185,7 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 			if (np <= MERGE_TOKENS)
 				while (b1 < nrb && mine(c + (uint64_t)(b1 - b) * (uint64_t)np, (uint64_t)np, total, ith, nth))
 					b1++;
-			const int r0 = b * ROWS_PER_ITEM, r1 = b1 * ROWS_PER_ITEM < F ? b1 * ROWS_PER_ITEM : F;
+			const int r0 = b * rpi, r1 = b1 * rpi < F ? b1 * rpi : F;
 			b = b1 - 1;
 			for (int c0 = 0; c0 < np; c0 += CHUNK) {
 				int m = np - c0 < CHUNK ? np - c0 : CHUNK;
@@ -212,7 +218,8 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 						h[r - r0] = l->arch->activation_f(gv, uv);
 					}
 					if (qd)
-						job->ops->quantize_q8_0(h, job->hq + (size_t)p * (F / HS_QK) + r0 / HS_QK, r1 - r0);
+						hs__quantize_for(job->ops, td, h, job->hq + (size_t)p * (F / HS_QK) + r0 / HS_QK,
+								 r1 - r0);
 				}
 			}
 		}

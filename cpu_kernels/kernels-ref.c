@@ -24,6 +24,24 @@ static void quantize_q8_0_ref(const float *x, struct hs_block_q8_0 *y, int n)
 	}
 }
 
+void hs__quantize_q8_k_ref(const float *x, struct hs_block_q8_0 *y, int n)
+{
+	const int n256 = n / 256 * 256;
+
+	for (int i = 0; i < n256; i += 256) {
+		float amax = 0;
+		for (int j = 0; j < 256; j++)
+			amax = fmaxf(amax, fabsf(x[i + j]));
+		float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+		for (int j = 0; j < 256; j++) {
+			y[(i + j) / HS_QK].d = hs__fp32_to_fp16(d);
+			y[(i + j) / HS_QK].qs[j % HS_QK] = (int8_t)nearbyintf(x[i + j] * id);
+		}
+	}
+	if (n256 < n)
+		quantize_q8_0_ref(x + n256, y + n256 / HS_QK, n - n256);
+}
+
 static float dot_mxfp4(const struct hs_block_mxfp4 *w, const struct hs_block_q8_0 *x, int nb)
 {
 	float sum = 0;
@@ -109,7 +127,7 @@ static void tile_q_packed_ref(int type, const uint8_t *w, int r0, int r1, int nc
 	}
 }
 
-const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref, tile_q_packed_ref };
+const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref, tile_q_packed_ref, NULL, 0 };
 
 int hs__kernel_type_quantized(int type)
 {

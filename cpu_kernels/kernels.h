@@ -31,7 +31,31 @@ struct hs_kernel_ops {
 	 * starts at w; r0 and r1 are multiples of HS_PACK_ROWS (16). */
 	void (*tile_q_packed)(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+	/* Or NULL: x[n] -> Q8_0 blocks whose 8 blocks of every 256 values
+	 * share one scale, the largest |x| of the 256 over 127 (ggml's Q8_K
+	 * rounding; a tail short of 256 per block).  For the weight types in
+	 * q8_k_types (bit 1 << type), whose tiles on this tier take a token's
+	 * scale once per super-block where the 8 blocks' scales are equal
+	 * (they check: any Q8_0 input gives the right product). */
+	void (*quantize_q8_k)(const float *x, struct hs_block_q8_0 *y, int n);
+	unsigned q8_k_types;
 };
+
+/* Whether ops quantize activations for `type` weights with quantize_q8_k */
+static inline int hs__q8_k_for(const struct hs_kernel_ops *ops, int type)
+{
+	return ops->quantize_q8_k && type >= 0 && type < 32 && (ops->q8_k_types >> type & 1u);
+}
+
+/* x[n] quantized for products with `type` weights on ops' tier */
+static inline void hs__quantize_for(const struct hs_kernel_ops *ops, int type, const float *x, struct hs_block_q8_0 *y,
+				    int n)
+{
+	if (hs__q8_k_for(ops, type))
+		ops->quantize_q8_k(x, y, n);
+	else
+		ops->quantize_q8_0(x, y, n);
+}
 
 extern const struct hs_kernel_ops hs__kernels_ref;
 /* Each tier's set, or NULL in a build whose compiler could not produce it
@@ -51,8 +75,12 @@ const struct hs_kernel_ops *hs__kernels_tier(int tier);
 /* Weight types the quantized (Q8_0 activation) path takes: every block
  * type; others (F16, BF16, F32) take a float path that dequantizes rows.
  * Q8_0 activations (a scale per 32 values) for the K-quants too, where
- * ggml rounds them to Q8_K (a scale per 256): never less accurate. */
+ * ggml rounds them to Q8_K (a scale per 256), but for the types a tier
+ * names in q8_k_types (the AMX tier's Q4_K), which get ggml's scale per
+ * 256: never less accurate than ggml. */
 int hs__kernel_type_quantized(int type);
+/* The scalar twin of quantize_q8_k */
+void hs__quantize_q8_k_ref(const float *x, struct hs_block_q8_0 *y, int n);
 /* The reference dot of one plain row of ncols values with a Q8_0 row (the
  * definition tile_q's fast versions are tested against). */
 float hs__dot_q8_ref(int type, const uint8_t *row, const struct hs_block_q8_0 *x, int ncols);

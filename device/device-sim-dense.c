@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -23,6 +24,22 @@ static int split_threads(int threads)
 	return threads < SPLIT_THREADS_MAX ? threads : SPLIT_THREADS_MAX;
 }
 
+static struct hs_kernel_ops sim_ops;
+static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
+
+static void sim_ops_init(void)
+{
+	sim_ops = *hs__kernels_best();
+	sim_ops.quantize_q8_k = NULL;
+	sim_ops.q8_k_types = 0;
+}
+
+const struct hs_kernel_ops *hs__sim_kernels(void)
+{
+	pthread_once(&sim_once, sim_ops_init);
+	return &sim_ops;
+}
+
 size_t hs__sim_matmul_scratch_bytes(int type, int cols, int n)
 {
 	return hs__matmul_scratch_bytes(type, cols, n);
@@ -31,7 +48,7 @@ size_t hs__sim_matmul_scratch_bytes(int type, int cols, int n)
 static int run_matmul(const void *args, int threads)
 {
 	const struct hs_dev_matmul *m = args;
-	struct hs_matmul_job job = { .ops = hs__kernels_best(), .dops = hs__dense_best(), .type = m->type,
+	struct hs_matmul_job job = { .ops = hs__sim_kernels(), .dops = hs__dense_best(), .type = m->type,
 				     .rows = m->rows, .cols = m->cols, .w = m->w, .row_bytes = m->row_bytes,
 				     .bias = m->bias, .n = m->n, .x = m->x, .x_stride = m->x_stride, .y = m->y,
 				     .y_stride = m->y_stride, .scratch = m->scratch };
@@ -72,7 +89,7 @@ static int run_kv_store(const void *args, int threads)
 {
 	const struct hs_dev_kv_store *s = args;
 #pragma omp parallel num_threads(threads)
-	hs__kv_store(hs__kernels_best(), hs__dense_best(), s->type, s->x, s->x_stride, s->n, s->n_head_kv, s->head_dim,
+	hs__kv_store(hs__sim_kernels(), hs__dense_best(), s->type, s->x, s->x_stride, s->n, s->n_head_kv, s->head_dim,
 		    s->cells, s->dst, s->cell_bytes, s->head_bytes, omp_get_thread_num(), omp_get_num_threads());
 	if (s->cell_pos)
 		for (int t = 0; t < s->n; t++)

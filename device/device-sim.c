@@ -274,7 +274,7 @@ static int run_ffn(hs_dev *d, const struct hs_dev_ffn *f)
 		if (e >= 0 && f->slot_of[e] < 0)
 			return hs__error(EINVAL, "sim ffn: expert %d is routed but has no slot on the device", e);
 	}
-	struct hs_ffn_job job = { .layer = &l, .ops = hs__kernels_best(), .n = f->n, .ids = f->ids,
+	struct hs_ffn_job job = { .layer = &l, .ops = hs__sim_kernels(), .n = f->n, .ids = f->ids,
 				  .weights = f->weights, .y = f->y, .scratch = f->scratch };
 	if ((rc = hs__ffn_prepare(&job)))
 		return rc;
@@ -335,7 +335,7 @@ static int run_task(hs_queue *q, struct task *t)
 		pthread_mutex_unlock(&d->mu);
 		return 0;
 	case T_QUANTIZE: {
-		const struct hs_kernel_ops *ops = hs__kernels_best();
+		const struct hs_kernel_ops *ops = hs__sim_kernels();
 		const float *x = t->src;
 		struct hs_block_q8_0 *y = t->dst;
 		for (int r = 0; r < t->rows; r++)

@@ -6,11 +6,17 @@
 
 #include <stddef.h>
 
+#include "cpu_kernels/kernels.h"
 #include "device/device.h"
 
 /* Queues fn(copy of args, threads) on q; its nonzero return is the queue's
  * sticky error. */
 int hs__sim_call(hs_queue *q, int (*fn)(const void *args, int threads), const void *args, size_t size);
+
+/* The CPU tier's kernels as the sim device runs them: activations in Q8_0
+ * with a scale per 32 values, as the CUDA device quantizes them (no
+ * quantize_q8_k), so that the sim stays the device's arithmetic. */
+const struct hs_kernel_ops *hs__sim_kernels(void);
 
 size_t hs__sim_matmul_scratch_bytes(int type, int cols, int n);
 int hs__sim_matmul(hs_queue *q, const struct hs_dev_matmul *m);

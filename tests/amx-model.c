@@ -31,7 +31,7 @@ static void emu_release(void);
 #include "cpu_kernels/arch/x86/amx/amx-body.h"
 
 static struct amx_cfg cfg;
-static int configured, faults, products;
+static int configured, faults, products, wide;
 static int8_t tile[8][16][64];
 
 static void fault(const char *what)
@@ -88,6 +88,7 @@ static void emu_dpbssd(int c, int a, int b)
 		return;
 	}
 	products++;
+	wide += cfg.colsb[a] == 64;
 	for (int m = 0; m < cfg.rows[a]; m++)
 		for (int n = 0; n < cfg.colsb[c] / 4; n++) {
 			int32_t acc;
@@ -128,10 +129,15 @@ int hs__amx_model_tile(int type, const uint8_t *w, int r0, int r1, int ncols, co
 int hs__amx_model_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			  const struct hs_block_q8_0 *const *x, int nt, float *const *out, int *n_products)
 {
-	faults = products = 0;
+	faults = products = wide = 0;
 	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 	if (configured)
 		fault("tiles left configured");
 	*n_products = products;
 	return faults;
+}
+
+int hs__amx_model_wide_products(void)
+{
+	return wide;
 }

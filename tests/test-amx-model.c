@@ -90,6 +90,10 @@ int main(void)
 			for (size_t i = 0; i < (size_t)C * QR; i++)
 				v[i] = frand();
 			hs__quantize_row_ref(type, v, w, (size_t)C * QR); /* valid blocks, sane scales */
+			/* Q4_K also against tokens whose super-blocks share a scale
+			 * (quantize_q8_k): the block scales go into the weights and
+			 * every product takes two blocks */
+			for (int shared = 0; shared <= (type == HS_TYPE_Q4_K); shared++)
 			for (int k = 0; k < 5; k++) {
 				const int nt = qnts[k], r0 = k % 2 ? 5 : 0, r1 = k == 2 ? QR - 3 : QR;
 				struct hs_block_q8_0 *xq = malloc(sizeof *xq * nb * nt);
@@ -99,7 +103,10 @@ int main(void)
 				for (int j = 0; j < nt; j++) {
 					for (int i = 0; i < C; i++)
 						v[i] = frand();
-					hs__kernels_ref.quantize_q8_0(v, xq + j * nb, C);
+					if (shared)
+						hs__quantize_q8_k_ref(v, xq + j * nb, C);
+					else
+						hs__kernels_ref.quantize_q8_0(v, xq + j * nb, C);
 					xs[j] = xq + j * nb;
 					oa[j] = malloc(sizeof(float) * (r1 - r0));
 					ob[j] = malloc(sizeof(float) * (r1 - r0 + 1));
@@ -111,6 +118,9 @@ int main(void)
 				const int per_block = (type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_Q2_K) ? 2 : 1;
 				CHECK(products == (nt + 15) / 16 * ((r1 - r0 + 15) / 16) * nb * per_block,
 				      "%s cols %d nt %d: %d tile products", hs__type_name(type), C, nt, products);
+				CHECK(hs__amx_model_wide_products() == (shared ? products : 0),
+				      "%s cols %d nt %d shared %d: %d of %d products two blocks deep", hs__type_name(type), C,
+				      nt, shared, hs__amx_model_wide_products(), products);
 				for (int j = 0; j < nt; j++) {
 					double e = rel_l2(ob[j], oa[j], (size_t)(r1 - r0));
 					CHECK(e <= 1e-5 && !isnan(e), "%s cols %d rows %d..%d nt %d token %d: error %.3g",

@@ -246,6 +246,22 @@ static void test_quantize(void)
 		fast->quantize_q8_0(x, b, n);
 		CHECK(memcmp(a, b, sizeof *a * (n / 32)) == 0, "%s quantize_q8_0 differs from the scalar twin", fast->name);
 	}
+	/* a scale per 256 values (the tail of 97 blocks: one per block) */
+	hs__quantize_q8_k_ref(x, a, n);
+	for (int b8 = 0; b8 < 96; b8++)
+		CHECK(a[b8].d == a[b8 & ~7].d, "quantize_q8_k: block %d has a scale of its own", b8);
+	for (int g = 0; g < 12; g++) { /* the largest |x| of the 256 is +-127 */
+		int m = 0;
+		for (int i = 0; i < 256; i++)
+			m = abs(a[8 * g + i / 32].qs[i % 32]) > m ? abs(a[8 * g + i / 32].qs[i % 32]) : m;
+		CHECK(m == 127, "quantize_q8_k: super-block %d's largest value is %d, not 127", g, m);
+	}
+	FOR_TIERS {
+		if (!fast->quantize_q8_k)
+			continue;
+		fast->quantize_q8_k(x, b, n);
+		CHECK(memcmp(a, b, sizeof *a * (n / 32)) == 0, "%s quantize_q8_k differs from the scalar twin", fast->name);
+	}
 	free(x);
 	free(a);
 	free(b);
@@ -418,10 +434,18 @@ static void ab_ffn(const struct hs_moe_arch *arch, int type, int D, int F, int E
 	CHECK(hs__moe_forward_ref(&L.l, n, x, ids, w, y_dbl) == 0, "double ref");
 	/* float types keep plain rows in packed blocks too: one run says it all */
 	FOR_TIERS for (int packed = 0; packed < 1 + quant; packed++) {
+		/* a tier that quantizes some types' activations with a scale per
+		 * 256 values has the twin quantize them so too */
+		struct hs_kernel_ops twin = hs__kernels_ref;
+		twin.quantize_q8_k = hs__quantize_q8_k_ref;
+		twin.q8_k_types = fast->quantize_q8_k ? fast->q8_k_types : 0;
+		const float *want = twin.q8_k_types ? y_refp : y_ref; /* y_refp is free after the memcmp above */
+		if (twin.q8_k_types && packed == 0)
+			CHECK(run_ffn(&twin, &L.l, n, x, ids, w, y_refp, 1) == 0, "ref ffn, 256-value scales");
 		/* two threads on the first tier (the split is the same for all) */
 		CHECK(run_ffn(fast, packed ? &L.lp : &L.l, n, x, ids, w, y_fast, ti_ ? 1 : 2) == 0, "fast ffn: %s",
 		      hs_last_error());
-		double e_ab = rel_l2(y_fast, y_ref, (size_t)n * D, &nan);
+		double e_ab = rel_l2(y_fast, want, (size_t)n * D, &nan);
 		double e_dbl = rel_l2(y_fast, y_dbl, (size_t)n * D, &nan);
 		CHECK(!nan, "NaN in outputs");
 		CHECK(guard_ok(y_fast, (size_t)n * D) && guard_ok(y_ref, (size_t)n * D), "ffn wrote past y");

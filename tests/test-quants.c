@@ -230,39 +230,48 @@ static void test_tiles(const struct hs_kernel_ops *fast)
 				x[i] = i / cols == 2   ? 1.0f
 				       : i / cols == 5 ? -1.0f
 						       : gauss() * (i % 97 == 0 ? 30.0f : 1.0f);
-			quantize_tokens(x, xq, MAXT, cols);
-			for (int ni = 0; ni < 9; ni++) {
-				const int nt = nts[ni], r0 = ni % 3 == 1 ? 3 : 0, r1 = ni % 2 ? R : R - 5;
-				if (c == 3 && nt != 9 && nt != 17)
-					continue;
-				const int n_out = r1 - r0;
-				float *a = malloc(sizeof *a * (size_t)(n_out + GUARD) * nt), *b = malloc(sizeof *b * (size_t)n_out * nt);
-				const struct hs_block_q8_0 *xs[MAXT];
-				float *oa[MAXT], *ob[MAXT];
-				for (int j = 0; j < nt; j++) {
-					xs[j] = xq + (size_t)j * (cols / 32);
-					oa[j] = a + (size_t)j * (n_out + GUARD);
-					ob[j] = b + (size_t)j * n_out;
-					for (int g = 0; g < GUARD; g++)
-						memcpy(&oa[j][n_out + g], &guard_bits, 4);
-				}
-				fast->tile_q(types[t], w, rb, r0, r1, cols, xs, nt, oa);
-				hs__kernels_ref.tile_q(types[t], w, rb, r0, r1, cols, xs, nt, ob);
-				double num = 0, den = 0;
-				for (int j = 0; j < nt; j++) {
-					for (int i = 0; i < n_out; i++) {
-						nans += isnan(oa[j][i]);
-						num += ((double)oa[j][i] - ob[j][i]) * ((double)oa[j][i] - ob[j][i]);
-						den += (double)ob[j][i] * ob[j][i];
+			/* the 256-value types also against tokens whose super-blocks
+			 * share a scale (quantize_q8_k: the AMX tier's Q4_K tile
+			 * then applies the block scales in integers) */
+			for (int shared = 0; shared <= (k && c < 3); shared++) {
+				if (shared)
+					for (int j = 0; j < MAXT; j++)
+						hs__quantize_q8_k_ref(x + (size_t)j * cols, xq + (size_t)j * (cols / 32), cols);
+				else
+					quantize_tokens(x, xq, MAXT, cols);
+				for (int ni = 0; ni < 9; ni++) {
+					const int nt = nts[ni], r0 = ni % 3 == 1 ? 3 : 0, r1 = ni % 2 ? R : R - 5;
+					if (c == 3 && nt != 9 && nt != 17)
+						continue;
+					const int n_out = r1 - r0;
+					float *a = malloc(sizeof *a * (size_t)(n_out + GUARD) * nt), *b = malloc(sizeof *b * (size_t)n_out * nt);
+					const struct hs_block_q8_0 *xs[MAXT];
+					float *oa[MAXT], *ob[MAXT];
+					for (int j = 0; j < nt; j++) {
+						xs[j] = xq + (size_t)j * (cols / 32);
+						oa[j] = a + (size_t)j * (n_out + GUARD);
+						ob[j] = b + (size_t)j * n_out;
+						for (int g = 0; g < GUARD; g++)
+							memcpy(&oa[j][n_out + g], &guard_bits, 4);
 					}
-					for (int g = 0; g < GUARD; g++)
-						guards += memcmp(&oa[j][n_out + g], &guard_bits, 4) != 0;
+					fast->tile_q(types[t], w, rb, r0, r1, cols, xs, nt, oa);
+					hs__kernels_ref.tile_q(types[t], w, rb, r0, r1, cols, xs, nt, ob);
+					double num = 0, den = 0;
+					for (int j = 0; j < nt; j++) {
+						for (int i = 0; i < n_out; i++) {
+							nans += isnan(oa[j][i]);
+							num += ((double)oa[j][i] - ob[j][i]) * ((double)oa[j][i] - ob[j][i]);
+							den += (double)ob[j][i] * ob[j][i];
+						}
+						for (int g = 0; g < GUARD; g++)
+							guards += memcmp(&oa[j][n_out + g], &guard_bits, 4) != 0;
+					}
+					/* f32 sums over 1280 blocks of 40960 columns drift further
+					 * from the double reference than over at most 160 */
+					worst = fmax(worst, sqrt(num / den) * (c == 3 ? 0.1 : 1.0));
+					free(a);
+					free(b);
 				}
-				/* f32 sums over 1280 blocks of 40960 columns drift further
-				 * from the double reference than over at most 160 */
-				worst = fmax(worst, sqrt(num / den) * (c == 3 ? 0.1 : 1.0));
-				free(a);
-				free(b);
 			}
 			free(w);
 			free(row);

@@ -356,15 +356,240 @@ static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	}
 }
 
+/* ---- Q4_K against tokens whose super-blocks share a scale ----------------
+ * Where each token's 8 blocks of a super-block have one scale (the tier's
+ * quantize_q8_k writes them so, as ggml's Q8_K), a row's 6-bit block scales
+ * s can go into the weights: B holds q (s & 7) and q (s >> 3), at most 105
+ * (a signed byte), each made from the decoded q by one 16-bit multiply;
+ * a super-block is then 4 products of 64 values (2 blocks)
+ * into each of two C tiles, and C_lo + 8 C_hi = sum over the blocks of
+ * s (q . x) exactly.  The float work is once per super-block and token: the
+ * mins' sum_b m_b sum(x_b) in int32 by 4 vpdpwssd on 16-bit pairs, two
+ * converts, d C - dmin M, times the token's scale.  The per-block tile
+ * above makes a product of 32 values a block (the tile unit takes as long
+ * as for 64) and a convert, a multiply and two FMAs per block and token,
+ * which bound it. */
+#define K4_A0 0
+#define K4_A1 7
+#define K4_BL 1
+#define K4_BH 6
+#define K4_CL0 2
+#define K4_CH0 3
+#define K4_CL1 4
+#define K4_CH1 5
+#define K4_CHUNK 16 /* blocks decoded at once (HS_QP_CHUNK): 2 super-blocks */
+
+static void amx_cfg_q4k(struct amx_cfg *c)
+{
+	memset(c, 0, sizeof *c);
+	c->palette = 1;
+	for (int t = 0; t < 8; t++) {
+		c->rows[t] = AMX_TOKENS;
+		c->colsb[t] = 64;
+	}
+}
+
+/* The 4 products of super-block sl of the chunk (pairs of blocks) for
+ * token tile t into C tiles (cl, ch); tile numbers are literals */
+#define K4_ISSUE(CL, CH, t, sl)                                                                              \
+	do {                                                                                                 \
+		AMX_ZERO(CL);                                                                                \
+		AMX_ZERO(CH);                                                                                \
+		for (int p_ = 0; p_ < 4; p_++) {                                                             \
+			const size_t pair_ = (size_t)c0 / 2 + 4 * (sl) + p_;                                 \
+			const int8_t *a_ = ta + (pair_ * tiles + (t)) * AMX_TOKENS * 64;                     \
+			const int8_t *bl_ = bl + (size_t)(8 * (sl) + 2 * p_) * 512;                           \
+			const int8_t *bh_ = bh + (size_t)(8 * (sl) + 2 * p_) * 512;                           \
+			if (p_ & 1) {                                                                        \
+				AMX_LOAD(K4_A1, a_, 64);                                                     \
+				AMX_LOAD(K4_BL, bl_, 64);                                                    \
+				AMX_DPBSSD(CL, K4_A1, K4_BL);                                                \
+				AMX_LOAD(K4_BH, bh_, 64);                                                    \
+				AMX_DPBSSD(CH, K4_A1, K4_BH);                                                \
+			} else {                                                                             \
+				AMX_LOAD(K4_A0, a_, 64);                                                     \
+				AMX_LOAD(K4_BL, bl_, 64);                                                    \
+				AMX_DPBSSD(CL, K4_A0, K4_BL);                                                \
+				AMX_LOAD(K4_BH, bh_, 64);                                                    \
+				AMX_DPBSSD(CH, K4_A0, K4_BH);                                                \
+			}                                                                                    \
+		}                                                                                            \
+	} while (0)
+
+/* C_lo, C_hi of super-block sl of the chunk (sb of the row) and token
+ * tile t, stored in ct, into the 16 tokens' row sums; bs from the chunk's
+ * first pair */
+static inline __attribute__((always_inline)) void amx_q4k_scale(const int32_t (*ct)[AMX_TOKENS * 16], int sb, int sl,
+								 int t, int tiles, const float *D, const int32_t *bs,
+								 const __m512i *mp, const float *dd, const float *dm,
+								 __m512 *acc)
+{
+	const __m512 dv = _mm512_load_ps(dd + 16 * sl), mv = _mm512_load_ps(dm + 16 * sl);
+	const __m512i m0 = mp[4 * sl], m1 = mp[4 * sl + 1], m2 = mp[4 * sl + 2], m3 = mp[4 * sl + 3];
+	const size_t o = ((size_t)sb * tiles + t) * AMX_TOKENS, ob = ((size_t)sl * 4 * tiles + t) * AMX_TOKENS,
+		     step = (size_t)tiles * AMX_TOKENS;
+	_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++) {
+		const __m512i v = _mm512_add_epi32(_mm512_load_si512((const void *)(ct[0] + 16 * j)),
+						   _mm512_slli_epi32(_mm512_load_si512((const void *)(ct[1] + 16 * j)), 3));
+		__m512i m = _mm512_madd_epi16(m0, _mm512_set1_epi32(bs[ob + j]));
+		m = _mm512_dpwssd_epi32(m, m1, _mm512_set1_epi32(bs[ob + step + j]));
+		m = _mm512_dpwssd_epi32(m, m2, _mm512_set1_epi32(bs[ob + 2 * step + j]));
+		m = _mm512_dpwssd_epi32(m, m3, _mm512_set1_epi32(bs[ob + 3 * step + j]));
+		const __m512 r = _mm512_fnmadd_ps(mv, _mm512_cvtepi32_ps(m), _mm512_mul_ps(dv, _mm512_cvtepi32_ps(v)));
+		acc[j] = _mm512_fmadd_ps(r, _mm512_set1_ps(D[o + j]), acc[j]);
+	}
+}
+
+/* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K rows r0 .. r1,
+ * or 0 (nothing done) where a token's super-block has blocks of unequal
+ * scales.  The configuration of amx_cfg_q4k is loaded. */
+static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb, const struct hs_block_q8_0 *const *x,
+			int nt, float *const *out)
+{
+	const int tiles = (nt + AMX_TOKENS - 1) / AMX_TOKENS, pt = tiles * AMX_TOKENS, nsb = nb / 8;
+
+	for (int j = 0; j < nt; j++)
+		for (int b = 0; b < nb; b++)
+			if (x[j][b].d != x[j][b & ~7].d)
+				return 0;
+	/* per pair of blocks and token tile: the 16 tokens' 64 bytes (A); per
+	 * super-block and token its scale; per pair and token the two blocks'
+	 * sums as 16-bit halves */
+	_Alignas(64) int8_t ta[(size_t)nb / 2 * pt * 64];
+	float D[(size_t)nsb * pt];
+	int32_t bs[(size_t)nb / 2 * pt];
+	_Alignas(64) int8_t wt[K4_CHUNK * 512], bl[K4_CHUNK * 512], bh[K4_CHUNK * 512];
+	_Alignas(64) uint8_t si[K4_CHUNK * 16], mi[K4_CHUNK * 16];
+	_Alignas(64) float dd[K4_CHUNK / 8 * 16], dm[K4_CHUNK / 8 * 16];
+	_Alignas(64) int32_t ct[4][AMX_TOKENS * 16];
+	_Alignas(64) float accm[AMX_QX_MAX_TOKENS * 16];
+	__m512i mp[K4_CHUNK / 2];
+	struct hs_qp_prefetch pf;
+
+	for (int j = 0; j < pt; j++) {
+		for (int sb = 0; sb < nsb; sb++)
+			D[(size_t)sb * pt + j] = j < nt ? _cvtsh_ss(x[j][8 * sb].d) : 0;
+		for (int pr = 0; pr < nb / 2; pr++) {
+			int8_t *row = ta + ((size_t)pr * pt + j) * 64;
+			if (j >= nt) {
+				memset(row, 0, 64);
+				bs[(size_t)pr * pt + j] = 0;
+				continue;
+			}
+			const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[j][2 * pr].qs);
+			const __m256i x1 = _mm256_loadu_si256((const __m256i *)x[j][2 * pr + 1].qs);
+			_mm256_store_si256((__m256i *)row, x0);
+			_mm256_store_si256((__m256i *)(row + 32), x1);
+			/* lanes 0-3 block 2 pr's sums of 4 bytes x 2, 4-7 the next's */
+			const __m256i s8 = _mm256_madd_epi16(
+				_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_permute2x128_si256(x0, x1, 0x20)),
+				_mm256_set1_epi16(1));
+			const __m256i s9 = _mm256_madd_epi16(
+				_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_permute2x128_si256(x0, x1, 0x31)),
+				_mm256_set1_epi16(1));
+			__m256i hs = _mm256_add_epi32(s8, s9); /* lanes 0-3 block 2 pr, 4-7 2 pr + 1 */
+			hs = _mm256_hadd_epi32(hs, hs);
+			hs = _mm256_hadd_epi32(hs, hs);
+			const int s0 = _mm256_extract_epi32(hs, 0), s1 = _mm256_extract_epi32(hs, 4);
+			bs[(size_t)pr * pt + j] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+		}
+	}
+	for (int rg = r0; rg < r1; rg += 16) {
+		const int nr = r1 - rg < 16 ? r1 - rg : 16;
+		memset(accm, 0, sizeof(float) * 16 * (size_t)pt);
+		for (int c0 = 0; c0 < nb; c0 += K4_CHUNK) {
+			const int kb = nb - c0 < K4_CHUNK ? nb - c0 : K4_CHUNK, nsl = kb / 8, steps = tiles * nsl;
+			hs__avx512_qp_prefetch_plan(&pf, HS_TYPE_Q4_K, w, row_bytes, rg, r1, c0, kb, steps);
+			hs__avx512_q4k_decode_int(w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
+			for (int k = 0; k < kb; k++) {
+				/* s & 7 and s >> 3 of the 16 rows in both 16-bit halves of
+				 * their lanes: a 16-bit multiply of two bytes q0 + 256 q1
+				 * by them makes both bytes' products, none past 105, so
+				 * no carry crosses into the high byte */
+				const __m512i sv = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(si + 16 * k)));
+				const __m512i slo = _mm512_and_si512(sv, _mm512_set1_epi32(7)), shi = _mm512_srli_epi32(sv, 3);
+				const __m512i sl2 = _mm512_or_si512(slo, _mm512_slli_epi32(slo, 16));
+				const __m512i sh2 = _mm512_or_si512(shi, _mm512_slli_epi32(shi, 16));
+				for (int u = 0; u < 8; u++) {
+					const __m512i q = _mm512_load_si512((const void *)(wt + 512 * k + 64 * u));
+					_mm512_store_si512((void *)(bl + 512 * k + 64 * u), _mm512_mullo_epi16(q, sl2));
+					_mm512_store_si512((void *)(bh + 512 * k + 64 * u), _mm512_mullo_epi16(q, sh2));
+				}
+			}
+			for (int i = 0; i < kb / 2; i++) { /* mins of blocks 2i, 2i + 1 as 16-bit pairs */
+				const __m512i a = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(mi + 32 * i)));
+				const __m512i b = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(mi + 32 * i + 16)));
+				mp[i] = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+			}
+			/* step i = (tile i / nsl, super-block i % nsl): issued into
+			 * one pair of C tiles while the step before, in the other
+			 * pair, is stored and scaled */
+			__m512 acc[AMX_TOKENS];
+			int held = -1;
+			_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+				acc[j] = _mm512_setzero_ps(); /* loaded before use; for the compiler */
+			for (int i = 0; i <= steps; i++) {
+				if (i < steps) {
+					if (i & 1)
+						K4_ISSUE(K4_CL1, K4_CH1, i / nsl, i % nsl);
+					else
+						K4_ISSUE(K4_CL0, K4_CH0, i / nsl, i % nsl);
+				}
+				if (i == 0)
+					continue;
+				const int s = i - 1, t = s / nsl, sl = s % nsl;
+				hs__qp_prefetch_some(&pf);
+				if (s & 1) {
+					AMX_STORE(K4_CL1, ct[0], 64);
+					AMX_STORE(K4_CH1, ct[1], 64);
+				} else {
+					AMX_STORE(K4_CL0, ct[0], 64);
+					AMX_STORE(K4_CH0, ct[1], 64);
+				}
+				if (t != held) {
+					if (held >= 0)
+						_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+							_mm512_store_ps(accm + 16 * (held * AMX_TOKENS + j), acc[j]);
+					_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+						acc[j] = _mm512_load_ps(accm + 16 * (t * AMX_TOKENS + j));
+					held = t;
+				}
+				amx_q4k_scale(ct, c0 / 8 + sl, sl, t, tiles, D, bs + (size_t)c0 / 2 * pt, mp, dd, dm,
+					      acc);
+			}
+			if (held >= 0)
+				_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++)
+					_mm512_store_ps(accm + 16 * (held * AMX_TOKENS + j), acc[j]);
+		}
+		const __mmask16 live = (__mmask16)((1u << nr) - 1);
+		for (int j = 0; j < nt; j++)
+			_mm512_mask_storeu_ps(out[j] + rg - r0, live, _mm512_load_ps(accm + 16 * j));
+	}
+	return 1;
+}
+
 static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 			const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	const int nb = ncols / HS_QK, pass = amx_qx_pass_tokens(nb);
-	struct amx_cfg cfg;
+	struct amx_cfg cfg, cfg4;
+	int loaded = 0; /* 1: cfg, 4: cfg4 */
 
 	amx_cfg_qx(&cfg, hs__avx512_qx_flags(type) & HS_QX_HALVES);
-	AMX_CONFIG(&cfg);
-	for (int j = 0; j < nt; j += pass)
-		amx_qx_pass(type, w, row_bytes, r0, r1, nb, x + j, nt - j < pass ? nt - j : pass, out + j);
+	amx_cfg_q4k(&cfg4);
+	for (int j = 0; j < nt; j += pass) {
+		const int n = nt - j < pass ? nt - j : pass;
+		if (type == HS_TYPE_Q4_K) {
+			if (loaded != 4)
+				AMX_CONFIG(&cfg4);
+			loaded = 4;
+			if (amx_q4k_pass(w, row_bytes, r0, r1, nb, x + j, n, out + j))
+				continue;
+		}
+		if (loaded != 1)
+			AMX_CONFIG(&cfg);
+		loaded = 1;
+		amx_qx_pass(type, w, row_bytes, r0, r1, nb, x + j, n, out + j);
+	}
 	AMX_RELEASE();
 }

@@ -73,7 +73,12 @@ static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int
 	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 }
 
-static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx };
+/* Q4_K's activations with a scale per 256 values, as ggml's Q8_K: the
+ * tile then applies the block scales in integers (amx_q4k_pass; on the
+ * 2-core Xeon VM the fused Q4_K FFN at 32 and 64 tokens an expert went
+ * x1.37-1.46, docs/kernels.md) */
+static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx, hs__avx512_quantize_q8_k,
+				    1u << HS_TYPE_Q4_K };
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 /* quantization is the AVX-512 tier's */

@@ -470,20 +470,20 @@ static inline __attribute__((always_inline)) void qp_turn_rows(const uint8_t *co
 {
 	__m512i z[8], t[8], v[8];
 	const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-	for (int i = 0; i < 8; i++)
+	_Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
 		z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[i])),
 					  _mm256_loadu_si256((const __m256i *)p[i + 8]), 1);
-	for (int i = 0; i < 4; i++) {
+	_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
 		t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
 		t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
 	}
-	for (int i = 0; i < 2; i++) { /* rows 4i .. 4i + 3 */
+	_Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) { /* rows 4i .. 4i + 3 */
 		v[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);     /* units 0, 4 */
 		v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]); /* 1, 5 */
 		v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]); /* 2, 6 */
 		v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]); /* 3, 7 */
 	}
-	for (int q = 0; q < 4; q++) {
+	_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
 		u[q] = _mm512_permutex2var_epi64(v[q], lo, v[4 + q]);
 		u[q + 4] = _mm512_permutex2var_epi64(v[q], hi, v[4 + q]);
 	}
@@ -537,7 +537,8 @@ static inline __m512i q5_bit(__m512i h, int b)
 
 static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const uint8_t *w, size_t row_bytes, int rg,
 								  int nr, int c0, int kb, __m512i *wt, float *sc,
-								  float *mn)
+								  float *mn, uint8_t *si, uint8_t *mi, float *dd,
+								  float *dm)
 {
 	const size_t bb = five ? 176 : 144, qs = five ? 48 : 16; /* block bytes, where the nibbles start */
 	const uint8_t *row[16];
@@ -552,7 +553,11 @@ static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const
 		const __m512i g2 = _mm512_i32gather_epi32(vo, b0 + 8, 1), g3 = _mm512_i32gather_epi32(vo, b0 + 12, 1);
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
 		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
-		for (int j = 0; j < 8; j++) {
+		if (dd) { /* the integer form (hs__avx512_q4k_decode_int) */
+			_mm512_store_ps(dd + 16 * s, d);
+			_mm512_store_ps(dm + 16 * s, dmin);
+		}
+		_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
 			__m512i a, m;
 			if (j < 4) {
 				a = _mm512_and_si512(_mm512_srli_epi32(g1, 8 * j), b6);
@@ -564,8 +569,13 @@ static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const
 				m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(g3, k + 4), f4),
 						    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(g2, k + 6), t2), 4));
 			}
-			_mm512_store_ps(sc + (8 * s + j) * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(a)));
-			_mm512_store_ps(mn + (8 * s + j) * 32, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+			if (si) {
+				_mm_store_si128((__m128i *)(si + (8 * s + j) * 16), _mm512_cvtepi32_epi8(a));
+				_mm_store_si128((__m128i *)(mi + (8 * s + j) * 16), _mm512_cvtepi32_epi8(m));
+			} else {
+				_mm512_store_ps(sc + (8 * s + j) * 32, _mm512_mul_ps(d, _mm512_cvtepi32_ps(a)));
+				_mm512_store_ps(mn + (8 * s + j) * 32, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+			}
 		}
 		const uint8_t *p[16];
 		__m512i h[8];
@@ -574,13 +584,13 @@ static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const
 				p[r] = row[r] + sb + 16;
 			qp_turn_rows(p, h);
 		}
-		for (int i = 0; i < 4; i++) {
+		_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
 			__m512i u[8];
 			for (int r = 0; r < 16; r++)
 				p[r] = row[r] + sb + qs + 32 * i;
 			qp_turn_rows(p, u);
 			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
-			for (int q = 0; q < 8; q++) {
+			_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
 				if (five) { /* (A & B) | C: ternary 0xea */
 					lo[q] = _mm512_ternarylogic_epi32(u[q], m4, q5_bit(h[q], 2 * i), 0xea);
 					hi[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(u[q], 4), m4, q5_bit(h[q], 2 * i + 1),
@@ -749,9 +759,9 @@ int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, i
 	__m512i *wt = wtv;
 	const int nr = r1 - rg < 16 ? r1 - rg : 16;
 	if (type == HS_TYPE_Q4_K) {
-		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, sc, mn, NULL, NULL, NULL, NULL);
 	} else if (type == HS_TYPE_Q5_K) {
-		qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, sc, mn);
+		qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, sc, mn, NULL, NULL, NULL, NULL);
 	} else if (type == HS_TYPE_IQ4_XS) {
 		qp_decode_iq4xs(w, row_bytes, rg, nr, c0, kb, wt, sc);
 	} else if (type == HS_TYPE_Q6_K) {
@@ -763,6 +773,41 @@ int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, i
 			qp_turn(wq + (size_t)k * 16 * 32, wt + 8 * k);
 	}
 	return qp_bias(type);
+}
+
+void hs__avx512_q4k_decode_int(const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
+			       uint8_t *si, uint8_t *mi, float *dd, float *dm)
+{
+	qp_decode_q45k(0, w, row_bytes, rg, r1 - rg < 16 ? r1 - rg : 16, c0, kb, wt, NULL, NULL, si, mi, dd, dm);
+}
+
+/* The 8 blocks of each 256 values share the scale of the largest |x|, as
+ * ggml's Q8_K (the same steps as hs__quantize_q8_k_ref, so the same bytes);
+ * a tail short of 256 values per block. */
+void hs__avx512_quantize_q8_k(const float *x, struct hs_block_q8_0 *y, int n)
+{
+	const int n256 = n / 256 * 256;
+
+	for (int i = 0; i < n256; i += 256) {
+		__m512 m = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+		for (int k = 16; k < 256; k += 16)
+			m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i + k)));
+		const float d = _mm512_reduce_max_ps(m) / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+		const __m512 s = _mm512_set1_ps(id);
+		const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+		for (int b = 0; b < 8; b++) {
+			struct hs_block_q8_0 *yb = y + i / HS_QK + b;
+			const float *p = x + i + b * HS_QK;
+			/* vcvtps2dq rounds half to even, as the reference's nearbyintf */
+			const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p), s));
+			const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p + 16), s));
+			yb->d = dh;
+			_mm_storeu_si128((__m128i *)yb->qs, _mm512_cvtsepi32_epi8(i0));
+			_mm_storeu_si128((__m128i *)(yb->qs + 16), _mm512_cvtsepi32_epi8(i1));
+		}
+	}
+	if (n256 < n)
+		quantize_q8_0_256(x + n256, y + n256 / HS_QK, n - n256);
 }
 
 /* One pass: nt (<= QP_MAX_TOKENS) tokens, every 16-row group of r0..r1. */
@@ -1144,7 +1189,7 @@ void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r,
 	}
 }
 
-static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed };
+static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed, NULL, 0 };
 const struct hs_kernel_ops *hs__kernels_avx512_vnni(void)
 {
 	pthread_once(&table_once, fill_table);
