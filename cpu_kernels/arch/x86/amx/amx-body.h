@@ -443,15 +443,23 @@ static inline __attribute__((always_inline)) void amx_q4k_scale(const int32_t (*
 /* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K rows r0 .. r1,
  * or 0 (nothing done) where a token's super-block has blocks of unequal
  * scales.  The configuration of amx_cfg_q4k is loaded. */
+/* Whether each of the nt tokens' super-blocks (nb blocks) has one scale */
+static inline int amx_q4k_shared(const struct hs_block_q8_0 *const *x, int nt, int nb)
+{
+	for (int j = 0; j < nt; j++)
+		for (int b = 0; b < nb; b++)
+			if (x[j][b].d != x[j][b & ~7].d)
+				return 0;
+	return 1;
+}
+
 static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb, const struct hs_block_q8_0 *const *x,
 			int nt, float *const *out)
 {
 	const int tiles = (nt + AMX_TOKENS - 1) / AMX_TOKENS, pt = tiles * AMX_TOKENS, nsb = nb / 8;
 
-	for (int j = 0; j < nt; j++)
-		for (int b = 0; b < nb; b++)
-			if (x[j][b].d != x[j][b & ~7].d)
-				return 0;
+	if (!amx_q4k_shared(x, nt, nb))
+		return 0;
 	/* per pair of blocks and token tile: the 16 tokens' 64 bytes (A); per
 	 * super-block and token its scale; per pair and token the two blocks'
 	 * sums as 16-bit halves */

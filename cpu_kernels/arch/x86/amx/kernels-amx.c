@@ -61,11 +61,21 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
  * rather than 48: at 512 tokens (32 an expert, a prompt's usual share) the
  * fused FFN went x1.03-1.13 by type, at 256 (16) unchanged. */
 #define AMX_QX_MIN_TOKENS 24
+/* Q4_K against activations with a scale per 256 values (amx_q4k_pass)
+ * from one whole token tile: fused FFN on the Qwen3 shape at 256 tokens (16
+ * an expert), 1 thread, 176 -> 181-185 GFLOP/s, 2 threads within the noise;
+ * from 8 the 128-token case (8 an expert) lost 5-8% (docs/kernels.md) */
+#define AMX_Q4K_MIN_TOKENS 16
 
 static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		       const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	const int flags = hs__avx512_qx_flags(type);
+	if (type == HS_TYPE_Q4_K && nt >= AMX_Q4K_MIN_TOKENS && nt < AMX_QX_MIN_TOKENS && hs__amx_thread_ok() &&
+	    amx_q4k_shared(x, nt, ncols / HS_QK)) {
+		amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
+		return;
+	}
 	if (nt < AMX_QX_MIN_TOKENS || flags < 0 || (flags & HS_QX_HALVES) || !hs__amx_thread_ok()) {
 		hs__avx512_tile_q(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 		return;
