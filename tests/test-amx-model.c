@@ -90,10 +90,11 @@ int main(void)
 			for (size_t i = 0; i < (size_t)C * QR; i++)
 				v[i] = frand();
 			hs__quantize_row_ref(type, v, w, (size_t)C * QR); /* valid blocks, sane scales */
-			/* Q4_K also against tokens whose super-blocks share a scale
-			 * (quantize_q8_k): the block scales go into the weights and
-			 * every product takes two blocks */
-			for (int shared = 0; shared <= (type == HS_TYPE_Q4_K); shared++)
+			/* Q4_K and Q5_K also against tokens whose super-blocks share a
+			 * scale (quantize_q8_k): the block scales go into the weights
+			 * in 2 (Q5_K: 3) pieces and every product takes two blocks */
+			const int q45 = type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K;
+			for (int shared = 0; shared <= q45; shared++)
 			for (int k = 0; k < 5; k++) {
 				const int nt = qnts[k], r0 = k % 2 ? 5 : 0, r1 = k == 2 ? QR - 3 : QR;
 				struct hs_block_q8_0 *xq = malloc(sizeof *xq * nb * nt);
@@ -115,8 +116,13 @@ int main(void)
 				hs__kernels_ref.tile_q(type, w, rb, r0, r1, C, xs, nt, oa);
 				int faults = hs__amx_model_tile_qx(type, w, rb, r0, r1, C, xs, nt, ob, &products);
 				CHECK(faults == 0, "%s cols %d nt %d: %d faults", hs__type_name(type), C, nt, faults);
-				const int per_block = (type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_Q2_K) ? 2 : 1;
-				CHECK(products == (nt + 15) / 16 * ((r1 - r0 + 15) / 16) * nb * per_block,
+				/* products per 2 blocks */
+				int per_pair = 2;
+				if (type == HS_TYPE_Q6_K || type == HS_TYPE_Q3_K || type == HS_TYPE_Q2_K)
+					per_pair = 4;
+				else if (shared && type == HS_TYPE_Q5_K)
+					per_pair = 3;
+				CHECK(products == (nt + 15) / 16 * ((r1 - r0 + 15) / 16) * nb / 2 * per_pair,
 				      "%s cols %d nt %d: %d tile products", hs__type_name(type), C, nt, products);
 				CHECK(hs__amx_model_wide_products() == (shared ? products : 0),
 				      "%s cols %d nt %d shared %d: %d of %d products two blocks deep", hs__type_name(type), C,

@@ -356,7 +356,7 @@ static void amx_qx_pass(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	}
 }
 
-/* ---- Q4_K against tokens whose super-blocks share a scale ----------------
+/* ---- Q4_K and Q5_K against tokens whose super-blocks share a scale ------
  * Where each token's 8 blocks of a super-block have one scale (the tier's
  * quantize_q8_k writes them so, as ggml's Q8_K), a row's 6-bit block scales
  * s can go into the weights: B holds q (s & 7) and q (s >> 3), at most 105
@@ -416,21 +416,47 @@ static void amx_cfg_q4k(struct amx_cfg *c)
 		}                                                                                            \
 	} while (0)
 
+/* Q5_K (q < 32): three pieces of s, 2 bits each (q x 3 <= 93), into three
+ * C tiles; one A and one B tile, reloaded for each product (a load into a
+ * tile an issued product reads did not slow the tile unit on the Xeon VM),
+ * so that two sets of three C tiles alternate */
+#define K5_A 0
+#define K5_B 1
+#define K5_ISSUE(C0, C1, C2, t, sl)                                                                          \
+	do {                                                                                                 \
+		AMX_ZERO(C0);                                                                                \
+		AMX_ZERO(C1);                                                                                \
+		AMX_ZERO(C2);                                                                                \
+		for (int p_ = 0; p_ < 4; p_++) {                                                             \
+			const size_t pair_ = (size_t)c0 / 2 + 4 * (sl) + p_;                                 \
+			const size_t bo_ = (size_t)(8 * (sl) + 2 * p_) * 512;                                 \
+			AMX_LOAD(K5_A, ta + (pair_ * tiles + (t)) * AMX_TOKENS * 64, 64);                     \
+			AMX_LOAD(K5_B, bp[0] + bo_, 64);                                                     \
+			AMX_DPBSSD(C0, K5_A, K5_B);                                                          \
+			AMX_LOAD(K5_B, bp[1] + bo_, 64);                                                     \
+			AMX_DPBSSD(C1, K5_A, K5_B);                                                          \
+			AMX_LOAD(K5_B, bp[2] + bo_, 64);                                                     \
+			AMX_DPBSSD(C2, K5_A, K5_B);                                                          \
+		}                                                                                            \
+	} while (0)
+
 /* C_lo, C_hi of super-block sl of the chunk (sb of the row) and token
  * tile t, stored in ct, into the 16 tokens' row sums; bs from the chunk's
  * first pair */
-static inline __attribute__((always_inline)) void amx_q4k_scale(const int32_t (*ct)[AMX_TOKENS * 16], int sb, int sl,
-								 int t, int tiles, const float *D, const int32_t *bs,
-								 const __m512i *mp, const float *dd, const float *dm,
-								 __m512 *acc)
+static inline __attribute__((always_inline)) void amx_q4k_scale(int five, const int32_t (*ct)[AMX_TOKENS * 16], int sb,
+								 int sl, int t, int tiles, const float *D,
+								 const int32_t *bs, const __m512i *mp, const float *dd,
+								 const float *dm, __m512 *acc)
 {
 	const __m512 dv = _mm512_load_ps(dd + 16 * sl), mv = _mm512_load_ps(dm + 16 * sl);
 	const __m512i m0 = mp[4 * sl], m1 = mp[4 * sl + 1], m2 = mp[4 * sl + 2], m3 = mp[4 * sl + 3];
 	const size_t o = ((size_t)sb * tiles + t) * AMX_TOKENS, ob = ((size_t)sl * 4 * tiles + t) * AMX_TOKENS,
 		     step = (size_t)tiles * AMX_TOKENS;
 	_Pragma("GCC unroll 16") for (int j = 0; j < AMX_TOKENS; j++) {
-		const __m512i v = _mm512_add_epi32(_mm512_load_si512((const void *)(ct[0] + 16 * j)),
-						   _mm512_slli_epi32(_mm512_load_si512((const void *)(ct[1] + 16 * j)), 3));
+		__m512i v = _mm512_add_epi32(_mm512_load_si512((const void *)(ct[0] + 16 * j)),
+					     _mm512_slli_epi32(_mm512_load_si512((const void *)(ct[1] + 16 * j)), five ? 2 : 3));
+		if (five)
+			v = _mm512_add_epi32(v, _mm512_slli_epi32(_mm512_load_si512((const void *)(ct[2] + 16 * j)), 4));
 		__m512i m = _mm512_madd_epi16(m0, _mm512_set1_epi32(bs[ob + j]));
 		m = _mm512_dpwssd_epi32(m, m1, _mm512_set1_epi32(bs[ob + step + j]));
 		m = _mm512_dpwssd_epi32(m, m2, _mm512_set1_epi32(bs[ob + 2 * step + j]));
@@ -440,7 +466,7 @@ static inline __attribute__((always_inline)) void amx_q4k_scale(const int32_t (*
 	}
 }
 
-/* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K rows r0 .. r1,
+/* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K (five: Q5_K) rows r0 .. r1,
  * or 0 (nothing done) where a token's super-block has blocks of unequal
  * scales.  The configuration of amx_cfg_q4k is loaded. */
 /* Whether each of the nt tokens' super-blocks (nb blocks) has one scale */
@@ -453,8 +479,9 @@ static inline int amx_q4k_shared(const struct hs_block_q8_0 *const *x, int nt, i
 	return 1;
 }
 
-static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int nb, const struct hs_block_q8_0 *const *x,
-			int nt, float *const *out)
+static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const uint8_t *w, size_t row_bytes, int r0,
+								int r1, int nb, const struct hs_block_q8_0 *const *x,
+								int nt, float *const *out)
 {
 	const int tiles = (nt + AMX_TOKENS - 1) / AMX_TOKENS, pt = tiles * AMX_TOKENS, nsb = nb / 8;
 
@@ -466,10 +493,12 @@ static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int 
 	_Alignas(64) int8_t ta[(size_t)nb / 2 * pt * 64];
 	float D[(size_t)nsb * pt];
 	int32_t bs[(size_t)nb / 2 * pt];
-	_Alignas(64) int8_t wt[K4_CHUNK * 512], bl[K4_CHUNK * 512], bh[K4_CHUNK * 512];
+	_Alignas(64) int8_t wt[K4_CHUNK * 512], bq[3][K4_CHUNK * 512];
+	int8_t *const bl = bq[0], *const bh = bq[1];
+	const int8_t *const bp[3] = { bq[0], bq[1], bq[2] };
 	_Alignas(64) uint8_t si[K4_CHUNK * 16], mi[K4_CHUNK * 16];
 	_Alignas(64) float dd[K4_CHUNK / 8 * 16], dm[K4_CHUNK / 8 * 16];
-	_Alignas(64) int32_t ct[4][AMX_TOKENS * 16];
+	_Alignas(64) int32_t ct[3][AMX_TOKENS * 16];
 	_Alignas(64) float accm[AMX_QX_MAX_TOKENS * 16];
 	__m512i mp[K4_CHUNK / 2];
 	struct hs_qp_prefetch pf;
@@ -507,14 +536,29 @@ static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int 
 		memset(accm, 0, sizeof(float) * 16 * (size_t)pt);
 		for (int c0 = 0; c0 < nb; c0 += K4_CHUNK) {
 			const int kb = nb - c0 < K4_CHUNK ? nb - c0 : K4_CHUNK, nsl = kb / 8, steps = tiles * nsl;
-			hs__avx512_qp_prefetch_plan(&pf, HS_TYPE_Q4_K, w, row_bytes, rg, r1, c0, kb, steps);
-			hs__avx512_q4k_decode_int(w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
+			hs__avx512_qp_prefetch_plan(&pf, five ? HS_TYPE_Q5_K : HS_TYPE_Q4_K, w, row_bytes, rg, r1, c0, kb,
+						    steps);
+			hs__avx512_q45k_decode_int(five, w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
 			for (int k = 0; k < kb; k++) {
 				/* s & 7 and s >> 3 of the 16 rows in both 16-bit halves of
 				 * their lanes: a 16-bit multiply of two bytes q0 + 256 q1
 				 * by them makes both bytes' products, none past 105, so
 				 * no carry crosses into the high byte */
 				const __m512i sv = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(si + 16 * k)));
+				if (five) { /* s in 2-bit pieces: q x 3 <= 93 */
+					__m512i sp[3];
+					for (int i = 0; i < 3; i++) {
+						const __m512i a = _mm512_and_si512(_mm512_srli_epi32(sv, 2 * i), _mm512_set1_epi32(3));
+						sp[i] = _mm512_or_si512(a, _mm512_slli_epi32(a, 16));
+					}
+					for (int u = 0; u < 8; u++) {
+						const __m512i q = _mm512_load_si512((const void *)(wt + 512 * k + 64 * u));
+						for (int i = 0; i < 3; i++)
+							_mm512_store_si512((void *)(bq[i] + 512 * k + 64 * u),
+									   _mm512_mullo_epi16(q, sp[i]));
+					}
+					continue;
+				}
 				const __m512i slo = _mm512_and_si512(sv, _mm512_set1_epi32(7)), shi = _mm512_srli_epi32(sv, 3);
 				const __m512i sl2 = _mm512_or_si512(slo, _mm512_slli_epi32(slo, 16));
 				const __m512i sh2 = _mm512_or_si512(shi, _mm512_slli_epi32(shi, 16));
@@ -538,7 +582,11 @@ static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int 
 				acc[j] = _mm512_setzero_ps(); /* loaded before use; for the compiler */
 			for (int i = 0; i <= steps; i++) {
 				if (i < steps) {
-					if (i & 1)
+					if (five && (i & 1))
+						K5_ISSUE(5, 6, 7, i / nsl, i % nsl);
+					else if (five)
+						K5_ISSUE(2, 3, 4, i / nsl, i % nsl);
+					else if (i & 1)
 						K4_ISSUE(K4_CL1, K4_CH1, i / nsl, i % nsl);
 					else
 						K4_ISSUE(K4_CL0, K4_CH0, i / nsl, i % nsl);
@@ -547,7 +595,15 @@ static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int 
 					continue;
 				const int s = i - 1, t = s / nsl, sl = s % nsl;
 				hs__qp_prefetch_some(&pf);
-				if (s & 1) {
+				if (five && (s & 1)) {
+					AMX_STORE(5, ct[0], 64);
+					AMX_STORE(6, ct[1], 64);
+					AMX_STORE(7, ct[2], 64);
+				} else if (five) {
+					AMX_STORE(2, ct[0], 64);
+					AMX_STORE(3, ct[1], 64);
+					AMX_STORE(4, ct[2], 64);
+				} else if (s & 1) {
 					AMX_STORE(K4_CL1, ct[0], 64);
 					AMX_STORE(K4_CH1, ct[1], 64);
 				} else {
@@ -562,7 +618,7 @@ static int amx_q4k_pass(const uint8_t *w, size_t row_bytes, int r0, int r1, int 
 						acc[j] = _mm512_load_ps(accm + 16 * (t * AMX_TOKENS + j));
 					held = t;
 				}
-				amx_q4k_scale(ct, c0 / 8 + sl, sl, t, tiles, D, bs + (size_t)c0 / 2 * pt, mp, dd, dm,
+				amx_q4k_scale(five, ct, c0 / 8 + sl, sl, t, tiles, D, bs + (size_t)c0 / 2 * pt, mp, dd, dm,
 					      acc);
 			}
 			if (held >= 0)
@@ -587,11 +643,12 @@ static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, in
 	amx_cfg_q4k(&cfg4);
 	for (int j = 0; j < nt; j += pass) {
 		const int n = nt - j < pass ? nt - j : pass;
-		if (type == HS_TYPE_Q4_K) {
+		if (type == HS_TYPE_Q4_K || type == HS_TYPE_Q5_K) {
 			if (loaded != 4)
 				AMX_CONFIG(&cfg4);
 			loaded = 4;
-			if (amx_q4k_pass(w, row_bytes, r0, r1, nb, x + j, n, out + j))
+			if (type == HS_TYPE_Q4_K ? amx_q4k_pass(0, w, row_bytes, r0, r1, nb, x + j, n, out + j)
+						 : amx_q4k_pass(1, w, row_bytes, r0, r1, nb, x + j, n, out + j))
 				continue;
 		}
 		if (loaded != 1)

@@ -83,12 +83,14 @@ static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int
 	amx_tile_qx(type, w, row_bytes, r0, r1, ncols, x, nt, out);
 }
 
-/* Q4_K's activations with a scale per 256 values, as ggml's Q8_K: the
- * tile then applies the block scales in integers (amx_q4k_pass; on the
- * 2-core Xeon VM the fused Q4_K FFN at 32 and 64 tokens an expert went
- * x1.37-1.46, docs/kernels.md) */
+/* Q4_K's and Q5_K's activations with a scale per 256 values, as ggml's
+ * Q8_K: the tile then applies the block scales in integers (amx_q4k_pass;
+ * on the 2-core Xeon VM the fused FFN at 32 and 64 tokens an expert went
+ * x1.37-1.46 for Q4_K, x1.02-1.10 for Q5_K, whose scales take three
+ * products a pair of blocks; Q5_K from 24 tokens, as at 16 it lost 1-6%;
+ * docs/kernels.md) */
 static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx, hs__avx512_quantize_q8_k,
-				    1u << HS_TYPE_Q4_K };
+				    1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K };
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 /* quantization is the AVX-512 tier's */

@@ -35,13 +35,14 @@ void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r,
 #define HS_QP_CHUNK 16
 int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
 			 float *sc, float *mn);
-/* Q4_K rows as hs__avx512_qp_decode decodes them (wt: the 4-bit values,
- * kb a multiple of 8), but the scales and mins as integers: si[k * 16 + r]
+/* Q4_K (five: Q5_K) rows as hs__avx512_qp_decode decodes them (wt: the
+ * 4-bit (5-bit) values, kb a multiple of 8), but the scales and mins as
+ * integers: si[k * 16 + r]
  * and mi[k * 16 + r] the 6-bit scale and min of block c0 + k of row rg +
  * r, dd[s * 16 + r] and dm[s * 16 + r] the d and dmin of its super-block s
  * (all 16-byte / 64-byte aligned). */
-void hs__avx512_q4k_decode_int(const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
-			       uint8_t *si, uint8_t *mi, float *dd, float *dm);
+void hs__avx512_q45k_decode_int(int five, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
+				uint8_t *si, uint8_t *mi, float *dd, float *dm);
 /* The tier's quantize_q8_k (kernels.h) */
 void hs__avx512_quantize_q8_k(const float *x, struct hs_block_q8_0 *y, int n);
 /* The 16 rows after a group are 16 short streams the hardware

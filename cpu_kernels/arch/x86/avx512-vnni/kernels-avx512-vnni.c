@@ -553,7 +553,7 @@ static inline __attribute__((always_inline)) void qp_decode_q45k(int five, const
 		const __m512i g2 = _mm512_i32gather_epi32(vo, b0 + 8, 1), g3 = _mm512_i32gather_epi32(vo, b0 + 12, 1);
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
 		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
-		if (dd) { /* the integer form (hs__avx512_q4k_decode_int) */
+		if (dd) { /* the integer form (hs__avx512_q45k_decode_int) */
 			_mm512_store_ps(dd + 16 * s, d);
 			_mm512_store_ps(dm + 16 * s, dmin);
 		}
@@ -775,10 +775,14 @@ int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, i
 	return qp_bias(type);
 }
 
-void hs__avx512_q4k_decode_int(const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
-			       uint8_t *si, uint8_t *mi, float *dd, float *dm)
+void hs__avx512_q45k_decode_int(int five, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
+				uint8_t *si, uint8_t *mi, float *dd, float *dm)
 {
-	qp_decode_q45k(0, w, row_bytes, rg, r1 - rg < 16 ? r1 - rg : 16, c0, kb, wt, NULL, NULL, si, mi, dd, dm);
+	const int nr = r1 - rg < 16 ? r1 - rg : 16;
+	if (five)
+		qp_decode_q45k(1, w, row_bytes, rg, nr, c0, kb, wt, NULL, NULL, si, mi, dd, dm);
+	else
+		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, NULL, NULL, si, mi, dd, dm);
 }
 
 /* The 8 blocks of each 256 values share the scale of the largest |x|, as
