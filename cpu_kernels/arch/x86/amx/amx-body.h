@@ -466,9 +466,6 @@ static inline __attribute__((always_inline)) void amx_q4k_scale(int five, const 
 	}
 }
 
-/* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K (five: Q5_K) rows r0 .. r1,
- * or 0 (nothing done) where a token's super-block has blocks of unequal
- * scales.  The configuration of amx_cfg_q4k is loaded. */
 /* Whether each of the nt tokens' super-blocks (nb blocks) has one scale */
 static inline int amx_q4k_shared(const struct hs_block_q8_0 *const *x, int nt, int nb)
 {
@@ -479,6 +476,9 @@ static inline int amx_q4k_shared(const struct hs_block_q8_0 *const *x, int nt, i
 	return 1;
 }
 
+/* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K (five: Q5_K)
+ * rows r0 .. r1, or 0 (nothing done) where a token's super-block has blocks
+ * of unequal scales.  The configuration of amx_cfg_q4k is loaded. */
 static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const uint8_t *w, size_t row_bytes, int r0,
 								int r1, int nb, const struct hs_block_q8_0 *const *x,
 								int nt, float *const *out)
@@ -540,12 +540,12 @@ static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const ui
 						    steps);
 			hs__avx512_q45k_decode_int(five, w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
 			for (int k = 0; k < kb; k++) {
-				/* s & 7 and s >> 3 of the 16 rows in both 16-bit halves of
+				/* the pieces of s of the 16 rows in both 16-bit halves of
 				 * their lanes: a 16-bit multiply of two bytes q0 + 256 q1
-				 * by them makes both bytes' products, none past 105, so
-				 * no carry crosses into the high byte */
+				 * by one makes both bytes' products, none past 105, so no
+				 * carry crosses into the high byte */
 				const __m512i sv = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(si + 16 * k)));
-				if (five) { /* s in 2-bit pieces: q x 3 <= 93 */
+				if (five) { /* 2-bit pieces: q x 3 <= 93 */
 					__m512i sp[3];
 					for (int i = 0; i < 3; i++) {
 						const __m512i a = _mm512_and_si512(_mm512_srli_epi32(sv, 2 * i), _mm512_set1_epi32(3));
@@ -559,6 +559,7 @@ static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const ui
 					}
 					continue;
 				}
+				/* Q4_K: s & 7 and s >> 3, q x 7 <= 105 */
 				const __m512i slo = _mm512_and_si512(sv, _mm512_set1_epi32(7)), shi = _mm512_srli_epi32(sv, 3);
 				const __m512i sl2 = _mm512_or_si512(slo, _mm512_slli_epi32(slo, 16));
 				const __m512i sh2 = _mm512_or_si512(shi, _mm512_slli_epi32(shi, 16));
