@@ -125,13 +125,17 @@ static int get_content(json_t *m, size_t idx, char **out, struct srv_err *e)
 		json_array_foreach(c, i, part) {
 			const char *type = json_string_value(json_object_get(part, "type"));
 			json_t *text = json_object_get(part, "text");
-			if (!json_is_object(part) || !type)
+			if (!json_is_object(part) || !type) {
+				hs_srv_sbuf_free(&b); /* the parts before this one */
 				return bad(e, "messages", "invalid_type",
 					   "messages[%zu].content[%zu]: an object with a \"type\" is needed", idx, i);
-			if (strcmp(type, "text") || !json_is_string(text))
+			}
+			if (strcmp(type, "text") || !json_is_string(text)) {
+				hs_srv_sbuf_free(&b);
 				return bad(e, "messages", "invalid_value",
 					   "messages[%zu].content[%zu]: only text parts are supported (type \"%s\")",
 					   idx, i, type);
+			}
 			if (b.len)
 				hs_srv_sbuf_add(&b, "\n", 1);
 			hs_srv_sbuf_add(&b, json_string_value(text), json_string_length(text));
