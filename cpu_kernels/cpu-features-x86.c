@@ -68,6 +68,7 @@ static void probe(struct hs_cpu_probe *p)
 		p->avx512vl = (b >> 31) & 1;
 		p->avx512dq = (b >> 17) & 1;
 		p->avx512vnni = (c >> 11) & 1;
+		p->avx512vbmi = (c >> 1) & 1;
 		p->amx_tile = (d >> 24) & 1;
 		p->amx_int8 = (d >> 25) & 1;
 		if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
@@ -93,6 +94,7 @@ static void detect(void)
 	features.avx512_built = hs__dense_avx512() != NULL;
 	hs__prefetch_ahead = p->amd ? p->family == 0x19 ? 4096 : 8192 : 16384;
 	hs__prefetch_l2 = !p->amd;
+	hs__prefetch_near = hs__prefetch_l2 ? 512 : 0;
 	features.use_avx2 = features.tier >= HS_TIER_AVX2;
 	features.use_avx512 = features.use_avx2 && dense512 && features.avx512_built &&
 			      (features.tier == features.best || features.tier >= HS_TIER_AVX512_VNNI);

@@ -29,7 +29,7 @@ enum hs_cpu_tier {
  * (hs__cpu_tier_choose) can be tested with made-up machines. */
 struct hs_cpu_probe {
 	int avx2, fma, f16c, avx_vnni;
-	int avx512f, avx512bw, avx512vl, avx512vnni, avx512dq;
+	int avx512f, avx512bw, avx512vl, avx512vnni, avx512dq, avx512vbmi;
 	int amx_tile, amx_int8;
 	int amd;                 /* CPUID's vendor is AuthenticAMD */
 	int family;              /* CPUID's family, the extended one added (0x19: Zen 3 and 4) */
@@ -82,6 +82,13 @@ extern int hs__prefetch_l2;
  * 0.74-0.83 of read at 2 KiB in 6 of 7 alternating pairs (ratios to the
  * old read probe, which read ~15% low; docs/kernels.md). */
 extern size_t hs__prefetch_ahead_l2;
+/* Where that is set, the 512-bit row-interleaved decode also prefetches
+ * this far ahead into L1 (0: not): 512 bytes on Intel.  On the Xeon VM
+ * one core's MXFP4 decode of 1 GiB went from 0.79-0.80 to 0.82 of the read
+ * probe (256 to 1024 bytes alike; with packed-512.h's VBMI decode 0.84-0.86
+ * -> 0.85-0.87): the L2 prefetches bring the lines close, these hide the
+ * L2's latency from the loads. */
+extern size_t hs__prefetch_near;
 
 /* Detected once, then cached; never fails. */
 const struct hs_cpu_features *hs__cpu_features(void);

@@ -10,6 +10,7 @@
 size_t hs__prefetch_ahead = 16384;
 size_t hs__prefetch_ahead_l2 = 3072;
 int hs__prefetch_l2;
+size_t hs__prefetch_near;
 
 static const char *const names[HS_TIER_COUNT] = { "ref", "avx2", "avx-vnni", "avx512-vnni", "amx" };
 
@@ -61,8 +62,10 @@ static int check(const struct hs_cpu_probe *p, int t, char *why, size_t len)
 	case HS_TIER_AMX:
 		if ((c = check(p, HS_TIER_AVX512_VNNI, why, len)) != AVAILABLE)
 			return c == REFUSED ? CPU_LACKS : c;
-		cpu = p->amx_tile && p->amx_int8;
-		lacks = "AMX-TILE or AMX-INT8";
+		/* VBMI: the tier's one-token MXFP4 decode (packed-512.h); every
+		 * CPU with AMX has it */
+		cpu = p->amx_tile && p->amx_int8 && p->avx512vbmi;
+		lacks = "AMX-TILE, AMX-INT8 or AVX-512 VBMI";
 		if (cpu && (p->xcr0 & XCR0_AMX) != XCR0_AMX) {
 			snprintf(why, len, "the OS does not enable the tile state (XCR0 %#llx lacks bits 17, 18)", p->xcr0);
 			return REFUSED;

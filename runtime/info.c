@@ -37,10 +37,10 @@ static void make_info(void)
 	for (int t = HS_TIER_AVX2; t < HS_TIER_COUNT; t++)
 		if (p->built & (1u << t))
 			snprintf(built + strlen(built), sizeof built - strlen(built), " %s", hs__cpu_tier_name(t));
-	snprintf(has, sizeof has, "%s%s%s%s%s%s%s%s%s", p->avx2 ? " avx2" : "", p->fma ? " fma" : "",
+	snprintf(has, sizeof has, "%s%s%s%s%s%s%s%s%s%s", p->avx2 ? " avx2" : "", p->fma ? " fma" : "",
 		 p->f16c ? " f16c" : "", p->avx_vnni ? " avx-vnni" : "", p->avx512f ? " avx512f" : "",
 		 p->avx512bw ? " avx512bw" : "", p->avx512vl ? " avx512vl" : "", p->avx512vnni ? " avx512-vnni" : "",
-		 p->amx_tile && p->amx_int8 ? " amx-tile amx-int8" : "");
+		 p->avx512vbmi ? " avx512-vbmi" : "", p->amx_tile && p->amx_int8 ? " amx-tile amx-int8" : "");
 	snprintf(info, sizeof info, "hwloc %s; CPU kernels: %s (tiers built:%s; CPU has%s); %s", hs__hwloc_version(),
 		 hs__cpu_tier_name(f->tier), *built ? built : " none", *has ? has : " none of them", hs__cuda_build());
 }

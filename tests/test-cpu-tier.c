@@ -28,7 +28,7 @@ static struct hs_cpu_probe xeon(void)
 	struct hs_cpu_probe p;
 	memset(&p, 0, sizeof p);
 	p.avx2 = p.fma = p.f16c = p.avx_vnni = 1;
-	p.avx512f = p.avx512bw = p.avx512vl = p.avx512vnni = 1;
+	p.avx512f = p.avx512bw = p.avx512vl = p.avx512vnni = p.avx512vbmi = 1;
 	p.amx_tile = p.amx_int8 = 1;
 	p.xcr0 = XCR0_AMX;
 	p.amx_perm = 0;
@@ -72,6 +72,12 @@ static void test_made_up(void)
 	t = choose(&p, NULL, NULL, &best, note);
 	CHECK(t == HS_TIER_AVX_VNNI && strstr(note, "avx512-vnni refused") && strstr(note, "build"),
 	      "build without avx-512: %s, note '%s'", hs__cpu_tier_name(t), note);
+
+	p = xeon();
+	p.avx512vbmi = 0; /* AMX without VBMI (no such CPU): the AMX tier's decode needs it */
+	t = choose(&p, "amx", NULL, &best, note);
+	CHECK(t == HS_TIER_AVX512_VNNI && best == HS_TIER_AVX512_VNNI && strstr(note, "VBMI"),
+	      "amx without vbmi: %s, note '%s'", hs__cpu_tier_name(t), note);
 
 	/* an AMD Zen 4: AVX-512 VNNI, no AVX-VNNI, no AMX: nothing refused */
 	p = xeon();

@@ -36,7 +36,7 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
 	if (nt < AMX_MIN_TOKENS || !hs__amx_thread_ok()) {
-		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x, nt, out);
+		hs__avx512_tile_q_packed_vbmi(type, w, r0, r1, ncols, x, nt, out);
 		return;
 	}
 	/* whole tiles of 16 tokens, and a last one of AMX_MIN_TOKENS or more,
@@ -44,7 +44,7 @@ static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int nc
 	const int on_tiles = nt % AMX_TOKENS >= AMX_MIN_TOKENS ? nt : nt / AMX_TOKENS * AMX_TOKENS;
 	amx_tile(type, w, r0, r1, ncols, x, on_tiles, out);
 	if (on_tiles < nt)
-		hs__avx512_tile_q_packed(type, w, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
+		hs__avx512_tile_q_packed_vbmi(type, w, r0, r1, ncols, x + on_tiles, nt - on_tiles, out + on_tiles);
 }
 
 /* Plain rows of the types with one scale a block (Q4_K, Q5_K, IQ4_XS/NL,

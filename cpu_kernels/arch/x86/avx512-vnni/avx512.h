@@ -11,6 +11,10 @@
 
 void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+/* The same with AVX-512 VBMI's byte permutes for MXFP4 (packed-512.h):
+ * only where the CPU has VBMI, as every CPU with AMX does. */
+void hs__avx512_tile_q_packed_vbmi(int type, const uint8_t *w, int r0, int r1, int ncols,
+				   const struct hs_block_q8_0 *const *x, int nt, float *const *out);
 /* The tile a plain-row matrix of the other block types (the K-quants, IQ4,
  * Q4_0..Q5_1) takes where tiles do not run. */
 void hs__avx512_tile_q(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,

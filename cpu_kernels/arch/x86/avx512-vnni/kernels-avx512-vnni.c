@@ -27,133 +27,16 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
 #define TOKENS 8 /* tokens per pass over a group */
 /* (decode prefetches PREFETCH_AHEAD_512 bytes ahead, as kernels-256.h says) */
 
-/* A 16-row group against NT (1..8) tokens over nb block groups.  Two int32
- * chains per token while registers allow (NT <= 4), so the dependent
- * vpdpbusd of one block form two chains of four.  MXFP4: units decoded
- * (value + 12), low nibbles with the token's bytes 4u.., high ones with
- * 16 + 4u..; Q8_0: units as w + 128 (xor 0x80). */
-static inline __attribute__((always_inline)) void packed_512(int type, const uint8_t *g, int nb,
-							      const struct hs_block_q8_0 *const *x, const float *dx,
-							      const int32_t *corr, int NT, float *const *out, int col,
-							      const uint8_t *end)
-{
-	const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)plus12));
-	const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
-	/* a constant, so that the prefetches below unroll (a call per group to
-	 * hs__type_block_bytes left a loop of them, a branch each line) */
-	const size_t gbb = HS_PACK_ROWS * (type == HS_TYPE_MXFP4 ? sizeof(struct hs_block_mxfp4)
-								  : sizeof(struct hs_block_q8_0)),
-		     ahead = PREFETCH_AHEAD_512;
-	__m512 acc[TOKENS];
-
-	_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
-		acc[j] = _mm512_setzero_ps();
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *bg = g + (size_t)b * gbb;
-		__m512i a0[TOKENS], a1[TOKENS];
-		__m512 ws;
-		if (NT <= 2 && bg + ahead + gbb <= end) {
-			if (hs__prefetch_l2) /* cpu-features.h: into L2 on Intel */
-				_Pragma("GCC unroll 16") for (size_t o = 0; o < gbb; o += 64)
-					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T1);
-			else
-				_Pragma("GCC unroll 16") for (size_t o = 0; o < gbb; o += 64)
-					_mm_prefetch((const char *)bg + ahead + o, _MM_HINT_T0);
-		}
-		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
-			a0[j] = _mm512_set1_epi32(corr[j * nb + b]);
-			a1[j] = _mm512_setzero_si512();
-		}
-		if (type == HS_TYPE_MXFP4) {
-			_Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
-				__m512i v = _mm512_loadu_si512((const void *)(bg + 16 + 64 * u));
-				/* one load into a register: gcc otherwise folds it into
-				 * both the mask and the shift, two loads of each line */
-				__asm__("" : "+v"(v));
-				__m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
-				__m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-				_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
-					const uint8_t *xq = (const uint8_t *)x[j][b].qs;
-					__m512i xh = _mm512_set1_epi32(load32(xq + 16 + 4 * u));
-					a0[j] = _mm512_dpbusd_epi32(a0[j], lo, _mm512_set1_epi32(load32(xq + 4 * u)));
-					if (NT <= 4)
-						a1[j] = _mm512_dpbusd_epi32(a1[j], hi, xh);
-					else
-						a0[j] = _mm512_dpbusd_epi32(a0[j], hi, xh);
-				}
-			}
-			/* e - 128 as float: vscalefps then makes 2^(e - 128) * dx exactly */
-			ws = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)bg))),
-					   _mm512_set1_ps(128.0f));
-		} else {
-			_Pragma("GCC unroll 8") for (int u = 0; u < 8; u++) {
-				__m512i w = _mm512_xor_si512(_mm512_loadu_si512((const void *)(bg + 32 + 64 * u)), flip);
-				_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
-					__m512i xb = _mm512_set1_epi32(load32((const uint8_t *)x[j][b].qs + 4 * u));
-					if (NT <= 4 && (u & 1))
-						a1[j] = _mm512_dpbusd_epi32(a1[j], w, xb);
-					else
-						a0[j] = _mm512_dpbusd_epi32(a0[j], w, xb);
-				}
-			}
-			ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)bg));
-		}
-		_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
-			const __m512i s = NT <= 4 ? _mm512_add_epi32(a0[j], a1[j]) : a0[j];
-			const __m512 d = _mm512_set1_ps(dx[j * nb + b]);
-			const __m512 sc = type == HS_TYPE_MXFP4 ? _mm512_scalef_ps(d, ws) : _mm512_mul_ps(ws, d);
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[j]);
-		}
-	}
-	_Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
-		_mm512_storeu_ps(out[j] + col, acc[j]);
-}
-
-#define PACKED_512(NT)                                                                                        \
-	do {                                                                                                  \
-		for (int g = ga; g < gz; g++) {                                                               \
-			const uint8_t *gp = w + (size_t)g * gstride;                                          \
-			if (type == HS_TYPE_MXFP4)                                                              \
-				packed_512(HS_TYPE_MXFP4, gp, nb, x + j0, d, c, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
-			else                                                                                    \
-				packed_512(HS_TYPE_Q8_0, gp, nb, x + j0, d, c, NT, out + j0, g * HS_PACK_ROWS - r0, end); \
-		}                                                                                               \
-	} while (0)
-
-void hs__avx512_tile_q_packed(int type, const uint8_t *w, int r0, int r1, int ncols,
-			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
-{
-	const int nb = ncols / HS_QK, all = nt * nb <= PREP_ALL;
-	const size_t gstride = HS_PACK_ROWS * hs__type_row_bytes(type, (uint64_t)ncols);
-	const uint8_t *end = w + (size_t)(r1 / HS_PACK_ROWS) * gstride;
-	/* every token's, or TOKENS tokens', scales and corrections: at most 128 KiB */
-	float dx[(all ? nt : TOKENS) * nb];
-	int32_t corr[(all ? nt : TOKENS) * nb];
-
-	if (all)
-		prepare_tokens(packed_offset(type), x, nt, nb, dx, corr);
-	/* a few groups per pass over the token tiles: their weights stay in L2 */
-	for (int ga = r0 / HS_PACK_ROWS; ga < r1 / HS_PACK_ROWS; ga += GROUPS_PER_PASS) {
-		const int gz = ga + GROUPS_PER_PASS < r1 / HS_PACK_ROWS ? ga + GROUPS_PER_PASS : r1 / HS_PACK_ROWS;
-		for (int j0 = 0; j0 < nt; j0 += TOKENS) {
-			const int jn = nt - j0 < TOKENS ? nt - j0 : TOKENS;
-			const float *d = all ? dx + (size_t)j0 * nb : dx;
-			const int32_t *c = all ? corr + (size_t)j0 * nb : corr;
-			if (!all)
-				prepare_tokens(packed_offset(type), x + j0, jn, nb, dx, corr);
-			switch (jn) {
-			case 8: PACKED_512(8); break;
-			case 7: PACKED_512(7); break;
-			case 6: PACKED_512(6); break;
-			case 5: PACKED_512(5); break;
-			case 4: PACKED_512(4); break;
-			case 3: PACKED_512(3); break;
-			case 2: PACKED_512(2); break;
-			default: PACKED_512(1); break;
-			}
-		}
-	}
-}
+/* the row-interleaved tile twice: for every CPU of the tier, and with
+ * VBMI's byte permutes (the AMX tier's, packed-512.h says why) */
+#define PACKED_VBMI 0
+#define PACKED_ATTR
+#define PACKED_NAME hs__avx512_tile_q_packed
+#include "cpu_kernels/arch/x86/avx512-vnni/packed-512.h"
+#define PACKED_VBMI 1
+#define PACKED_ATTR __attribute__((target("avx512vbmi")))
+#define PACKED_NAME hs__avx512_tile_q_packed_vbmi
+#include "cpu_kernels/arch/x86/avx512-vnni/packed-512.h"
 
 /* ---- plain Q8_0 rows, tokens in the lanes -------------------------------------
  * For dense products (plain rows, not repacked) with many tokens: lane j
