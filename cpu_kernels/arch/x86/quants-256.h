@@ -143,6 +143,19 @@ static inline __attribute__((always_inline)) __m256i qx_values(int type, const u
  * bits.  Types with 16-value sub-blocks (qx_halves) write 16 entries, one
  * per 16 values; the others one per sub-block of 32 (8 for a super-block,
  * 1 for a 32-value block).  s and m: 32-byte aligned. */
+/* A Q4_K or Q5_K super-block's 12 bytes of 6-bit scales and mins
+ * rearranged in 32-bit words (as ggml's kernels do) into 8 scale bytes,
+ * then 8 min bytes. */
+static inline void qx_k45_bytes(const uint8_t *blk, uint32_t u[4])
+{
+	memcpy(u, blk + 4, 12);
+	u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+	const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
+	u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+	u[2] = mins_lo;
+	u[0] &= 0x3f3f3f3f;
+}
+
 static inline __attribute__((always_inline)) void qx_unit_scales(int type, const uint8_t *blk, float *s, float *m)
 {
 	uint16_t h0, h1;
@@ -150,16 +163,9 @@ static inline __attribute__((always_inline)) void qx_unit_scales(int type, const
 	switch (type) {
 	case HS_TYPE_Q4_K:
 	case HS_TYPE_Q5_K: {
-		/* the 12 bytes of 6-bit scales and mins rearranged in 32-bit words
-		 * (as ggml's kernels do) into 8 scale bytes, then 8 min bytes */
 		uint32_t u[4];
 		memcpy(&h1, blk + 2, 2);
-		memcpy(u, blk + 4, 12);
-		u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-		const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
-		u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-		u[2] = mins_lo;
-		u[0] &= 0x3f3f3f3f;
+		qx_k45_bytes(blk, u);
 		const __m256i b8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)u));
 		const __m256i m8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(u + 2)));
 		_mm256_store_ps(s, _mm256_mul_ps(_mm256_cvtepi32_ps(b8), _mm256_set1_ps(_cvtsh_ss(h0))));

@@ -869,6 +869,55 @@ static inline __attribute__((always_inline)) void qx1_weights(int type, const ui
 	}
 }
 
+/* A token quantized with one scale per 256 values (the AMX tier's
+ * quantize_q8_k for Q4_K and Q5_K, kernels.h): d[u] that scale for
+ * super-block u, bsum[b] the sum of block b's bytes.  Then a super-block's
+ * 6-bit scales and mins can stay integers: each register's 16 lanes of
+ * 4-value products (at most 4 x 31 x 128, an int16) times their block's
+ * scale by one vpdpwssd into one int32 sum, and one convert and one FMA by
+ * d d_x per super-block, where the float path takes a convert, a permute
+ * and an FMA per register and the scales' converts and multiplies. */
+struct qx1_shared {
+	float *d;
+	int16_t *bsum, *hsum; /* hsum[2 b + h]: the sum of half h of block b */
+};
+
+/* qx_k45_bytes in vector registers (its scalar shifts and masks, and the
+ * trip through memory, were a quarter of this kernel's instructions): the
+ * 8 scales in bytes 0-7, the 8 mins in 8-15.  Scale j < 4 is q[j] & 63,
+ * j >= 4 q[j + 4] & 15 | (q[j - 4] >> 6) << 4; min j < 4 q[j + 4] & 63, j >= 4
+ * q[j + 4] >> 4 | (q[j] >> 6) << 4 (q: the 12 bytes at 4). */
+static inline __m128i qx1_k45_scales(const uint8_t *blk)
+{
+	const __m128i q = _mm_loadu_si128((const __m128i *)(blk + 4)); /* 4 more bytes of the block */
+	const __m128i a = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+	const __m128i b = _mm_shuffle_epi8(q, _mm_setr_epi8(-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128, 4,
+							    5, 6, 7));
+	const __m128i m1 = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+	const __m128i m2 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+	return _mm_or_si128(_mm_or_si128(_mm_and_si128(a, m1), _mm_and_si128(_mm_srli_epi16(a, 4), m2)),
+			    _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+}
+
+/* 1 and sh filled when every super-block's 8 blocks share their scale. */
+static int qx1_share(const struct hs_block_q8_0 *x, int nb, struct qx1_shared *sh)
+{
+	for (int u = 0; u < nb / 8; u++) {
+		for (int j = 1; j < 8; j++)
+			if (x[8 * u + j].d != x[8 * u].d)
+				return 0;
+		sh->d[u] = _cvtsh_ss(x[8 * u].d);
+	}
+	for (int b = 0; b < nb; b++) {
+		int h0, h1;
+		qx_half_sums(&x[b], &h0, &h1);
+		sh->bsum[b] = (int16_t)(h0 + h1);
+		sh->hsum[2 * b] = (int16_t)h0;
+		sh->hsum[2 * b + 1] = (int16_t)h1;
+	}
+	return 1;
+}
+
 /* Rows r0..r1 against one token: xq from qx1_order, tk from qx_prepare.
  * Per super-block: the scales (qx_unit_scales) times the token's block
  * scales in one multiply, the mins in one FMA (two for Q6_K's 16), then per
@@ -876,7 +925,7 @@ static inline __attribute__((always_inline)) void qx1_weights(int type, const ui
  * a block's two halves share a scale, so two registers share one). */
 static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8_t *w, size_t row_bytes, int r0,
 							    int r1, int nb, const int8_t *xq, const struct qx_tok *tk,
-							    float *out)
+							    const struct qx1_shared *sh, float *out)
 {
 	const __m512i iq4 = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)hs__iq4nl_values),
 								 _mm_set1_epi8((char)qx_offset(type))));
@@ -893,9 +942,24 @@ static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8
 			 : iq	? _mm512_add_epi32(l4, _mm512_set1_epi32(2 * z))
 				: _mm512_inserti64x4(_mm512_set1_epi32(b45[z][0]), _mm256_set1_epi32(b45[z][1]), 1);
 	}
+	/* shared: int32 lane i of register z holds the byte of its block's
+	 * scale (bytes 1-3 zero: vpshufb's 0x80) */
+	__m512i sidx[4], widx[4];
+	for (int z = 0; z < 4; z++) { /* Q6_K: word 2i of register z the scale of its half 4z + i / 4 */
+		_Alignas(64) int16_t wi[32] = { 0 };
+		for (int i = 0; i < 16; i++)
+			wi[2 * i] = (int16_t)(4 * z + i / 4);
+		widx[z] = _mm512_load_si512(wi);
+	}
+	for (int z = 0; z < 4; z++) {
+		static const int b45[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
+		sidx[z] = _mm512_inserti64x4(_mm512_set1_epi32((int)0x80808000u | b45[z][0]),
+					     _mm256_set1_epi32((int)0x80808000u | b45[z][1]), 1);
+	}
 	for (int r = r0; r < r1; r++) {
 		const uint8_t *row = w + (size_t)r * row_bytes;
 		__m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), macc = _mm512_setzero_ps();
+		__m128 macc4 = _mm_setzero_ps();
 		for (int u = 0; u < nb / 8; u++) {
 			_Alignas(64) float s[QX_MAX_UNIT], m[QX_MAX_UNIT];
 			const uint8_t *blk = row + (size_t)u * ub;
@@ -908,6 +972,50 @@ static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8
 				else
 					for (size_t o = 0; o < ub; o += 64)
 						_mm_prefetch((const char *)blk + ahead + o, _MM_HINT_T0);
+			}
+			if (sh && type == HS_TYPE_Q6_K) { /* against one scale per 256: qx1_shared */
+				const __m256i S16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+				const __m512i S = _mm512_castsi256_si512(S16);
+				/* the offset's part, 32 s_h sum_h, taken from the int32 sum first */
+				const __m256i mi = _mm256_madd_epi16(S16, _mm256_loadu_si256((const __m256i *)(sh->hsum + 2 * b0)));
+				__m512i W[4], ai = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+											    _mm256_slli_epi32(mi, 5)));
+				uint16_t hd;
+				memcpy(&hd, blk + 208, 2);
+				qx1_weights(type, blk, W, iq4);
+				_Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
+					const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W[z],
+									      _mm512_loadu_si512(xu + 64 * z));
+					ai = _mm512_dpwssd_epi32(ai, p, _mm512_maskz_permutexvar_epi16(0x55555555, widx[z], S));
+				}
+				const __m512 dd = _mm512_set1_ps(_cvtsh_ss(hd) * sh->d[u]);
+				if (u % 2)
+					acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), dd, acc1);
+				else
+					acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), dd, acc0);
+				continue;
+			}
+			if (sh) { /* Q4_K, Q5_K against one scale per 256: qx1_shared */
+				const __m128i sm16 = qx1_k45_scales(blk);
+				const __m512i S4 = _mm512_broadcast_i32x4(sm16);
+				/* d d_x and dmin d_x */
+				const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load32(blk))),
+							     _mm_set1_ps(sh->d[u]));
+				const __m128i mi = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8)),
+								  _mm_loadu_si128((const __m128i *)(sh->bsum + b0)));
+				macc4 = _mm_fmadd_ps(_mm_cvtepi32_ps(mi), _mm_permute_ps(dd, 0x55), macc4);
+				__m512i W[4], ai = _mm512_setzero_si512();
+				qx1_weights(type, blk, W, iq4);
+				_Pragma("GCC unroll 4") for (int z = 0; z < 4; z++) {
+					const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W[z],
+									      _mm512_loadu_si512(xu + 64 * z));
+					ai = _mm512_dpwssd_epi32(ai, p, _mm512_shuffle_epi8(S4, sidx[z]));
+				}
+				if (u % 2) /* two chains */
+					acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), _mm512_broadcastss_ps(dd), acc1);
+				else
+					acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), _mm512_broadcastss_ps(dd), acc0);
+				continue;
 			}
 			qx_unit_scales(type, blk, s, m);
 			__m512 f;
@@ -945,11 +1053,17 @@ static inline __attribute__((always_inline)) void rows_qx1(int type, const uint8
 					acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(idx[z], f), acc0);
 			}
 		}
-		out[r - r0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm512_reduce_add_ps(macc);
+		if (sh && type != HS_TYPE_Q6_K) {
+			macc4 = _mm_add_ps(macc4, _mm_movehl_ps(macc4, macc4));
+			macc4 = _mm_add_ss(macc4, _mm_movehdup_ps(macc4));
+			out[r - r0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm_cvtss_f32(macc4);
+		} else {
+			out[r - r0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - _mm512_reduce_add_ps(macc);
+		}
 	}
 }
 
-#define ROWS_QX1(TYPE) rows_qx1(TYPE, w, row_bytes, r0, r1, nb, xq, &tk, out)
+#define ROWS_QX1(TYPE, SH) rows_qx1(TYPE, w, row_bytes, r0, r1, nb, xq, &tk, SH, out)
 
 static void tile_qx1(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
 		     const struct hs_block_q8_0 *x, float *out)
@@ -960,13 +1074,25 @@ static void tile_qx1(int type, const uint8_t *w, size_t row_bytes, int r0, int r
 	_Alignas(64) int8_t xq[(size_t)nb * 32];
 	float d[nb * (halves ? 5 : 2)];
 	struct qx_tok tk = { d, halves ? d + nb : NULL, halves ? NULL : d + nb, halves ? d + 3 * nb : NULL };
+	_Alignas(16) int16_t bsum[nb], hsum[2 * nb];
+	float dsb[nb / 8 + 1];
+	struct qx1_shared sh = { dsb, bsum, hsum };
 	qx1_order(type, x, nb, xq);
+	if (type != HS_TYPE_IQ4_XS && qx1_share(x, nb, &sh)) {
+		if (type == HS_TYPE_Q4_K)
+			ROWS_QX1(HS_TYPE_Q4_K, &sh);
+		else if (type == HS_TYPE_Q5_K)
+			ROWS_QX1(HS_TYPE_Q5_K, &sh);
+		else
+			ROWS_QX1(HS_TYPE_Q6_K, &sh);
+		return;
+	}
 	qx_prepare(type, x, nb, tk);
 	switch (type) {
-	case HS_TYPE_Q4_K: ROWS_QX1(HS_TYPE_Q4_K); break;
-	case HS_TYPE_Q5_K: ROWS_QX1(HS_TYPE_Q5_K); break;
-	case HS_TYPE_Q6_K: ROWS_QX1(HS_TYPE_Q6_K); break;
-	default: ROWS_QX1(HS_TYPE_IQ4_XS); break;
+	case HS_TYPE_Q4_K: ROWS_QX1(HS_TYPE_Q4_K, NULL); break;
+	case HS_TYPE_Q5_K: ROWS_QX1(HS_TYPE_Q5_K, NULL); break;
+	case HS_TYPE_Q6_K: ROWS_QX1(HS_TYPE_Q6_K, NULL); break;
+	default: ROWS_QX1(HS_TYPE_IQ4_XS, NULL); break;
 	}
 }
 
