@@ -76,7 +76,7 @@ const struct hs_kernel_ops *hs__kernels_tier(int tier);
  * type; others (F16, BF16, F32) take a float path that dequantizes rows.
  * Q8_0 activations (a scale per 32 values) for the K-quants too, where
  * ggml rounds them to Q8_K (a scale per 256), but for the types a tier
- * names in q8_k_types (the AMX tier's Q4_K, Q5_K and Q6_K), which get ggml's scale per
+ * names in q8_k_types (the AVX-512 VNNI and AMX tiers' Q4_K, Q5_K and Q6_K), which get ggml's scale per
  * 256: never less accurate than ggml. */
 int hs__kernel_type_quantized(int type);
 /* The scalar twin of quantize_q8_k */

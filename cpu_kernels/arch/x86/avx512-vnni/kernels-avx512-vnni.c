@@ -1202,7 +1202,12 @@ void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r,
 	}
 }
 
-static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed, NULL, 0 };
+/* Q4_K's, Q5_K's and Q6_K's activations with a scale per 256 values (as
+ * ggml's Q8_K): the one-token rows then apply the block scales in integers
+ * (rows_qx1); the 16-row passes take any Q8_0 input */
+static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed,
+					  hs__avx512_quantize_q8_k,
+					  1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K | 1u << HS_TYPE_Q6_K };
 const struct hs_kernel_ops *hs__kernels_avx512_vnni(void)
 {
 	pthread_once(&table_once, fill_table);
