@@ -621,6 +621,83 @@ static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins
 	}
 }
 
+/* Q4_K against tokens whose 8 blocks of each super-block share a scale
+ * (Q8_K, as this tier quantizes Q4_K's activations): a register's 16-value
+ * sums (4 vpdpbusd: at most 16 x 15 x 128 < 2^15, so an int16 in its int32
+ * lane) take their 6-bit block scale in one vpdpwssd into one int32 sum a
+ * super-block, the mins 4 vpdpwssd of block-pair sums, and a super-block
+ * ends in two converts and three float ops: 11 vector ops a block and token
+ * against 14 on the float path (on a Zen 4 core 2.9 against 2.5 G vpdpbusd
+ * a second, the same loops in cache).  si, mi, dd, dm as
+ * hs__avx512_q45k_decode_int lays them out; pb[(b / 2) * pt + t] block b's
+ * and b + 1's sums of x as two int16; pdx a super-block's scale at its first
+ * block.  Tokens NT <= 4 keep two sums each (shorter chains). */
+static inline __attribute__((always_inline)) void qp_tokens_q4i(const __m512i *wt, const uint8_t *si,
+								 const uint8_t *mi, const float *dd, const float *dm,
+								 int kb, int c0, int pt, int j,
+								 const struct hs_block_q8_0 *const *x, const float *pdx,
+								 const int32_t *pb, int NT, float *accm,
+								 struct hs_qp_prefetch *pf)
+{
+	const int two = NT <= 4;
+	for (int s = 0; s < kb / 8; s++) {
+		__m512i S[8], T[8];
+		_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++)
+			S[i] = T[i] = _mm512_setzero_si512();
+		for (int jb = 0; jb < 8; jb++) {
+			const int k = 8 * s + jb, b = c0 + k;
+			const __m512i *u = wt + 8 * k;
+			hs__qp_prefetch_some(pf);
+			const __m512i sv = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(si + 16 * k)));
+			_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
+				const int8_t *xq = x[j + i][b].qs;
+				__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+				_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+					a0 = _mm512_dpbusd_epi32(a0, u[q], _mm512_set1_epi32(load32(xq + 4 * q)));
+					a1 = _mm512_dpbusd_epi32(a1, u[q + 4], _mm512_set1_epi32(load32(xq + 16 + 4 * q)));
+				}
+				S[i] = _mm512_dpwssd_epi32(S[i], a0, sv);
+				if (two)
+					T[i] = _mm512_dpwssd_epi32(T[i], a1, sv);
+				else
+					S[i] = _mm512_dpwssd_epi32(S[i], a1, sv);
+			}
+		}
+		/* the mins of block pairs, lanes m(2p) | m(2p + 1) << 16 */
+		__m512i mp[4];
+		_Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+			const uint8_t *m = mi + 16 * (8 * s + 2 * p);
+			mp[p] = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)m)),
+						_mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(m + 16))), 16));
+		}
+		const __m512 d = _mm512_load_ps(dd + 16 * s), dmin = _mm512_load_ps(dm + 16 * s);
+		const int b0 = c0 + 8 * s;
+		_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
+			const int32_t *bp = pb + (size_t)(b0 / 2) * pt + j + i;
+			__m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(bp[0]));
+			_Pragma("GCC unroll 3") for (int p = 1; p < 4; p++)
+				M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(bp[(size_t)p * pt]));
+			if (two)
+				S[i] = _mm512_add_epi32(S[i], T[i]);
+			const __m512 v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), dmin,
+							  _mm512_mul_ps(_mm512_cvtepi32_ps(S[i]), d));
+			float *a = accm + 16 * (j + i);
+			_mm512_store_ps(a, _mm512_fmadd_ps(v, _mm512_set1_ps(pdx[(size_t)b0 * pt + j + i]),
+							   _mm512_load_ps(a)));
+		}
+	}
+}
+
+/* Whether every token's super-blocks share one scale over their 8 blocks. */
+static int qp_q8k_shared(const struct hs_block_q8_0 *const *x, int nt, int nb)
+{
+	for (int t = 0; t < nt; t++)
+		for (int b = 0; b < nb; b++)
+			if (x[t][b].d != x[t][b & ~7].d)
+				return 0;
+	return 1;
+}
+
 void hs__avx512_qp_prefetch_plan(struct hs_qp_prefetch *pf, int type, const uint8_t *w, size_t row_bytes, int rg,
 				  int r1, int c0, int kb, int slots)
 {
@@ -703,15 +780,18 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 {
 	const int flags = hs__avx512_qx_flags(type), halves = flags & HS_QX_HALVES, mins = flags & HS_QX_MINS;
 	const int pt = nt, bias = qp_bias(type); /* the prepared scalars: [block][half][token] */
+	const int q4i = type == HS_TYPE_Q4_K && qp_q8k_shared(x, nt, nb); /* qp_tokens_q4i */
 	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
-	int32_t pc[(size_t)nb * 2 * pt];
+	int32_t pc[(size_t)nb * 2 * pt], pb[(size_t)(nb / 2) * pt];
 	_Alignas(64) float sc[QP_CHUNK * 32], mn[QP_CHUNK * 32];
+	_Alignas(64) uint8_t si[QP_CHUNK * 16], mi[QP_CHUNK * 16];
+	_Alignas(64) float dd[QP_CHUNK / 8 * 16], dm[QP_CHUNK / 8 * 16];
 	_Alignas(64) float accm[QP_MAX_TOKENS * 16];
 	__m512i wt[QP_CHUNK * 8];
 	struct hs_qp_prefetch pf;
 
 	for (int t = 0; t < nt; t++)
-		for (int b = 0; b < nb; b++) {
+		for (int b = 0, hp = 0; b < nb; b++) {
 			const struct hs_block_q8_0 *xb = &x[t][b];
 			int h0, h1;
 			qx_half_sums(xb, &h0, &h1);
@@ -721,6 +801,9 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 			pc[((size_t)b * 2 + 1) * pt + t] = bias * h1;
 			ps[(size_t)b * 2 * pt + t] = dx * (float)(halves ? h0 : h0 + h1);
 			ps[((size_t)b * 2 + 1) * pt + t] = dx * (float)h1;
+			if (b & 1) /* block b - 1's sum and b's; |sum| <= 32 x 128: int16s */
+				pb[(size_t)(b / 2) * pt + t] = (int32_t)((uint32_t)(uint16_t)hp | (uint32_t)(h0 + h1) << 16);
+			hp = h0 + h1;
 		}
 	for (int rg = r0; rg < r1; rg += 16) {
 		const int nr = r1 - rg < 16 ? r1 - rg : 16;
@@ -730,28 +813,40 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 			/* the next group's chunk, spread over this one's token passes */
 			hs__avx512_qp_prefetch_plan(&pf, type, w, row_bytes, rg, r1, c0, kb,
 						    kb * (nt / 8 + (nt % 8 >= 4) + (nt % 4 >= 2) + (nt % 2)));
-			hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn);
+			if (q4i)
+				hs__avx512_q45k_decode_int(0, w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
+			else
+				hs__avx512_qp_decode(type, w, row_bytes, rg, r1, c0, kb, wt, sc, mn);
 			for (int j = 0, tn; j < nt; j += tn) {
 				/* 8 tokens at a time, the rest by 4, 2 and 1: each an
 				 * unrolled body (one at a time, the rest was a tenth of
 				 * the time on experts of about 32 tokens) */
 				tn = nt - j >= 8 ? 8 : nt - j >= 4 ? 4 : nt - j >= 2 ? 2 : 1;
-				__m512 acc[8];
-				for (int i = 0; i < tn; i++)
-					acc[i] = _mm512_load_ps(accm + 16 * (j + i));
+#define QP_BY_TOKENS(F)                 \
+	switch (tn) {                   \
+	case 8: F(8); break;            \
+	case 4: F(4); break;            \
+	case 2: F(2); break;            \
+	default: F(1); break;           \
+	}
+#define QP_Q4I(N) qp_tokens_q4i(wt, si, mi, dd, dm, kb, c0, pt, j, x, pdx, pb, N, accm, &pf)
 #define QP_TOKENS(H, M, N) qp_tokens(H, M, wt, sc, mn, kb, c0, pt, j, x, pdx, pc, ps, N, acc, &pf)
 #define QP_FLAGS(N) (halves ? mins ? QP_TOKENS(1, 1, N) : QP_TOKENS(1, 0, N) \
 			    : mins ? QP_TOKENS(0, 1, N) : QP_TOKENS(0, 0, N))
-				switch (tn) {
-				case 8: QP_FLAGS(8); break;
-				case 4: QP_FLAGS(4); break;
-				case 2: QP_FLAGS(2); break;
-				default: QP_FLAGS(1); break;
+				if (q4i) {
+					QP_BY_TOKENS(QP_Q4I)
+					continue;
 				}
-#undef QP_FLAGS
-#undef QP_TOKENS
+				__m512 acc[8];
+				for (int i = 0; i < tn; i++)
+					acc[i] = _mm512_load_ps(accm + 16 * (j + i));
+				QP_BY_TOKENS(QP_FLAGS)
 				for (int i = 0; i < tn; i++)
 					_mm512_store_ps(accm + 16 * (j + i), acc[i]);
+#undef QP_FLAGS
+#undef QP_TOKENS
+#undef QP_Q4I
+#undef QP_BY_TOKENS
 			}
 		}
 		const __mmask16 live = (__mmask16)((1u << nr) - 1); /* (a plain copy loop became rep movsq) */
