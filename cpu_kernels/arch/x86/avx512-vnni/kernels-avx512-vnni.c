@@ -782,7 +782,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 	const int pt = nt, bias = qp_bias(type); /* the prepared scalars: [block][half][token] */
 	const int q4i = type == HS_TYPE_Q4_K && qp_q8k_shared(x, nt, nb); /* qp_tokens_q4i */
 	float pdx[(size_t)nb * pt], ps[(size_t)nb * 2 * pt];
-	int32_t pc[(size_t)nb * 2 * pt], pb[(size_t)(nb / 2) * pt];
+	int32_t pc[(size_t)nb * 2 * pt], pb[(size_t)(nb + 1) / 2 * pt]; /* (nb + 1: a VLA of 0 is undefined) */
 	_Alignas(64) float sc[QP_CHUNK * 32], mn[QP_CHUNK * 32];
 	_Alignas(64) uint8_t si[QP_CHUNK * 16], mi[QP_CHUNK * 16];
 	_Alignas(64) float dd[QP_CHUNK / 8 * 16], dm[QP_CHUNK / 8 * 16];
