@@ -147,9 +147,133 @@ static void finish(const float *m, const float *l, const float *o, int S, size_t
 		out[d] *= inv;
 }
 
+void hs__attend_span_tokens(const struct hs_attn_span *t, void (*attend)(const struct hs_attn_tile *))
+{
+	for (int i = 0; i < t->n; i++) {
+		const struct hs_attn_tile tile = {
+			.g = t->g,
+			.head_dim = t->head_dim,
+			.kv_type = t->kv_type,
+			.q = t->q + (size_t)i * t->q_stride,
+			.scale = t->scale,
+			.k = t->k,
+			.v = t->v,
+			.k_cell = t->k_cell,
+			.v_cell = t->v_cell,
+			.cell_pos = t->cell_pos,
+			.c0 = t->c0,
+			.c1 = t->c1,
+			.pos_lo = t->pos_lo[i],
+			.pos_hi = t->pos_hi[i],
+			.m = t->m + (size_t)i * t->g,
+			.l = t->l + (size_t)i * t->g,
+			.o = t->o + (size_t)i * t->g * t->head_dim,
+		};
+		attend(&tile);
+	}
+}
+
+/* The thread of an item of cost w after *c of the total: the one whose
+ * share of the total holds its middle. */
+static int item_owner(uint64_t *c, uint64_t w, uint64_t total, int nth)
+{
+	const int owner = total ? (int)((2 * *c + w) * (uint64_t)nth / (2 * total)) : 0;
+	*c += w;
+	return owner >= nth ? nth - 1 : owner;
+}
+
+/* Prefill through dops->attend_span: items of up to `span` consecutive
+ * tokens (their state for one KV head at a time fits the step's arrays),
+ * each KV head's cells read once per item. */
+static void attn_step_spans(struct hs_attn_job *job, int span, int ith, int nth)
+{
+	const int H = job->n_head, KV = job->n_head_kv, G = H / KV, D = job->head_dim;
+	const size_t rb = hs__type_row_bytes(job->kv_type, (uint64_t)D);
+	float m[HS_ATTN_MAX_HEADS], l[HS_ATTN_MAX_HEADS], o[HS_ATTN_MAX_VALUES];
+	int32_t lo[HS_ATTN_MAX_HEADS], hi[HS_ATTN_MAX_HEADS];
+	uint64_t total = 0, c = 0;
+
+	for (int t = 0; t < job->n; t++)
+		total += item_cost(job, t);
+	for (int t0 = 0; t0 < job->n; t0 += span) {
+		const int tn = job->n - t0 < span ? job->n - t0 : span;
+		uint64_t w = 0;
+		for (int i = 0; i < tn; i++)
+			w += item_cost(job, t0 + i);
+		if (item_owner(&c, w, total, nth) != ith)
+			continue;
+		for (int i = 0; i < tn; i++) {
+			lo[i] = pos_lo(job, job->q_pos[t0 + i]);
+			hi[i] = job->q_pos[t0 + i];
+		}
+		for (int h = 0; h < KV; h++) {
+			for (int i = 0; i < tn * G; i++) {
+				m[i] = -INFINITY;
+				l[i] = 0;
+			}
+			memset(o, 0, sizeof(float) * (size_t)tn * G * D);
+			for (int cc = 0; cc < job->n_cells; cc += CHUNK_CELLS) {
+				const int ce = cc + CHUNK_CELLS < job->n_cells ? cc + CHUNK_CELLS : job->n_cells;
+				prefetch_cells(job, h, ce, ce + CHUNK_CELLS < job->n_cells ? ce + CHUNK_CELLS : job->n_cells,
+					       rb);
+				const struct hs_attn_span sp = {
+					.n = tn,
+					.g = G,
+					.head_dim = D,
+					.kv_type = job->kv_type,
+					.q = job->q + (size_t)t0 * job->q_stride + (size_t)h * G * D,
+					.q_stride = job->q_stride,
+					.scale = job->scale,
+					.k = job->k + (size_t)h * job->k_head,
+					.v = job->v + (size_t)h * job->v_head,
+					.k_cell = job->k_cell,
+					.v_cell = job->v_cell,
+					.cell_pos = job->cell_pos,
+					.c0 = cc,
+					.c1 = ce,
+					.pos_lo = lo,
+					.pos_hi = hi,
+					.m = m,
+					.l = l,
+					.o = o,
+				};
+				job->dops->attend_span(&sp);
+			}
+			for (int i = 0; i < tn; i++)
+				for (int j = 0; j < G; j++) {
+					const int head = h * G + j;
+					finish(&m[i * G + j], &l[i * G + j], o + ((size_t)i * G + j) * D, 1, 0,
+					       job->sinks ? &job->sinks[head] : NULL, D,
+					       job->out + (size_t)(t0 + i) * job->out_stride + (size_t)head * D);
+				}
+		}
+	}
+}
+
+/* Tokens a span item takes: as many as one KV head's state for them fits
+ * the step's arrays, at most 32; 0 (per token) without attend_span, for
+ * fewer than SPAN_MIN_TOKENS tokens or with cell ranges. */
+#define SPAN_MIN_TOKENS 8
+static int span_tokens(const struct hs_attn_job *job)
+{
+	const int G = job->n_head / job->n_head_kv;
+	int span = HS_ATTN_MAX_VALUES / (G * job->head_dim);
+
+	if (!job->dops->attend_span || job->n < SPAN_MIN_TOKENS || job->n_split > 1)
+		return 0;
+	span = span < HS_ATTN_MAX_HEADS / G ? span : HS_ATTN_MAX_HEADS / G;
+	span = span < 32 ? span : 32;
+	return span >= 2 ? span : 0;
+}
+
 void hs__attn_step(struct hs_attn_job *job, int ith, int nth)
 {
 	const int H = job->n_head, KV = job->n_head_kv, G = H / KV, D = job->head_dim, S = job->n_split;
+	const int span = span_tokens(job);
+	if (span) {
+		attn_step_spans(job, span, ith, nth);
+		return;
+	}
 	const long n_items = (long)job->n * S;
 	const size_t rb = hs__type_row_bytes(job->kv_type, (uint64_t)D);
 	float m[HS_ATTN_MAX_HEADS], l[HS_ATTN_MAX_HEADS], o[HS_ATTN_MAX_VALUES];
@@ -160,10 +284,7 @@ void hs__attn_step(struct hs_attn_job *job, int ith, int nth)
 	for (long it = 0; it < n_items; it++) {
 		const int t = (int)(it / S), s = (int)(it % S);
 		const uint64_t w = (item_cost(job, t) + S - 1) / S;
-		/* the item goes to the thread whose share of the total holds its middle */
-		const int owner = total ? (int)((2 * c + w) * (uint64_t)nth / (2 * total)) : 0;
-		c += w;
-		if ((owner >= nth ? nth - 1 : owner) != ith)
+		if (item_owner(&c, w, total, nth) != ith)
 			continue;
 		const int c0 = (int)((long)s * job->n_cells / S), c1 = (int)((long)(s + 1) * job->n_cells / S);
 		for (int i = 0; i < H; i++) {

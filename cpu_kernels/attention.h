@@ -71,7 +71,10 @@ int hs__attn_prepare(struct hs_attn_job *job);
  * query heads of a KV head together), so K and V are read once per token,
  * not once per query head, and each 32-cell piece stays in cache while
  * every KV head reads it, whatever the layout; the next piece is
- * prefetched.  Items go to threads by an estimate of their visible cells,
+ * prefetched.  Prefill (n >= 8, one range) with dops->attend_span takes
+ * items of up to 32 consecutive tokens instead, one KV head at a time, so
+ * each cell's K and V rows are converted once per item, not per token.
+ * Items go to threads by an estimate of their visible cells,
  * so causal prefill spreads evenly.
  * With n_split <= 1 step writes out; else partials, and step_merge (after
  * a barrier, on every thread) combines them and writes out, (token, head)
@@ -102,6 +105,27 @@ struct hs_attn_tile {
 	int32_t pos_lo, pos_hi;
 	float *m, *l, *o;
 };
+
+/* The same for n query tokens at once (dops->attend_span, prefill): token
+ * i's g heads at q + i * q_stride + j * head_dim see the cells of [c0, c1)
+ * whose positions lie in [pos_lo[i], pos_hi[i]]; their state is m[i * g +
+ * j], l[i * g + j], o[(i * g + j) * head_dim ...], as a tile's. */
+struct hs_attn_span {
+	int n, g, head_dim, kv_type;
+	const float *q;
+	size_t q_stride;
+	float scale;
+	const uint8_t *k, *v; /* already at the KV head */
+	size_t k_cell, v_cell;
+	const int32_t *cell_pos;
+	int c0, c1;
+	const int32_t *pos_lo, *pos_hi;
+	float *m, *l, *o;
+};
+
+/* A span one token at a time through a tile's attend (the span kernels'
+ * way for head widths they do not take). */
+void hs__attend_span_tokens(const struct hs_attn_span *t, void (*attend)(const struct hs_attn_tile *));
 
 /* ---- K/V write -----------------------------------------------------------
  * For each token t < n and KV head h < n_head_kv: the head_dim floats at

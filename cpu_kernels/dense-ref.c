@@ -124,7 +124,7 @@ static uint64_t xor_read_ref(const void *p, size_t bytes, size_t ahead)
 }
 
 const struct hs_dense_ops hs__dense_ref = { "scalar reference", tile_f_ref, dequant_row_ref, rmsnorm_row_ref,
-					    rope_row_ref,       to_f16_ref, attend_ref,      hs__dn_chunk_c,
+					    rope_row_ref,       to_f16_ref, attend_ref, NULL, hs__dn_chunk_c,
 					    xor_read_ref };
 
 const struct hs_dense_ops *hs__dense_best(void)

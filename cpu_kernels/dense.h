@@ -23,6 +23,7 @@
 #include "cpu_kernels/kernels.h"
 
 struct hs_attn_tile;
+struct hs_attn_span;
 struct hs_dn_job;
 
 /* Inner loops of one instruction tier.  The scalar set (hs__dense_ref)
@@ -54,6 +55,10 @@ struct hs_dense_ops {
 	/* One attention work item (attention.h): g query heads of one token
 	 * against the visible cells of [c0, c1) of one KV head. */
 	void (*attend)(const struct hs_attn_tile *t);
+	/* Several query tokens of prefill against one KV head's cells at once
+	 * (attention.h), so each cell's K and V rows are converted once for
+	 * all of them; NULL in a set without it (attend per token then). */
+	void (*attend_span)(const struct hs_attn_span *s);
 	/* Gated DeltaNet's chunked delta rule, thread ith's share (deltanet.h). */
 	void (*dn_chunk)(const struct hs_dn_job *j, int ith, int nth);
 	/* Every 8-byte word of p XORed together (p 32-byte aligned, bytes a

@@ -174,6 +174,12 @@ static void test_grid(void)
 		{ 64, 8, 2, 128, 64, 0, 1, HS_TYPE_Q8_0, 0, 0, 0, 0 },     /* the whole prompt in one batch */
 		{ 5, 6, 2, 64, 40, 3, 1, HS_TYPE_F16, 0, 1, 2, 2 },        /* a tiny window */
 		{ 3, 4, 2, 8, 37, 0, 1, HS_TYPE_F16, 2, 0, 3, 1 },         /* head_dim 8 */
+		/* spans of prefill tokens (attend_span): groups of 3 and 5 heads
+		 * (4 at a time, then the rest), a window inside a span, a width
+		 * the span kernel leaves to the per-token one */
+		{ 20, 6, 2, 128, 90, 0, 1, HS_TYPE_F16, 0, 1, 3, 2 },      /* GQA 3 */
+		{ 45, 5, 1, 64, 60, 9, 0, HS_TYPE_Q8_0, 0, 0, 2, 1 },      /* GQA 5, window 9 */
+		{ 12, 4, 2, 96, 40, 0, 0, HS_TYPE_F16, 0, 0, 1, 1 },       /* head_dim 96 */
 	};
 	/* clang-format on */
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

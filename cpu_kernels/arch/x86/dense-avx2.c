@@ -358,7 +358,7 @@ uint64_t hs__xor_read_avx2(const void *p, size_t bytes, size_t ahead)
 
 static const struct hs_dense_ops avx2_ops = {
 	"AVX2",          hs__tile_f_avx2, hs__dequant_row_avx2, hs__rmsnorm_row_avx2, hs__rope_row_avx2,
-	hs__to_f16_avx2, hs__attend_avx2, hs__dn_chunk_avx2,    hs__xor_read_avx2
+	hs__to_f16_avx2, hs__attend_avx2, NULL, hs__dn_chunk_avx2,    hs__xor_read_avx2
 };
 
 const struct hs_dense_ops *hs__dense_avx2(void)
