@@ -575,6 +575,21 @@ static void qp_decode_q6k(const uint8_t *w, size_t row_bytes, int rg, int nr, in
 	}
 }
 
+/* One block of a token (its 32 bytes at xq) against a decoded block of 16
+ * rows (u: 8 units of 16 rows x 4 values): the first and the second 16
+ * values' int32 sums, apart (the 16-value types scale them apart). */
+static inline __attribute__((always_inline)) void qp_dot_halves(const __m512i *u, const int8_t *xq, __m512i *a0,
+								 __m512i *a1)
+{
+	__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+	_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+		s0 = _mm512_dpbusd_epi32(s0, u[q], _mm512_set1_epi32(load32(xq + 4 * q)));
+		s1 = _mm512_dpbusd_epi32(s1, u[q + 4], _mm512_set1_epi32(load32(xq + 16 + 4 * q)));
+	}
+	*a0 = s0;
+	*a1 = s1;
+}
+
 /* NT tokens (x, their prepared scalars at column j of the pass) against
  * the kb decoded blocks of one 16-row group; acc[i] the rows' sums of
  * token i.  (w + bias) x sums to w x + bias sum(x): the prepared pc takes
@@ -593,12 +608,8 @@ static inline __attribute__((always_inline)) void qp_tokens(int halves, int mins
 		const __m512 s0 = _mm512_load_ps(sc + k * 32), s1 = halves ? _mm512_load_ps(sc + k * 32 + 16) : s0;
 		const __m512 m0 = _mm512_load_ps(mn + k * 32), m1 = halves ? _mm512_load_ps(mn + k * 32 + 16) : m0;
 		_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
-			const int8_t *xq = x[j + i][b].qs;
-			__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-			_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-				a0 = _mm512_dpbusd_epi32(a0, u[q], _mm512_set1_epi32(load32(xq + 4 * q)));
-				a1 = _mm512_dpbusd_epi32(a1, u[q + 4], _mm512_set1_epi32(load32(xq + 16 + 4 * q)));
-			}
+			__m512i a0, a1;
+			qp_dot_halves(u, x[j + i][b].qs, &a0, &a1);
 			const __m512 dx = _mm512_set1_ps(pdx[(size_t)b * pt + j + i]);
 			const int32_t *c = pc + ((size_t)b * 2) * pt + j + i;
 			const float *sx = ps + ((size_t)b * 2) * pt + j + i;
@@ -650,12 +661,8 @@ static inline __attribute__((always_inline)) void qp_tokens_q4i(const __m512i *w
 			hs__qp_prefetch_some(pf);
 			const __m512i sv = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(si + 16 * k)));
 			_Pragma("GCC unroll 8") for (int i = 0; i < NT; i++) {
-				const int8_t *xq = x[j + i][b].qs;
-				__m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-				_Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-					a0 = _mm512_dpbusd_epi32(a0, u[q], _mm512_set1_epi32(load32(xq + 4 * q)));
-					a1 = _mm512_dpbusd_epi32(a1, u[q + 4], _mm512_set1_epi32(load32(xq + 16 + 4 * q)));
-				}
+				__m512i a0, a1;
+				qp_dot_halves(u, x[j + i][b].qs, &a0, &a1);
 				S[i] = _mm512_dpwssd_epi32(S[i], a0, sv);
 				if (two)
 					T[i] = _mm512_dpwssd_epi32(T[i], a1, sv);
@@ -801,7 +808,7 @@ static void tile_qp_pass(int type, const uint8_t *w, size_t row_bytes, int r0, i
 			pc[((size_t)b * 2 + 1) * pt + t] = bias * h1;
 			ps[(size_t)b * 2 * pt + t] = dx * (float)(halves ? h0 : h0 + h1);
 			ps[((size_t)b * 2 + 1) * pt + t] = dx * (float)h1;
-			if (b & 1) /* block b - 1's sum and b's; |sum| <= 32 x 128: int16s */
+			if (q4i && (b & 1)) /* block b - 1's sum and b's; |sum| <= 32 x 128: int16s */
 				pb[(size_t)(b / 2) * pt + t] = (int32_t)((uint32_t)(uint16_t)hp | (uint32_t)(h0 + h1) << 16);
 			hp = h0 + h1;
 		}
