@@ -364,7 +364,8 @@ int main(int argc, char **argv)
 			       "--tiers runs every case on each listed CPU tier (ref, avx2, avx-vnni,\n"
 			       "avx512-vnni, amx) back to back; by default the tier this machine runs.\n"
 			       "--types runs the Qwen3-30B-A3B shape in each listed block type instead of Q8_0\n"
-			       "(K-quants and the 32-value types keep plain rows in the host copy).\n");
+			       "(Q4_K row-interleaved on the AVX-512 tiers; the other K-quants and 32-value types keep\n"
+			       "plain rows in the host copy).\n");
 			return 0;
 		default: return 2;
 		}

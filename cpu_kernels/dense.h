@@ -102,8 +102,8 @@ struct hs_matmul_job {
 	int type, rows, cols;
 	const uint8_t *w;
 	size_t row_bytes;
-	int packed;        /* w is in the row-interleaved layout (repack.h; Q8_0 or MXFP4, rows a
-			      multiple of 16): the products run on ops->tile_q_packed */
+	int packed;        /* w is in the row-interleaved layout (repack.h; Q8_0, MXFP4 or Q4_K,
+			      rows a multiple of 16): the products run on ops->tile_q_packed */
 	const float *bias; /* [rows] or NULL */
 	int n;
 	const float *x;

@@ -196,7 +196,7 @@ void hs__ffn_step_gate_up(struct hs_ffn_job *job, int ith, int nth)
 					go[j] = job->g + (size_t)p * F + r0;
 					uo[j] = job->u + (size_t)p * F + r0;
 				}
-				if (ev.packed) { /* all three MXFP4 or Q8_0 */
+				if (ev.packed) { /* all three of types the layout takes (repack.h) */
 					job->ops->tile_q_packed(tg, G, r0, r1, D, xs, m, go);
 					job->ops->tile_q_packed(tu, U, r0, r1, D, xs, m, uo);
 				} else {

@@ -115,6 +115,15 @@ static void tile_q_packed_ref(int type, const uint8_t *w, int r0, int r1, int nc
 {
 	_Alignas(4) uint8_t blk[sizeof(struct hs_block_q8_0)];
 
+	if (type != HS_TYPE_MXFP4 && type != HS_TYPE_Q8_0) { /* super-blocks: the row whole */
+		uint8_t row[hs__type_row_bytes(type, (uint64_t)ncols)];
+		for (int r = r0; r < r1; r++) {
+			hs__packed_row(type, ncols, w, r, row);
+			for (int j = 0; j < nt; j++)
+				out[j][r - r0] = hs__dot_q8_ref(type, row, x[j], ncols);
+		}
+		return;
+	}
 	for (int r = r0; r < r1; r++) {
 		for (int j = 0; j < nt; j++)
 			out[j][r - r0] = 0;
@@ -127,7 +136,7 @@ static void tile_q_packed_ref(int type, const uint8_t *w, int r0, int r1, int nc
 	}
 }
 
-const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref, tile_q_packed_ref, NULL, 0 };
+const struct hs_kernel_ops hs__kernels_ref = { "scalar reference", quantize_q8_0_ref, tile_q_ref, tile_q_packed_ref, NULL, 0, 0 };
 
 int hs__kernel_type_quantized(int type)
 {

@@ -39,7 +39,22 @@ struct hs_kernel_ops {
 	 * (they check: any Q8_0 input gives the right product). */
 	void (*quantize_q8_k)(const float *x, struct hs_block_q8_0 *y, int n);
 	unsigned q8_k_types;
+	/* Super-block types (bit 1 << type) whose tile_q_packed reads the
+	 * row-interleaved layout at full speed, so that the host copy takes
+	 * that layout for them on this tier (repack.h); every tier's
+	 * tile_q_packed still reads any packed type right. */
+	unsigned packed_types;
 };
+
+typedef void (*hs__tile_fn)(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+			    const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+/* tile_q_packed through a plain-row tile: rows r0..r1 (whole groups) of a
+ * packed matrix gathered back into plain rows on the stack, about 128 KiB
+ * at a time, and handed to `plain`.  For the cases a tier's packed kernel
+ * does not take itself (many tokens, where the gather is small beside the
+ * products; a type it has no packed loop for). */
+void hs__packed_tile_plain(hs__tile_fn plain, int type, const uint8_t *w, int r0, int r1, int ncols,
+			   const struct hs_block_q8_0 *const *x, int nt, float *const *out);
 
 /* Whether ops quantize activations for `type` weights with quantize_q8_k */
 static inline int hs__q8_k_for(const struct hs_kernel_ops *ops, int type)

@@ -347,8 +347,8 @@ static int dev_ffn_takes(const struct hs_expert_pack *p, int n_embd, int n_ff)
 	}
 	if (p->packed_rows == HS_PACK_ROWS) {
 		for (int i = 0; i < 3; i++)
-			if (p->type[i] != HS_TYPE_MXFP4 && p->type[i] != HS_TYPE_Q8_0)
-				return hs__error(EINVAL, "ffn: row-interleaved %s matrices of %s (MXFP4 or Q8_0 only)",
+			if (p->type[i] != HS_TYPE_MXFP4 && p->type[i] != HS_TYPE_Q8_0 && p->type[i] != HS_TYPE_Q4_K)
+				return hs__error(EINVAL, "ffn: row-interleaved %s matrices of %s (MXFP4, Q8_0 or Q4_K only)",
 						 what[i], hs__type_name((int)p->type[i]));
 	} else if (p->packed_rows) {
 		return hs__error(EINVAL, "ffn: %zu rows per interleaved group (the CUDA kernels read %d, or plain rows)",

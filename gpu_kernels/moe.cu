@@ -2,7 +2,8 @@
 // over (token, expert) pairs with masked ids (-1: that expert is never read).
 // Experts come as packed blocks (the one layout of the host copy and the
 // device slots) in one of two forms: experts whose matrices are all MXFP4
-// or Q8_0 row-interleaved (cpu_kernels/repack.h): rows in
+// or Q8_0 (or Q4_K, where the CPU tier packs it) row-interleaved
+// (cpu_kernels/repack.h): rows in
 // groups of 16; per column block a group's 16 scales, then its quant bytes
 // in 4-byte units, 16 rows per unit; every other block type, and mixes
 // (llama-quantize's Q4_K gate/up with a Q6_K down), as plain ggml rows, each
@@ -74,6 +75,24 @@ HD static inline float unpack_packed(int type, const unsigned char *gb, int i, i
 	return half_at(gb + 2 * i);
 }
 
+// Q4_K super-block sb of row r of a packed matrix (repack.h: the 16 rows'
+// d, then dmin, then 12 planes of scale bytes, then 32 units of 16 rows x 4
+// qs bytes) as the plain block at blk, as far as 32-value block j needs it:
+// the 16 header bytes and qs bytes 32 (j / 2) .. + 31 (units 8 (j / 2) ..).
+HD static inline void packed_q4k_block(const unsigned char *m, int ncols, int r, int sb, int j, unsigned char *blk)
+{
+	const unsigned char *gb = group_block(TYPE_Q4_K, m, ncols, r, 0) + (size_t)sb * PACK_ROWS * 144;
+	const int i = r % PACK_ROWS;
+	for (int k = 0; k < 2; k++) {
+		blk[k] = gb[2 * i + k];
+		blk[2 + k] = gb[32 + 2 * i + k];
+	}
+	for (int k = 0; k < 12; k++)
+		blk[4 + k] = gb[64 + 16 * k + i];
+	for (int u = 8 * (j / 2); u < 8 * (j / 2) + 8; u++)
+		memcpy(blk + 16 + 4 * u, gb + 256 + 64 * u + 4 * i, 4);
+}
+
 // A weight block decoded: 32 int8 values and the block's scale s[0]
 // (MXFP4, Q8_0), or per-half scales and mins (the other types).
 struct wblk {
@@ -86,6 +105,12 @@ struct wblk {
 HD static inline void weight_block(int type, int packed, const unsigned char *m, int ncols, int r, int b,
 				   struct wblk *w)
 {
+	if (packed && type == TYPE_Q4_K) {
+		unsigned char blk[144];
+		packed_q4k_block(m, ncols, r, b / 8, b % 8, blk);
+		unpack32(type, blk, b % 8, w->v, w->s, w->mn);
+		return;
+	}
 	if (packed) {
 		w->s[0] = unpack_packed(type, group_block(type, m, ncols, r, b), r % PACK_ROWS, w->v);
 		return;

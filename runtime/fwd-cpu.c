@@ -261,7 +261,10 @@ const struct hs_fwd_be hs__fwd_cpu = {
  * row-interleaved layout the expert kernels read (repack.h): the decode
  * product streams them at the speed the expert tiles reach (the plain-row
  * path is about half as fast per byte), and a token's outputs keep the same
- * bits alone or batched.  The other quantized types (the K-quants, IQ4,
+ * bits alone or batched; Q4_K ones too on the tiers that pack it
+ * (hs__pack_type: the AVX-512 ones, for the decode's speed; up to 8 tokens
+ * alone or batched alike, as its plain rows are not).  The other quantized
+ * types (the other K-quants, IQ4,
  * Q4_0..Q5_1) are copied as their rows lie: the file's pages are 4 KiB
  * ones, where the hardware prefetchers stop at every page and the TLB
  * misses, and a Q4_K_M file's output matrix alone is most of a generated

@@ -86,8 +86,8 @@ int hs__host_layer_load(const hs_model *m, int layer, int os_node, struct hs_hos
 	if (!l)
 		return hs__error(EINVAL, "layer %d has no experts", layer);
 	/* the host copy is packed like a device slot (gate, up, down, biases
-	 * per expert; MXFP4 and Q8_0 matrices row-interleaved, repacked here
-	 * once), so a streamed or admitted expert is copied straight from it,
+	 * per expert; MXFP4, Q8_0 (and on the AVX-512 tiers Q4_K) matrices
+	 * row-interleaved, repacked here once), so a streamed or admitted expert is copied straight from it,
 	 * and the CPU kernels read it through the same view */
 	const int E = l->n_experts;
 	const struct hs_expert_pack pack = hs__expert_pack_layout(l->type, l->n_embd, l->n_ff, l->arch->has_bias);

@@ -137,6 +137,17 @@ int hs__amx_model_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, 
 	return faults;
 }
 
+int hs__amx_model_tile_q4k_packed(const uint8_t *w, int r0, int r1, int ncols, const struct hs_block_q8_0 *const *x,
+				  int nt, float *const *out, int *n_products)
+{
+	faults = products = wide = 0;
+	amx_tile_q4k_packed(w, r0, r1, ncols, x, nt, out, hs__kernels_ref.tile_q);
+	if (configured)
+		fault("tiles left configured");
+	*n_products = products;
+	return faults;
+}
+
 int hs__amx_model_wide_products(void)
 {
 	return wide;

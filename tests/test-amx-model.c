@@ -2,7 +2,7 @@
  * tiles (amx-body.h) run on a scalar model of the tile unit that faults
  * where the hardware would, and must match the scalar twins: the packed
  * tile for MXFP4 and Q8_0, the plain-row tile for the other eleven block
- * types, over odd shapes, row sub-ranges, 1..70 tokens and rows longer
+ * types, packed Q4_K's passes, over odd shapes, row sub-ranges, 1..70 tokens and rows longer
  * than one chunk of 64 blocks.  The model test needs AVX-512 (the tile's scaling is
  * AVX-512 code): SKIP on CPUs without it.  (tests/kernels-amx.sh runs the
  * real tier where the CPU has AMX.) */
@@ -18,6 +18,26 @@
 #include "tests/amx-model.h"
 #include "tests/hs-test.h"
 #include "tests/layer-util.h"
+
+/* nt random tokens of C values quantized (shared: a scale per 256 values)
+ * into xq / xs, and their outputs: oa[j] of n floats, ob[j] of n and a
+ * guard after them */
+static void make_tokens(float *v, int C, int nt, int shared, int n, struct hs_block_q8_0 *xq,
+			const struct hs_block_q8_0 **xs, float **oa, float **ob)
+{
+	for (int j = 0; j < nt; j++) {
+		for (int i = 0; i < C; i++)
+			v[i] = frand();
+		if (shared)
+			hs__quantize_q8_k_ref(v, xq + j * (C / HS_QK), C);
+		else
+			hs__kernels_ref.quantize_q8_0(v, xq + j * (C / HS_QK), C);
+		xs[j] = xq + j * (C / HS_QK);
+		oa[j] = malloc(sizeof(float) * n);
+		ob[j] = malloc(sizeof(float) * (n + 1));
+		ob[j][n] = 12345.0f; /* guard */
+	}
+}
 
 int main(void)
 {
@@ -101,18 +121,7 @@ int main(void)
 				const struct hs_block_q8_0 *xs[70];
 				float *oa[70], *ob[70];
 				int products;
-				for (int j = 0; j < nt; j++) {
-					for (int i = 0; i < C; i++)
-						v[i] = frand();
-					if (shared)
-						hs__quantize_q8_k_ref(v, xq + j * nb, C);
-					else
-						hs__kernels_ref.quantize_q8_0(v, xq + j * nb, C);
-					xs[j] = xq + j * nb;
-					oa[j] = malloc(sizeof(float) * (r1 - r0));
-					ob[j] = malloc(sizeof(float) * (r1 - r0 + 1));
-					ob[j][r1 - r0] = 12345.0f; /* guard */
-				}
+				make_tokens(v, C, nt, shared, r1 - r0, xq, xs, oa, ob);
 				hs__kernels_ref.tile_q(type, w, rb, r0, r1, C, xs, nt, oa);
 				int faults = hs__amx_model_tile_qx(type, w, rb, r0, r1, C, xs, nt, ob, &products);
 				CHECK(faults == 0, "%s cols %d nt %d: %d faults", hs__type_name(type), C, nt, faults);
@@ -142,6 +151,49 @@ int main(void)
 			free(v);
 		}
 	printf("AMX tile of plain K-quant/IQ4/Q4_0..Q5_1 rows on the tile model vs the scalar twin: worst %.3g (bound 1e-5)\n",
+	       worst);
+	/* packed Q4_K (repack.h) read by the same passes: whole groups, tokens
+	 * with a scale per 256 values, and a batch per 32 (gathered back to
+	 * plain rows, no tile products) */
+	const int pnts[4] = { 16, 17, 33, 70 }, PR = 48;
+	worst = 0;
+	for (int c = 0; c < 3; c++) {
+		const int C = qcols[c], nb = C / HS_QK;
+		const size_t rb = hs__type_row_bytes(HS_TYPE_Q4_K, C);
+		uint8_t *w = malloc(rb * PR), *pw = malloc(rb * PR);
+		float *v = malloc(sizeof *v * (size_t)C * PR);
+		for (size_t i = 0; i < (size_t)C * PR; i++)
+			v[i] = frand();
+		hs__quantize_row_ref(HS_TYPE_Q4_K, v, w, (size_t)C * PR);
+		hs__pack_matrix(HS_TYPE_Q4_K, PR, C, w, rb, pw);
+		for (int k = 0; k < 4; k++) {
+			const int nt = pnts[k], shared = k != 1, r0 = k == 2 ? 16 : 0, r1 = k == 3 ? 32 : PR;
+			struct hs_block_q8_0 *xq = malloc(sizeof *xq * nb * nt);
+			const struct hs_block_q8_0 *xs[70];
+			float *oa[70], *ob[70];
+			int products;
+			make_tokens(v, C, nt, shared, r1 - r0, xq, xs, oa, ob);
+			hs__kernels_ref.tile_q(HS_TYPE_Q4_K, w, rb, r0, r1, C, xs, nt, oa);
+			int faults = hs__amx_model_tile_q4k_packed(pw, r0, r1, C, xs, nt, ob, &products);
+			CHECK(faults == 0, "packed q4_K cols %d nt %d: %d faults", C, nt, faults);
+			CHECK(products == (shared ? (nt + 15) / 16 * ((r1 - r0) / 16) * nb / 2 * 2 : 0),
+			      "packed q4_K cols %d nt %d shared %d: %d tile products", C, nt, shared, products);
+			for (int j = 0; j < nt; j++) {
+				double e = rel_l2(ob[j], oa[j], (size_t)(r1 - r0));
+				CHECK(e <= 1e-5 && !isnan(e), "packed q4_K cols %d rows %d..%d nt %d token %d: error %.3g", C,
+				      r0, r1, nt, j, e);
+				CHECK(ob[j][r1 - r0] == 12345.0f, "packed q4_K: wrote past the output");
+				worst = e > worst ? e : worst;
+				free(oa[j]);
+				free(ob[j]);
+			}
+			free(xq);
+		}
+		free(w);
+		free(pw);
+		free(v);
+	}
+	printf("AMX tile of packed Q4_K on the tile model vs the scalar twin on plain rows: worst %.3g (bound 1e-5)\n",
 	       worst);
 	return hs_test_end();
 }

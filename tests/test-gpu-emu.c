@@ -4,7 +4,8 @@
  * (8 threads per row of a 16-row group) and the prefill kernels (grouping
  * by expert, 64 x 32 tiles of 4 x 2 per thread) split it, reading experts
  * in the layout that hs__expert_pack writes (the host copy's): MXFP4 and
- * Q8_0 matrices row-interleaved, every other block type and
+ * Q8_0 matrices row-interleaved (and Q4_K, on a CPU tier that packs it:
+ * the AVX-512 ones), every other block type and
  * llama-quantize's mixes (Q4_K gate/up with a Q6_K down, ...) as plain
  * rows; a type per matrix in both.
  * Both paths against the double reference (5e-2: the activations and h
@@ -100,9 +101,10 @@ static void one_case(struct layer *L, int n, int mask_mode, int dup)
 				.xq = xq, .ids = ids, .weights = w };
 	size_t sb = hs__cuda_ffn_scratch_bytes(&f) + 64;
 	void *scratch = malloc(sb);
-	int interleave = 1; /* the layout interleaves when every matrix is MXFP4 or Q8_0 */
+	int interleave = 1; /* the layout interleaves when every matrix is MXFP4 or Q8_0 (or Q4_K on this tier) */
 	for (int i = 0; i < 3; i++)
-		interleave &= l->type[i] == HS_TYPE_MXFP4 || l->type[i] == HS_TYPE_Q8_0;
+		interleave &= l->type[i] == HS_TYPE_MXFP4 || l->type[i] == HS_TYPE_Q8_0 ||
+			      (l->type[i] == HS_TYPE_Q4_K && hs__pack_type(HS_TYPE_Q4_K));
 	CHECK(!!pack.packed_rows == interleave, "%s/%s/%s experts: packed_rows %zu", hs__type_name(l->type[HS_GATE]),
 	      hs__type_name(l->type[HS_UP]), hs__type_name(l->type[HS_DOWN]), (size_t)pack.packed_rows);
 	f.y = y[0];
@@ -188,7 +190,8 @@ int main(void)
 	static const int ns[] = { 1, 7, 33, 300 };
 	/* llama-quantize's mixes (gate/up, down), as test-kernels has them;
 	 * D and F multiples of 256 where a matrix has 256-value blocks */
-	static const int mix[][2] = { { HS_TYPE_Q4_K, HS_TYPE_Q6_K }, { HS_TYPE_Q5_K, HS_TYPE_Q5_K },
+	static const int mix[][2] = { { HS_TYPE_Q4_K, HS_TYPE_Q4_K }, { HS_TYPE_Q4_K, HS_TYPE_Q6_K },
+				      { HS_TYPE_Q5_K, HS_TYPE_Q5_K },
 				      { HS_TYPE_Q6_K, HS_TYPE_Q6_K }, { HS_TYPE_IQ4_XS, HS_TYPE_IQ4_XS },
 				      { HS_TYPE_Q3_K, HS_TYPE_Q5_K }, { HS_TYPE_Q2_K, HS_TYPE_Q3_K },
 				      { HS_TYPE_Q4_K, HS_TYPE_Q5_0 }, { HS_TYPE_Q4_K, HS_TYPE_Q8_0 },

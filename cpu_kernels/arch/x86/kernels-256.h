@@ -603,6 +603,10 @@ static __attribute__((unused)) void tile_mxfp4_scratch(const uint8_t *w, int r0,
 static __attribute__((unused)) void tile_q_packed_256(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
+	if (type != HS_TYPE_MXFP4 && type != HS_TYPE_Q8_0) { /* no packed loop here (repack.h) */
+		hs__packed_tile_plain(tile_q_256, type, w, r0, r1, ncols, x, nt, out);
+		return;
+	}
 	if (!X86_VNNI && type == HS_TYPE_MXFP4 && nt >= MXS_MIN_TOKENS) {
 		tile_mxfp4_scratch(w, r0, r1, ncols, x, nt, out);
 		return;

@@ -478,10 +478,14 @@ static inline int amx_q4k_shared(const struct hs_block_q8_0 *const *x, int nt, i
 
 /* One pass of nt (<= amx_qx_pass_tokens) tokens over Q4_K (five: Q5_K)
  * rows r0 .. r1, or 0 (nothing done) where a token's super-block has blocks
- * of unequal scales.  The configuration of amx_cfg_q4k is loaded. */
-static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const uint8_t *w, size_t row_bytes, int r0,
-								int r1, int nb, const struct hs_block_q8_0 *const *x,
-								int nt, float *const *out)
+ * of unequal scales.  The configuration of amx_cfg_q4k is loaded.  packed:
+ * w is a packed Q4_K matrix (repack.h; row_bytes unused, r0 and r1 whole
+ * groups), decoded by hs__avx512_q4k_decode_packed, and the next group's
+ * chunk, one run of bytes, prefetched as one row. */
+static inline __attribute__((always_inline)) int amx_q4k_pass(int five, int packed, const uint8_t *w,
+								size_t row_bytes, int r0, int r1, int nb,
+								const struct hs_block_q8_0 *const *x, int nt,
+								float *const *out)
 {
 	const int tiles = (nt + AMX_TOKENS - 1) / AMX_TOKENS, pt = tiles * AMX_TOKENS, nsb = nb / 8;
 
@@ -536,9 +540,23 @@ static inline __attribute__((always_inline)) int amx_q4k_pass(int five, const ui
 		memset(accm, 0, sizeof(float) * 16 * (size_t)pt);
 		for (int c0 = 0; c0 < nb; c0 += K4_CHUNK) {
 			const int kb = nb - c0 < K4_CHUNK ? nb - c0 : K4_CHUNK, nsl = kb / 8, steps = tiles * nsl;
-			hs__avx512_qp_prefetch_plan(&pf, five ? HS_TYPE_Q5_K : HS_TYPE_Q4_K, w, row_bytes, rg, r1, c0, kb,
-						    steps);
-			hs__avx512_q45k_decode_int(five, w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
+			if (packed) {
+				const size_t gbb = HS_PACK_ROWS * sizeof(struct hs_block_q4_k);
+				pf = (struct hs_qp_prefetch){ (const char *)w + (size_t)(rg / HS_PACK_ROWS + 1) * nb / 8 * gbb +
+								       (size_t)c0 / 8 * gbb,
+							       0,
+							       (size_t)kb / 8 * gbb,
+							       rg + 16 < r1,
+							       kb / 8 * (int)(gbb / 64),
+							       (kb / 8 * (int)(gbb / 64) + steps - 1) / steps,
+							       0,
+							       0 };
+				hs__avx512_q4k_decode_packed(w, nb * HS_QK, rg, c0, kb, wt, si, mi, dd, dm);
+			} else {
+				hs__avx512_qp_prefetch_plan(&pf, five ? HS_TYPE_Q5_K : HS_TYPE_Q4_K, w, row_bytes, rg, r1, c0,
+							    kb, steps);
+				hs__avx512_q45k_decode_int(five, w, row_bytes, rg, r1, c0, kb, wt, si, mi, dd, dm);
+			}
 			for (int k = 0; k < kb; k++) {
 				/* the pieces of s of the 16 rows in both 16-bit halves of
 				 * their lanes: a 16-bit multiply of two bytes q0 + 256 q1
@@ -648,8 +666,8 @@ static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, in
 			if (loaded != 4)
 				AMX_CONFIG(&cfg4);
 			loaded = 4;
-			if (type == HS_TYPE_Q4_K ? amx_q4k_pass(0, w, row_bytes, r0, r1, nb, x + j, n, out + j)
-						 : amx_q4k_pass(1, w, row_bytes, r0, r1, nb, x + j, n, out + j))
+			if (type == HS_TYPE_Q4_K ? amx_q4k_pass(0, 0, w, row_bytes, r0, r1, nb, x + j, n, out + j)
+						 : amx_q4k_pass(1, 0, w, row_bytes, r0, r1, nb, x + j, n, out + j))
 				continue;
 		}
 		if (loaded != 1)
@@ -658,4 +676,30 @@ static void amx_tile_qx(int type, const uint8_t *w, size_t row_bytes, int r0, in
 		amx_qx_pass(type, w, row_bytes, r0, r1, nb, x + j, n, out + j);
 	}
 	AMX_RELEASE();
+}
+
+/* Packed Q4_K (repack.h) on tiles: amx_q4k_pass reading the groups, and a
+ * pass whose tokens do not have a scale per 256 values through the plain
+ * rows gathered back (`plain`: the tier's plain-row tile). */
+static void amx_tile_q4k_packed(const uint8_t *w, int r0, int r1, int ncols, const struct hs_block_q8_0 *const *x,
+				int nt, float *const *out, hs__tile_fn plain)
+{
+	const int nb = ncols / HS_QK, pass = amx_qx_pass_tokens(nb);
+	struct amx_cfg cfg4;
+	int loaded = 0;
+
+	amx_cfg_q4k(&cfg4);
+	for (int j = 0; j < nt; j += pass) {
+		const int n = nt - j < pass ? nt - j : pass;
+		if (!loaded)
+			AMX_CONFIG(&cfg4);
+		loaded = 1;
+		if (!amx_q4k_pass(0, 1, w, 0, r0, r1, nb, x + j, n, out + j)) {
+			AMX_RELEASE();
+			loaded = 0;
+			hs__packed_tile_plain(plain, HS_TYPE_Q4_K, w, r0, r1, ncols, x + j, n, out + j);
+		}
+	}
+	if (loaded)
+		AMX_RELEASE();
 }

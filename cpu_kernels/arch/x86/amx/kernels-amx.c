@@ -32,9 +32,22 @@
  * with AMX was at hand. */
 #define AMX_MIN_TOKENS 8
 
+static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int r1, int ncols,
+		       const struct hs_block_q8_0 *const *x, int nt, float *const *out);
+/* Packed Q4_K (repack.h) from this many tokens on tiles (amx_tile_q4k_packed),
+ * fewer in the AVX-512 tier's packed loop */
+#define AMX_PACKED_K_MIN_TOKENS 16
+
 static void tile_q_packed_amx(int type, const uint8_t *w, int r0, int r1, int ncols,
 			      const struct hs_block_q8_0 *const *x, int nt, float *const *out)
 {
+	if (type != HS_TYPE_MXFP4 && type != HS_TYPE_Q8_0) { /* Q4_K */
+		if (nt < AMX_PACKED_K_MIN_TOKENS || type != HS_TYPE_Q4_K || !hs__amx_thread_ok())
+			hs__avx512_tile_q_packed_vbmi(type, w, r0, r1, ncols, x, nt, out);
+		else
+			amx_tile_q4k_packed(w, r0, r1, ncols, x, nt, out, tile_q_amx);
+		return;
+	}
 	if (nt < AMX_MIN_TOKENS || !hs__amx_thread_ok()) {
 		hs__avx512_tile_q_packed_vbmi(type, w, r0, r1, ncols, x, nt, out);
 		return;
@@ -91,8 +104,13 @@ static void tile_q_amx(int type, const uint8_t *w, size_t row_bytes, int r0, int
  * docs/kernels.md); Q6_K's too, for the one-token rows (rows_qx1's
  * integer scales: the fused FFN at 1 token 0.60-0.64 -> 0.72-0.75 of read),
  * its tiles taking the per-block path as before */
-static struct hs_kernel_ops ops = { "AMX-INT8", NULL, tile_q_amx, tile_q_packed_amx, hs__avx512_quantize_q8_k,
-				    1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K | 1u << HS_TYPE_Q6_K };
+static struct hs_kernel_ops ops = { "AMX-INT8",
+				    NULL,
+				    tile_q_amx,
+				    tile_q_packed_amx,
+				    hs__avx512_quantize_q8_k,
+				    1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K | 1u << HS_TYPE_Q6_K,
+				    1u << HS_TYPE_Q4_K };
 static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
 
 /* quantization is the AVX-512 tier's */

@@ -15,7 +15,7 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
 
 #include "cpu_kernels/arch/x86/kernels-256.h"
 
-static const struct hs_kernel_ops ops = { "AVX-VNNI", quantize_q8_0_256, tile_q_256, tile_q_packed_256, NULL, 0 };
+static const struct hs_kernel_ops ops = { "AVX-VNNI", quantize_q8_0_256, tile_q_256, tile_q_packed_256, NULL, 0, 0 };
 
 const struct hs_kernel_ops *hs__kernels_avx_vnni(void)
 {

@@ -47,6 +47,12 @@ int hs__avx512_qp_decode(int type, const uint8_t *w, size_t row_bytes, int rg, i
  * (all 16-byte / 64-byte aligned). */
 void hs__avx512_q45k_decode_int(int five, const uint8_t *w, size_t row_bytes, int rg, int r1, int c0, int kb, void *wt,
 				uint8_t *si, uint8_t *mi, float *dd, float *dm);
+/* The same from a packed Q4_K matrix (repack.h) of ncols columns: rows rg
+ * .. rg + 15 (a whole group), blocks c0 .. c0 + kb - 1 (whole
+ * super-blocks); the units are wt's as they lie, the scale planes unpacked
+ * for 16 rows at once. */
+void hs__avx512_q4k_decode_packed(const uint8_t *w, int ncols, int rg, int c0, int kb, void *wt, uint8_t *si,
+				  uint8_t *mi, float *dd, float *dm);
 /* The tier's quantize_q8_k (kernels.h) */
 void hs__avx512_quantize_q8_k(const float *x, struct hs_block_q8_0 *y, int n);
 /* The 16 rows after a group are 16 short streams the hardware

@@ -25,6 +25,7 @@ static inline __m256i dpbusd256(__m256i a, __m256i u, __m256i s)
 #include "cpu_kernels/arch/x86/kernels-256.h"
 
 #define TOKENS 8 /* tokens per pass over a group */
+#define KQ_MAX_TOKENS 64 /* packed Q4_K: more tokens through plain rows (packed-512.h) */
 /* (decode prefetches PREFETCH_AHEAD_512 bytes ahead, as kernels-256.h says) */
 
 /* the row-interleaved tile twice: for every CPU of the tier, and with
@@ -752,6 +753,42 @@ void hs__avx512_q45k_decode_int(int five, const uint8_t *w, size_t row_bytes, in
 		qp_decode_q45k(0, w, row_bytes, rg, nr, c0, kb, wt, NULL, NULL, si, mi, dd, dm);
 }
 
+void hs__avx512_q4k_decode_packed(const uint8_t *w, int ncols, int rg, int c0, int kb, void *wtv, uint8_t *si,
+				  uint8_t *mi, float *dd, float *dm)
+{
+	const size_t gbb = HS_PACK_ROWS * sizeof(struct hs_block_q4_k);
+	const uint8_t *g = w + (size_t)(rg / HS_PACK_ROWS) * HS_PACK_ROWS * hs__type_row_bytes(HS_TYPE_Q4_K, (uint64_t)ncols);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m63 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
+	__m512i *wt = wtv;
+
+	for (int s = 0; s < kb / 8; s++) {
+		const uint8_t *bg = g + (size_t)(c0 / 8 + s) * gbb;
+		_mm512_store_ps(dd + 16 * s, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)bg)));
+		_mm512_store_ps(dm + 16 * s, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(bg + 32))));
+		/* the 12 scale planes as packed-512.h's PACKED_KGROUP unpacks them */
+		const __m512i A = _mm512_loadu_si512((const void *)(bg + 64));
+		const __m512i B = _mm512_loadu_si512((const void *)(bg + 128));
+		const __m512i C = _mm512_loadu_si512((const void *)(bg + 192));
+		_mm512_store_si512((void *)(si + 128 * s), _mm512_and_si512(A, m63));
+		_mm512_store_si512((void *)(si + 128 * s + 64),
+				   _mm512_or_si512(_mm512_and_si512(C, m4), _mm512_and_si512(_mm512_srli_epi16(A, 2), m30)));
+		_mm512_store_si512((void *)(mi + 128 * s), _mm512_and_si512(B, m63));
+		_mm512_store_si512((void *)(mi + 128 * s + 64),
+				   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(C, 4), m4),
+						   _mm512_and_si512(_mm512_srli_epi16(B, 2), m30)));
+		/* unit 8i + q: block 2i's values 4q.. in its low nibbles, 2i + 1's
+		 * in its high ones, 16 rows x 4 bytes as wt's units are */
+		_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+			__m512i *lo = wt + 8 * (8 * s + 2 * i), *hi = lo + 8;
+			_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+				const __m512i v = _mm512_loadu_si512((const void *)(bg + 256 + 64 * (8 * i + q)));
+				lo[q] = _mm512_and_si512(v, m4);
+				hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+			}
+		}
+	}
+}
+
 /* The 8 blocks of each 256 values share the scale of the largest |x|, as
  * ggml's Q8_K (the same steps as hs__quantize_q8_k_ref, so the same bytes);
  * a tail short of 256 values per block. */
@@ -1306,10 +1343,15 @@ void hs__avx512_qx_decode16(int type, const uint8_t *w, size_t row_bytes, int r,
 
 /* Q4_K's, Q5_K's and Q6_K's activations with a scale per 256 values (as
  * ggml's Q8_K): the one-token rows then apply the block scales in integers
- * (rows_qx1); the 16-row passes take any Q8_0 input */
-static const struct hs_kernel_ops ops = { "AVX-512 VNNI", quantize_q8_0_256, tile_q_512, hs__avx512_tile_q_packed,
+ * (rows_qx1); the 16-row passes take any Q8_0 input.  Q4_K experts and
+ * matrices row-interleaved (packed-512.h's PACKED_K) */
+static const struct hs_kernel_ops ops = { "AVX-512 VNNI",
+					  quantize_q8_0_256,
+					  tile_q_512,
+					  hs__avx512_tile_q_packed,
 					  hs__avx512_quantize_q8_k,
-					  1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K | 1u << HS_TYPE_Q6_K };
+					  1u << HS_TYPE_Q4_K | 1u << HS_TYPE_Q5_K | 1u << HS_TYPE_Q6_K,
+					  1u << HS_TYPE_Q4_K };
 const struct hs_kernel_ops *hs__kernels_avx512_vnni(void)
 {
 	pthread_once(&table_once, fill_table);
